@@ -1,0 +1,50 @@
+// Block layouts of the quantised formats, bit-for-bit as ggml writes them into GGUF files.
+// Defined once here and shared by the scalar reference and every SIMD variant.
+#pragma once
+
+#include <cstdint>
+
+namespace ds4::quant {
+
+using f16_bits = uint16_t;  // IEEE half, stored as raw bits
+
+constexpr int QK4_0 = 32, QK4_1 = 32, QK5_0 = 32, QK5_1 = 32, QK8_0 = 32, QK4_NL = 32;
+constexpr int QK_MXFP4 = 32;
+constexpr int QK_K = 256;
+constexpr int K_SCALE_SIZE = 12;
+
+struct block_q4_0 { f16_bits d; uint8_t qs[QK4_0 / 2]; };
+struct block_q4_1 { f16_bits d, m; uint8_t qs[QK4_1 / 2]; };
+struct block_q5_0 { f16_bits d; uint8_t qh[4]; uint8_t qs[QK5_0 / 2]; };
+struct block_q5_1 { f16_bits d, m; uint8_t qh[4]; uint8_t qs[QK5_1 / 2]; };
+struct block_q8_0 { f16_bits d; int8_t qs[QK8_0]; };
+
+struct block_q2_K { uint8_t scales[QK_K / 16]; uint8_t qs[QK_K / 4]; f16_bits d, dmin; };
+struct block_q3_K { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[12]; f16_bits d; };
+struct block_q4_K { f16_bits d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K / 2]; };
+struct block_q5_K { f16_bits d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; };
+struct block_q6_K { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; f16_bits d; };
+struct block_q8_K { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; };
+
+struct block_iq2_xxs { f16_bits d; uint16_t qs[QK_K / 8]; };
+struct block_iq4_nl { f16_bits d; uint8_t qs[QK4_NL / 2]; };
+struct block_iq4_xs { f16_bits d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; };
+struct block_mxfp4 { uint8_t e; uint8_t qs[QK_MXFP4 / 2]; };
+
+static_assert(sizeof(block_q4_0) == 18, "block_q4_0 size");
+static_assert(sizeof(block_q4_1) == 20, "block_q4_1 size");
+static_assert(sizeof(block_q5_0) == 22, "block_q5_0 size");
+static_assert(sizeof(block_q5_1) == 24, "block_q5_1 size");
+static_assert(sizeof(block_q8_0) == 34, "block_q8_0 size");
+static_assert(sizeof(block_q2_K) == 84, "block_q2_K size");
+static_assert(sizeof(block_q3_K) == 110, "block_q3_K size");
+static_assert(sizeof(block_q4_K) == 144, "block_q4_K size");
+static_assert(sizeof(block_q5_K) == 176, "block_q5_K size");
+static_assert(sizeof(block_q6_K) == 210, "block_q6_K size");
+static_assert(sizeof(block_q8_K) == 292, "block_q8_K size");
+static_assert(sizeof(block_iq2_xxs) == 66, "block_iq2_xxs size");
+static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl size");
+static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs size");
+static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4 size");
+
+}  // namespace ds4::quant

@@ -1,0 +1,56 @@
+"""``ds4.Model``: a loaded GGUF model (weights mmap'd once, shared by every session)."""
+
+from __future__ import annotations
+
+import os
+
+from ds4 import _core
+from ds4.default_model import default_model_path
+
+
+class Model:
+    """A GGUF model. ``path=None`` loads the embedded default model (Gemma 3 270M Q4_K_M)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        threads: int | None = None,
+        n_ctx: int | None = None,
+    ) -> None:
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        if n_ctx is not None and n_ctx < 1:
+            raise ValueError(f"n_ctx must be >= 1, got {n_ctx}")
+        self.path = os.fspath(path) if path is not None else str(default_model_path())
+        self._m = _core.Model(self.path, threads or 0, n_ctx or 0)
+
+    @property
+    def arch(self) -> str:
+        """``general.architecture`` of the file, e.g. ``"gemma3"``."""
+        return self._m.arch
+
+    @property
+    def vocab_size(self) -> int:
+        return self._m.vocab_size
+
+    @property
+    def n_ctx(self) -> int:
+        """Context length sessions get: the ``n_ctx`` asked for, else the model's trained length."""
+        return self._m.n_ctx
+
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        """Token ids of ``text``.
+
+        ``add_special`` adds BOS/EOS as the file's ``add_bos_token``/``add_eos_token`` flags say;
+        ``parse_special`` turns control and user-defined tokens written in the text (such as
+        ``<start_of_turn>``) into their ids instead of tokenizing their characters.
+        """
+        return self._m.tokenize(text, add_special, parse_special)
+
+    def detokenize(self, ids: list[int]) -> str:
+        """Text of ``ids``; special tokens render as their text. Invalid UTF-8 becomes U+FFFD."""
+        return self._m.detokenize(list(ids))
+
+    def __repr__(self) -> str:
+        return f"ds4.Model({self.path!r}, arch={self.arch!r}, vocab_size={self.vocab_size})"
