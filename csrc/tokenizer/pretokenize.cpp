@@ -119,6 +119,24 @@ size_t match_llama3(const Chars& ch, size_t i, size_t max_digits) {
 
 void pre_split(PreSplit kind, std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& out) {
     Chars ch(text);
+    if (kind == PreSplit::Smollm) {
+        // Digits(individual_digits) first: each number character is a piece of its own, and the
+        // GPT-2 regex runs on each stretch between them as if it were the whole text.
+        for (size_t i = 0; i < ch.size();) {
+            if (ch.cls[i] == kNumber) {
+                out.emplace_back(ch.off[i], ch.off[i + 1] - ch.off[i]);
+                ++i;
+                continue;
+            }
+            size_t j = i;
+            while (j < ch.size() && ch.cls[j] != kNumber) ++j;
+            const size_t first = out.size();
+            pre_split(PreSplit::Gpt2, text.substr(ch.off[i], ch.off[j] - ch.off[i]), out);
+            for (size_t k = first; k < out.size(); ++k) out[k].first += ch.off[i];
+            i = j;
+        }
+        return;
+    }
     for (size_t i = 0; i < ch.size();) {
         size_t j = kind == PreSplit::Gpt2 ? match_gpt2(ch, i) : match_llama3(ch, i, kind == PreSplit::Llama3 ? 3 : 1);
         out.emplace_back(ch.off[i], ch.off[j] - ch.off[i]);

@@ -14,6 +14,7 @@ enum class PreSplit {
     Llama3,  // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
              //   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
     Qwen2,   // as Llama3 with \p{N} (one digit per piece)
+    Smollm,  // each \p{N} alone, then Gpt2 on the stretches between (SmolLM's tokenizer.json)
 };
 
 // Appends (byte offset, byte length) of each piece of `text` to `out`.
