@@ -161,6 +161,14 @@ Dispatch& dispatch() {
 
 const Kernels kNone{};
 
+void require_available(const Dispatch& d, Isa isa) {
+    if (!d.has(isa)) {
+        throw std::invalid_argument(std::string("SIMD ISA '") + isa_name(isa) +
+                                    "' is not available on this CPU / build (available: " +
+                                    available_list(d.available) + ")");
+    }
+}
+
 }  // namespace
 
 const char* isa_name(Isa isa) {
@@ -186,11 +194,7 @@ Isa active_isa() { return static_cast<Isa>(dispatch().active.load()); }
 
 void set_isa(Isa isa) {
     Dispatch& d = dispatch();
-    if (!d.has(isa)) {
-        throw std::invalid_argument(std::string("SIMD ISA '") + isa_name(isa) +
-                                    "' is not available on this CPU / build (available: " +
-                                    available_list(d.available) + ")");
-    }
+    require_available(d, isa);
     d.active.store(static_cast<int>(isa));
 }
 
@@ -199,6 +203,14 @@ const Kernels& kernels(Type type) {
     const auto t = static_cast<size_t>(type);
     if (t >= kMaxTypeId) return kNone;
     return d.resolved[static_cast<size_t>(d.active.load())][t];
+}
+
+const Kernels& kernels(Type type, Isa isa) {
+    Dispatch& d = dispatch();
+    require_available(d, isa);
+    const auto t = static_cast<size_t>(type);
+    if (t >= kMaxTypeId) return kNone;
+    return d.resolved[static_cast<size_t>(isa)][t];
 }
 
 const Kernels& kernels_for(Type type, Isa isa) {
