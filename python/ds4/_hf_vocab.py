@@ -15,6 +15,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ds4.convert import ConvertError
+
 # The split regexes transformers' tokenizers use, keyed by llama.cpp's pre-tokenizer name.
 # Distinguished by their digit rule: llama 3 groups up to three digits, Qwen2 takes one.
 _PRE_BY_DIGITS: tuple[tuple[str, str], ...] = ((r"\p{N}{1,3}", "llama-bpe"), (r"|\p{N}|", "qwen2"))
@@ -52,7 +54,7 @@ def write_tokenizer_json(w: Any, hf_dir: Path, vocab_size: int, model_type: str)
     tok = json.loads(path.read_text(encoding="utf-8"))
     model = tok.get("model", {})
     if model.get("type") != "BPE":
-        raise ValueError(f"{path}: tokenizer model type {model.get('type')!r} is not supported (BPE only)")
+        raise ConvertError(f"{path}: tokenizer model type {model.get('type')!r} is not supported (BPE only)")
     byte_level = any(s.get("type") == "ByteLevel" for s in _walk(tok.get("pre_tokenizer")))
     by_id: dict[int, str] = {int(i): t for t, i in model["vocab"].items()}
     added = {int(a["id"]): a for a in tok.get("added_tokens", [])}
@@ -60,7 +62,7 @@ def write_tokenizer_json(w: Any, hf_dir: Path, vocab_size: int, model_type: str)
         by_id[i] = a["content"]
     n = max(vocab_size, max(by_id) + 1)
     if n > vocab_size:
-        raise ValueError(f"{path}: the tokenizer has ids up to {n - 1}, beyond the model's vocab_size {vocab_size}")
+        raise ConvertError(f"{path}: the tokenizer has ids up to {n - 1}, beyond the model's vocab_size {vocab_size}")
 
     T = gguf.TokenType
     tokens: list[str] = []
@@ -68,7 +70,9 @@ def write_tokenizer_json(w: Any, hf_dir: Path, vocab_size: int, model_type: str)
     unk = model.get("unk_token")
     for i in range(n):
         t = by_id.get(i)
-        if t is None:  # rows of the embedding no token uses (llama.cpp's spelling)
+        if t is None or t == f"[PAD{i}]":
+            # rows of the embedding no token uses, in llama.cpp's spelling (a tokenizer that
+            # transformers built from a GGUF lists them as ordinary tokens)
             tokens.append(f"[PAD{i}]")
             types.append(T.UNUSED)
         elif i in added:

@@ -446,7 +446,6 @@ def _write_vocab(w: Any, hf_dir: Path, cfg: dict[str, Any], hp: _HParams, fam: _
 @dataclass(frozen=True)
 class _Planned:
     name: str  # GGUF name
-    source: _StTensor | None  # None: generated (rope_freqs)
     make: Callable[[], np.ndarray]  # the final float32 data
     shape: tuple[int, ...]
     qtype: Any  # gguf.GGMLQuantizationType
@@ -510,16 +509,15 @@ def convert(hf_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], ou
         if st.shape != expected[name]:
             raise ConvertError(f"{hf_dir}: tensor {hf_name!r} has shape {list(st.shape)}, "
                                f"config.json implies {list(expected[name])}")
-        plan[name] = _Planned(name, st, _transform(fam, hp, name, st), st.shape, _out_qtype(outtype, name, st.shape))
+        plan[name] = _Planned(name, _transform(fam, hp, name, st), st.shape, _out_qtype(outtype, name, st.shape))
     missing = [n for n in expected if n not in plan]
     if missing:
-        inv = {v: k for k, v in _hf_names(name_map, tensors).items()}
-        raise ConvertError(f"{hf_dir}: missing tensor(s) {', '.join(inv.get(n, n) for n in missing[:5])}"
+        raise ConvertError(f"{hf_dir}: missing tensor(s) {', '.join(missing[:5])}"
                            + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
     if hp.rope.kind == "llama3":
         freqs = _llama3_rope_freqs(hp.rope, hp.head_dim)
         name = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FREQS] + ".weight"
-        plan[name] = _Planned(name, None, lambda: freqs, freqs.shape, gguf.GGMLQuantizationType.F32)
+        plan[name] = _Planned(name, lambda: freqs, freqs.shape, gguf.GGMLQuantizationType.F32)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
@@ -548,11 +546,6 @@ def convert(hf_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], ou
         tmp.unlink(missing_ok=True)
         raise
     return out
-
-
-def _hf_names(name_map: Any, tensors: dict[str, _StTensor]) -> dict[str, str]:
-    """HF name -> GGUF name for the tensors present (to name a missing tensor the HF way)."""
-    return {h: g for h in tensors if (g := name_map.get_name(h, try_suffixes=(".weight", ".bias")))}
 
 
 def _transform(fam: _Family, hp: _HParams, name: str, st: _StTensor) -> Callable[[], np.ndarray]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import warnings
 import shutil
+import sys
 from pathlib import Path
 
 import gguf
@@ -285,3 +286,39 @@ def test_q8_0_row_not_multiple_of_32_falls_back_to_f16() -> None:
 
     assert _out_qtype("q8_0", "blk.0.ffn_down.weight", (64, 48)) == Q.F16
     assert _out_qtype("q8_0", "blk.0.ffn_down.weight", (64, 64)) == Q.Q8_0
+
+
+TOKENIZER_TEXTS = ["Hello world", "  indented\n\tcode = 12345 + 6789;", "Zürich ü 🙂 日本語", "<|im_start|>user\nhi<|im_end|>"]
+
+
+@pytest.mark.parametrize("source, family", [("smollm_path", "llama"), ("qwen05_path", "qwen2")])
+def test_tokenizer_json(source: str, family: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A checkpoint with tokenizer files (transformers' tokenizer of a real GGUF, saved) converts to
+    that GGUF's vocabulary, merges, special ids and chat template, and tokenizes as HF does."""
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from test_chat import hf_tokenizer
+
+    original: Path = request.getfixturevalue(source)
+    tok = hf_tokenizer(original)
+    orig_md = ds4.inspect(original)["metadata"]
+    n_vocab = len(orig_md["tokenizer.ggml.tokens"])
+
+    d = copy_model(family, tmp_path / "m")
+    for f in tok.save_pretrained(d):
+        assert Path(f).exists()
+    edit_config(d, vocab_size=n_vocab, tie_word_embeddings=True)
+    t = load_file(d / "model.safetensors")
+    t.pop("lm_head.weight")
+    t["model.embed_tokens.weight"] = np.random.default_rng(0).standard_normal((n_vocab, 64), dtype=np.float32)
+    save_file(t, d / "model.safetensors")
+
+    out = ds4.convert(d, tmp_path / "t.gguf", "f16")  # q8_0 of a 152k-row embedding is slow in gguf.quants
+    md = ds4.inspect(out)["metadata"]
+    K = gguf.Keys.Tokenizer
+    assert md[K.MODEL] == "gpt2"
+    assert md[K.PRE] == {"llama": "default", "qwen2": "qwen2"}[family]  # transformers' SmolLM loader drops the digit split
+    for key in (K.LIST, K.TOKEN_TYPE, K.MERGES, K.BOS_ID, K.EOS_ID, K.CHAT_TEMPLATE):
+        assert md[key] == orig_md[key], key
+    m = ds4.Model(out)
+    for text in TOKENIZER_TEXTS:
+        assert m.tokenize(text, add_special=False) == tok.encode(text, add_special_tokens=False), text
