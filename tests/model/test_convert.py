@@ -322,3 +322,44 @@ def test_tokenizer_json(source: str, family: str, tmp_path: Path, request: pytes
     m = ds4.Model(out)
     for text in TOKENIZER_TEXTS:
         assert m.tokenize(text, add_special=False) == tok.encode(text, add_special_tokens=False), text
+
+
+def test_rope_scaling(tmp_path: Path) -> None:
+    """linear / yarn become llama.cpp's scaling keys; llama3 becomes rope_freqs, whose divisors
+    turn the base frequencies into the ones transformers computes."""
+    import torch
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    base = {"rope_theta": 50000.0}
+    cases = {
+        "linear": {"rope_type": "linear", "factor": 4.0},
+        "yarn": {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 32, "beta_fast": 16.0},
+        "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 16},
+    }
+    for kind, params in cases.items():
+        d = copy_model("llama", tmp_path / kind)
+        edit_config(d, rope_parameters={**base, **params})
+        with pytest.warns(UserWarning, match="placeholder"):
+            out = ds4.convert(d, tmp_path / f"{kind}.gguf")
+        md = ds4.inspect(out)["metadata"]
+        names = {t["name"] for t in ds4.inspect(out)["tensors"]}
+        assert md["llama.rope.freq_base"] == 50000.0
+        if kind == "llama3":
+            assert "llama.rope.scaling.type" not in md
+            cfg = LlamaConfig(**{**tiny.config_dict("llama"), "rope_parameters": {**base, **params}})
+            scaled, _ = ROPE_INIT_FUNCTIONS["llama3"](cfg, torch.device("cpu"))
+            hd = cfg.head_dim
+            plain = 50000.0 ** -(np.arange(0, hd, 2, dtype=np.float64) / hd)
+            np.testing.assert_allclose(plain / read_tensor(out, "rope_freqs.weight"), scaled.numpy(), rtol=1e-5)
+        else:
+            assert "rope_freqs.weight" not in names
+            assert md["llama.rope.scaling.type"] == kind
+            assert md["llama.rope.scaling.factor"] == params["factor"]
+        if kind == "yarn":
+            assert md["llama.rope.scaling.original_context_length"] == 32
+            assert md["llama.rope.scaling.yarn_beta_fast"] == 16.0
+    d = copy_model("llama", tmp_path / "dynamic")
+    edit_config(d, rope_parameters={**base, "rope_type": "dynamic", "factor": 2.0})
+    assert_fails(d, tmp_path, ds4.ConvertError, "rope type 'dynamic' is not supported")
