@@ -2,6 +2,8 @@
 
     ds4 inspect [FILE]          metadata and tensor table of a GGUF (default: the embedded model)
     ds4 tokenize [-m FILE] TEXT token ids and pieces of TEXT
+    ds4 convert HF_DIR OUT.gguf [--outtype f32|f16|bf16|q8_0]
+                                HF safetensors checkpoint -> GGUF
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import sys
 from collections import defaultdict
 from typing import Any, Sequence
 
-from ds4 import GGUFError, TokenizerError
+from ds4 import ConvertError, GGUFError, TokenizerError
 
 
 def _fmt_bytes(n: int) -> str:
@@ -96,6 +98,14 @@ def cmd_tokenize(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_convert(args: argparse.Namespace) -> int:
+    from ds4 import convert
+
+    out = convert(args.hf_dir, args.out, outtype=args.outtype)
+    print(out)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ds4", description="ds4: GGUF inference with lossless speculative decoding")
     sub = p.add_subparsers(dest="command", required=True)
@@ -112,6 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--no-parse-special", action="store_true", help="tokenize special-token text literally")
     pt.add_argument("--json", action="store_true")
     pt.set_defaults(func=cmd_tokenize)
+
+    from ds4.convert import OUTTYPES
+
+    pc = sub.add_parser("convert", help="convert a Hugging Face safetensors checkpoint directory to GGUF")
+    pc.add_argument("hf_dir", help="directory with config.json and *.safetensors (as save_pretrained writes it)")
+    pc.add_argument("out", help="GGUF file to write")
+    pc.add_argument("--outtype", choices=OUTTYPES, default="f32", help="type of the 2-D tensors (default f32)")
+    pc.set_defaults(func=cmd_convert)
     return p
 
 
@@ -119,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (GGUFError, TokenizerError, FileNotFoundError) as e:
+    except (ConvertError, GGUFError, TokenizerError, FileNotFoundError) as e:
         print(f"ds4: error: {e}", file=sys.stderr)
         return 1
     except BrokenPipeError:
