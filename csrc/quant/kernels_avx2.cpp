@@ -1,12 +1,236 @@
-// avx2 kernels. Placeholder table (every entry nullptr, so dispatch falls back to the next
-// lower ISA) until the SIMD variants land in this file.
+// AVX2 + FMA + F16C kernels for the float formats and the 32-element legacy blocks, and the AVX2
+// kernel table (the K-quants live in kquants_avx2.cpp).  Summation order and error bound:
+// simd_x86.h.  8 float lanes; each kernel keeps 2-4 vector accumulators so that consecutive
+// FMAs into one accumulator (4-cycle latency) do not serialise the loop.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstring>
+
+#include "quant/blocks.h"
 #include "quant/isa_tables.h"
+#include "quant/simd_x86.h"
 
 namespace ds4::quant {
+namespace avx2 {
+namespace {
 
-const Kernels& avx2_kernels(Type) {
+inline float load_f16(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, sizeof h);
+    return _cvtsh_ss(h);  // exact, subnormals included
+}
+
+// 8 bytes -> 8 int32 lanes (one vpmovzxbd / vpmovsxbd with a memory operand).
+inline __m256i u8x8(const uint8_t* p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256i i8x8(const uint8_t* p) {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
+inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+inline float hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
+    return hsum(_mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
+}
+
+// Float formats: load8(p) gives 8 weights as float.  4 accumulators x 8 lanes; the tail (< 32)
+// goes through a zero-padded copy so nothing past the row is read.
+template <int Bytes, __m256 (*Load8)(const uint8_t*)>
+float dot_float_format(const void* w, const float* x, int64_t n) {
+    const auto* p = static_cast<const uint8_t*>(w);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (int k = 0; k < 4; ++k)
+            acc[k] = _mm256_fmadd_ps(Load8(p + (i + 8 * k) * Bytes), _mm256_loadu_ps(x + i + 8 * k), acc[k]);
+    }
+    for (int k = 0; i < n; ++k, i += 8) {
+        const int64_t m = n - i < 8 ? n - i : 8;
+        alignas(32) uint8_t wb[8 * Bytes] = {};
+        alignas(32) float xb[8] = {};
+        std::memcpy(wb, p + i * Bytes, static_cast<size_t>(m) * Bytes);
+        std::memcpy(xb, x + i, static_cast<size_t>(m) * sizeof(float));
+        acc[k] = _mm256_fmadd_ps(Load8(wb), _mm256_load_ps(xb), acc[k]);
+    }
+    return hsum4(acc[0], acc[1], acc[2], acc[3]);
+}
+
+inline __m256 load8_f32(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+inline __m256 load8_f16(const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 load8_bf16(const uint8_t* p) {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));  // bf16 is the top half of an f32
+}
+
+}  // namespace
+
+float dot_f32(const void* w, const float* x, int64_t n) { return dot_float_format<4, load8_f32>(w, x, n); }
+float dot_f16(const void* w, const float* x, int64_t n) { return dot_float_format<2, load8_f16>(w, x, n); }
+float dot_bf16(const void* w, const float* x, int64_t n) { return dot_float_format<2, load8_bf16>(w, x, n); }
+
+// Q8_0: Σ_b d_b Σ_j q_j x_j.  The block partial sum is a 4-step chain per lane; two accumulators
+// take alternate blocks.
+float dot_q8_0(const void* w, const float* x, int64_t n) {
+    const auto* p = static_cast<const uint8_t*>(w);
+    const int64_t nb = n / QK8_0;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < nb; ++i, p += sizeof(block_q8_0), x += QK8_0) {
+        const uint8_t* qs = p + offsetof(block_q8_0, qs);
+        __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(i8x8(qs)), _mm256_loadu_ps(x));
+        s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i8x8(qs + 8)), _mm256_loadu_ps(x + 8), s);
+        s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i8x8(qs + 16)), _mm256_loadu_ps(x + 16), s);
+        s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i8x8(qs + 24)), _mm256_loadu_ps(x + 24), s);
+        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(load_f16(p)), s, acc[i & 1]);
+    }
+    return hsum(_mm256_add_ps(acc[0], acc[1]));
+}
+
+void dequant_q8_0(const void* src, float* dst, int64_t n) {
+    const auto* p = static_cast<const uint8_t*>(src);
+    for (int64_t i = 0; i < n / QK8_0; ++i, p += sizeof(block_q8_0), dst += QK8_0) {
+        const __m256 d = _mm256_set1_ps(load_f16(p));
+        const uint8_t* qs = p + offsetof(block_q8_0, qs);
+        for (int k = 0; k < 4; ++k)
+            _mm256_storeu_ps(dst + 8 * k, _mm256_mul_ps(d, _mm256_cvtepi32_ps(i8x8(qs + 8 * k))));
+    }
+}
+
+// Q4_0: element j < 16 is the low nibble of qs[j], element j + 16 the high nibble; value q - 8.
+float dot_q4_0(const void* w, const float* x, int64_t n) {
+    const auto* p = static_cast<const uint8_t*>(w);
+    const int64_t nb = n / QK4_0;
+    const __m256i lo4 = _mm256_set1_epi32(0x0F), eight = _mm256_set1_epi32(8);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < nb; ++i, p += sizeof(block_q4_0), x += QK4_0) {
+        const uint8_t* qs = p + offsetof(block_q4_0, qs);
+        const __m256i a0 = u8x8(qs), a1 = u8x8(qs + 8);
+        const __m256 q0 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(a0, lo4), eight));
+        const __m256 q1 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(a1, lo4), eight));
+        const __m256 q2 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(a0, 4), eight));
+        const __m256 q3 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(a1, 4), eight));
+        __m256 s = _mm256_mul_ps(q0, _mm256_loadu_ps(x));
+        s = _mm256_fmadd_ps(q1, _mm256_loadu_ps(x + 8), s);
+        s = _mm256_fmadd_ps(q2, _mm256_loadu_ps(x + 16), s);
+        s = _mm256_fmadd_ps(q3, _mm256_loadu_ps(x + 24), s);
+        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(load_f16(p)), s, acc[i & 1]);
+    }
+    return hsum(_mm256_add_ps(acc[0], acc[1]));
+}
+
+// Q4_1: w = d q + m, formed with one fma exactly as the reference rounds it (d q is exact).
+float dot_q4_1(const void* w, const float* x, int64_t n) {
+    const auto* p = static_cast<const uint8_t*>(w);
+    const int64_t nb = n / QK4_1;
+    const __m256i lo4 = _mm256_set1_epi32(0x0F);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < nb; ++i, p += sizeof(block_q4_1), x += QK4_1) {
+        const __m256 d = _mm256_set1_ps(load_f16(p + offsetof(block_q4_1, d)));
+        const __m256 m = _mm256_set1_ps(load_f16(p + offsetof(block_q4_1, m)));
+        const uint8_t* qs = p + offsetof(block_q4_1, qs);
+        const __m256i a0 = u8x8(qs), a1 = u8x8(qs + 8);
+        const __m256i q[4] = {_mm256_and_si256(a0, lo4), _mm256_and_si256(a1, lo4), _mm256_srli_epi32(a0, 4),
+                              _mm256_srli_epi32(a1, 4)};
+        for (int k = 0; k < 4; ++k) {
+            const __m256 wk = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q[k]), m);
+            acc[k] = _mm256_fmadd_ps(wk, _mm256_loadu_ps(x + 8 * k), acc[k]);
+        }
+    }
+    return hsum4(acc[0], acc[1], acc[2], acc[3]);
+}
+
+namespace {
+
+// Q5 fifth bits: lanes j0..j0+7 get bit (j0 + lane) of qh, moved to bit 4.
+inline __m256i q5_high(__m256i qh, __m256i shifts) {
+    return _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(qh, shifts), _mm256_set1_epi32(1)), 4);
+}
+
+// The four 8-element groups of a Q5_0 / Q5_1 block as int32 lanes in 0..31.
+inline void q5_unpack(const uint8_t* qs, const uint8_t* qhp, __m256i q[4]) {
+    uint32_t qh32;
+    std::memcpy(&qh32, qhp, sizeof qh32);
+    const __m256i qh = _mm256_set1_epi32(static_cast<int>(qh32));
+    const __m256i s0 = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), eight = _mm256_set1_epi32(8);
+    const __m256i s1 = _mm256_add_epi32(s0, eight), s2 = _mm256_add_epi32(s1, eight),
+                  s3 = _mm256_add_epi32(s2, eight);
+    const __m256i lo4 = _mm256_set1_epi32(0x0F);
+    const __m256i a0 = u8x8(qs), a1 = u8x8(qs + 8);
+    q[0] = _mm256_or_si256(_mm256_and_si256(a0, lo4), q5_high(qh, s0));
+    q[1] = _mm256_or_si256(_mm256_and_si256(a1, lo4), q5_high(qh, s1));
+    q[2] = _mm256_or_si256(_mm256_srli_epi32(a0, 4), q5_high(qh, s2));
+    q[3] = _mm256_or_si256(_mm256_srli_epi32(a1, 4), q5_high(qh, s3));
+}
+
+}  // namespace
+
+float dot_q5_0(const void* w, const float* x, int64_t n) {
+    const auto* p = static_cast<const uint8_t*>(w);
+    const int64_t nb = n / QK5_0;
+    const __m256i sixteen = _mm256_set1_epi32(16);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < nb; ++i, p += sizeof(block_q5_0), x += QK5_0) {
+        __m256i q[4];
+        q5_unpack(p + offsetof(block_q5_0, qs), p + offsetof(block_q5_0, qh), q);
+        __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q[0], sixteen)), _mm256_loadu_ps(x));
+        for (int k = 1; k < 4; ++k)
+            s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q[k], sixteen)), _mm256_loadu_ps(x + 8 * k), s);
+        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(load_f16(p)), s, acc[i & 1]);
+    }
+    return hsum(_mm256_add_ps(acc[0], acc[1]));
+}
+
+float dot_q5_1(const void* w, const float* x, int64_t n) {
+    const auto* p = static_cast<const uint8_t*>(w);
+    const int64_t nb = n / QK5_1;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < nb; ++i, p += sizeof(block_q5_1), x += QK5_1) {
+        const __m256 d = _mm256_set1_ps(load_f16(p + offsetof(block_q5_1, d)));
+        const __m256 m = _mm256_set1_ps(load_f16(p + offsetof(block_q5_1, m)));
+        __m256i q[4];
+        q5_unpack(p + offsetof(block_q5_1, qs), p + offsetof(block_q5_1, qh), q);
+        for (int k = 0; k < 4; ++k) {
+            const __m256 wk = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q[k]), m);
+            acc[k] = _mm256_fmadd_ps(wk, _mm256_loadu_ps(x + 8 * k), acc[k]);
+        }
+    }
+    return hsum4(acc[0], acc[1], acc[2], acc[3]);
+}
+
+}  // namespace avx2
+
+const Kernels& avx2_kernels(Type type) {
     static const Kernels none;
-    return none;
+    static const Kernels f32{nullptr, &avx2::dot_f32}, f16{nullptr, &avx2::dot_f16},
+        bf16{nullptr, &avx2::dot_bf16}, q4_0{nullptr, &avx2::dot_q4_0}, q4_1{nullptr, &avx2::dot_q4_1},
+        q5_0{nullptr, &avx2::dot_q5_0}, q5_1{nullptr, &avx2::dot_q5_1},
+        q8_0{&avx2::dequant_q8_0, &avx2::dot_q8_0}, q2_K{nullptr, &avx2::dot_q2_K},
+        q3_K{nullptr, &avx2::dot_q3_K}, q4_K{&avx2::dequant_q4_K, &avx2::dot_q4_K},
+        q5_K{nullptr, &avx2::dot_q5_K}, q6_K{&avx2::dequant_q6_K, &avx2::dot_q6_K};
+    switch (type) {
+        case Type::F32: return f32;
+        case Type::F16: return f16;
+        case Type::BF16: return bf16;
+        case Type::Q4_0: return q4_0;
+        case Type::Q4_1: return q4_1;
+        case Type::Q5_0: return q5_0;
+        case Type::Q5_1: return q5_1;
+        case Type::Q8_0: return q8_0;
+        case Type::Q2_K: return q2_K;
+        case Type::Q3_K: return q3_K;
+        case Type::Q4_K: return q4_K;
+        case Type::Q5_K: return q5_K;
+        case Type::Q6_K: return q6_K;
+        default: return none;
+    }
 }
 
 }  // namespace ds4::quant
