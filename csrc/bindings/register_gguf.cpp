@@ -1,0 +1,82 @@
+// GGUF bindings: inspect() turns a file's metadata and tensor directory into Python objects.
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "bindings/register.h"
+#include "gguf/gguf.h"
+#include "quant/types.h"
+
+namespace py = pybind11;
+
+namespace ds4::bindings {
+
+namespace {
+
+py::object to_python(const gguf::Value& v) {
+    using gguf::ValueType;
+    switch (v.type) {
+        case ValueType::UINT8: case ValueType::UINT16: case ValueType::UINT32: case ValueType::UINT64:
+            return py::int_(v.num.u);
+        case ValueType::INT8: case ValueType::INT16: case ValueType::INT32: case ValueType::INT64:
+            return py::int_(v.num.i);
+        case ValueType::FLOAT32: case ValueType::FLOAT64:
+            return py::float_(v.num.f);
+        case ValueType::BOOL:
+            return py::bool_(v.num.b);
+        case ValueType::STRING: {
+            // Metadata strings are UTF-8 by spec; a bad byte becomes U+FFFD rather than failing
+            // the whole inspection (keys and names are validated strictly by the reader).
+            PyObject* s = PyUnicode_DecodeUTF8(v.str.data(), static_cast<Py_ssize_t>(v.str.size()), "replace");
+            if (!s) throw py::error_already_set();
+            return py::reinterpret_steal<py::object>(s);
+        }
+        case ValueType::ARRAY: {
+            py::list out(v.arr.size());
+            for (size_t i = 0; i < v.arr.size(); i++) out[i] = to_python(v.arr[i]);
+            return std::move(out);
+        }
+    }
+    return py::none();
+}
+
+py::dict inspect(const std::string& path) {
+    std::shared_ptr<gguf::File> f;
+    {
+        py::gil_scoped_release release;
+        f = gguf::File::open(path);
+    }
+    py::dict metadata;
+    for (const auto& [key, value] : f->metadata()) metadata[py::str(key)] = to_python(value);
+    py::list tensors;
+    for (const gguf::TensorInfo& t : f->tensors()) {
+        py::dict d;
+        d["name"] = t.name;
+        d["type"] = quant::type_info(t.type)->name;
+        py::tuple shape(t.ne.size());
+        for (size_t i = 0; i < t.ne.size(); i++) shape[i] = t.ne[t.ne.size() - 1 - i];  // numpy order
+        d["shape"] = shape;
+        d["offset"] = t.offset;
+        d["nbytes"] = t.nbytes;
+        d["split"] = t.split;
+        tensors.append(d);
+    }
+    py::dict out;
+    out["path"] = f->path();
+    out["version"] = f->version();
+    out["alignment"] = f->alignment();
+    out["data_offset"] = f->data_offset();
+    out["n_splits"] = f->n_splits();
+    out["metadata"] = metadata;
+    out["tensors"] = tensors;
+    return out;
+}
+
+}  // namespace
+
+void register_gguf(py::module_& m) {
+    m.def("inspect", &inspect, py::arg("path"),
+          "Metadata and tensor directory of a GGUF file; raises GGUFError if it is malformed.");
+}
+
+}  // namespace ds4::bindings

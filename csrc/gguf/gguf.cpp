@@ -1,0 +1,506 @@
+// GGUF v2/v3 reader: maps the file read-only, parses header, metadata and tensor directory,
+// and validates every count, length, offset and extent against the file size before use.
+//
+// Layout (all little-endian):
+//   "GGUF" u32 version  u64 n_tensors  u64 n_kv
+//   n_kv     × { string key, u32 value_type, value }
+//   n_tensors× { string name, u32 n_dims, u64 ne[n_dims], u32 type, u64 offset }
+//   padding to general.alignment, then the data section (tensor offsets are relative to it)
+// where string = u64 length + bytes, and an array value = u32 elem_type, u64 count, elements.
+#include "gguf/gguf.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <unordered_set>
+
+#include "quant/types.h"
+
+namespace ds4::gguf {
+
+namespace {
+
+constexpr int kMaxDims = 4;         // ggml tensors have at most 4 dimensions
+constexpr int kMaxArrayDepth = 16;  // nested arrays deeper than this are not a real model
+
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char* fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+// Minimum encoded size of a value of type t, used to bound element counts before allocating.
+uint64_t min_encoded_size(ValueType t) {
+    switch (t) {
+        case ValueType::UINT8: case ValueType::INT8: case ValueType::BOOL: return 1;
+        case ValueType::UINT16: case ValueType::INT16: return 2;
+        case ValueType::UINT32: case ValueType::INT32: case ValueType::FLOAT32: return 4;
+        case ValueType::UINT64: case ValueType::INT64: case ValueType::FLOAT64: return 8;
+        case ValueType::STRING: return 8;
+        case ValueType::ARRAY: return 12;
+    }
+    return 1;
+}
+
+bool valid_utf8(const std::string& s) {
+    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+    size_t n = s.size(), i = 0;
+    while (i < n) {
+        unsigned c = p[i];
+        size_t len;
+        uint32_t cp;
+        if (c < 0x80) { i++; continue; }
+        if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+        else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+        else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+        else return false;
+        if (i + len > n) return false;
+        for (size_t k = 1; k < len; k++) {
+            if ((p[i + k] & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (p[i + k] & 0x3F);
+        }
+        // Reject overlong forms, surrogates and code points past U+10FFFF.
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+            (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+// Bounds-checked reader over one mapped file. Every read names the field it is reading so
+// that a failure says what was being parsed and where.
+class Cursor {
+public:
+    Cursor(const std::string& path, const uint8_t* base, uint64_t size)
+        : path_(path), base_(base), size_(size) {}
+
+    uint64_t pos() const { return pos_; }
+    uint64_t remaining() const { return size_ - pos_; }
+
+    [[noreturn]] void fail(uint64_t at, const std::string& field, const std::string& what) const {
+        throw Error(format("%s: %s at byte %" PRIu64 ": %s", path_.c_str(), field.c_str(), at, what.c_str()));
+    }
+
+    void need(uint64_t n, const std::string& field) const {
+        if (n > remaining())
+            fail(pos_, field, format("truncated: needs %" PRIu64 " bytes, only %" PRIu64 " left in the %" PRIu64 "-byte file",
+                                     n, remaining(), size_));
+    }
+
+    template <typename T>
+    T read(const std::string& field) {
+        need(sizeof(T), field);
+        T v;
+        std::memcpy(&v, base_ + pos_, sizeof(T));
+        pos_ += sizeof(T);
+        return v;
+    }
+
+    std::string read_string(const std::string& field) {
+        uint64_t at = pos_;
+        uint64_t len = read<uint64_t>(field + " length");
+        if (len > remaining())
+            fail(at, field, format("string length %" PRIu64 " runs past the end of the file (%" PRIu64 " bytes left)",
+                                   len, remaining()));
+        std::string s(reinterpret_cast<const char*>(base_ + pos_), len);
+        pos_ += len;
+        return s;
+    }
+
+private:
+    const std::string& path_;
+    const uint8_t* base_;
+    uint64_t size_;
+    uint64_t pos_ = 0;
+};
+
+Value read_value(Cursor& c, ValueType type, const std::string& field, int depth) {
+    Value v;
+    v.type = type;
+    switch (type) {
+        case ValueType::UINT8: v.num.u = c.read<uint8_t>(field); break;
+        case ValueType::INT8: v.num.i = c.read<int8_t>(field); break;
+        case ValueType::UINT16: v.num.u = c.read<uint16_t>(field); break;
+        case ValueType::INT16: v.num.i = c.read<int16_t>(field); break;
+        case ValueType::UINT32: v.num.u = c.read<uint32_t>(field); break;
+        case ValueType::INT32: v.num.i = c.read<int32_t>(field); break;
+        case ValueType::UINT64: v.num.u = c.read<uint64_t>(field); break;
+        case ValueType::INT64: v.num.i = c.read<int64_t>(field); break;
+        case ValueType::FLOAT32: v.num.f = c.read<float>(field); break;
+        case ValueType::FLOAT64: v.num.f = c.read<double>(field); break;
+        case ValueType::BOOL: {
+            uint64_t at = c.pos();
+            uint8_t b = c.read<uint8_t>(field);
+            if (b > 1) c.fail(at, field, format("bool value %u is neither 0 nor 1", b));
+            v.num.b = b != 0;
+            break;
+        }
+        case ValueType::STRING: v.str = c.read_string(field); break;
+        case ValueType::ARRAY: {
+            if (depth >= kMaxArrayDepth) c.fail(c.pos(), field, "arrays nested too deeply");
+            uint64_t at = c.pos();
+            uint32_t et = c.read<uint32_t>(field + " element type");
+            if (et > static_cast<uint32_t>(ValueType::FLOAT64))
+                c.fail(at, field, format("unknown array element type %u", et));
+            v.elem_type = static_cast<ValueType>(et);
+            at = c.pos();
+            uint64_t count = c.read<uint64_t>(field + " element count");
+            uint64_t min_size = min_encoded_size(v.elem_type);
+            if (count > c.remaining() / min_size)
+                c.fail(at, field, format("array of %" PRIu64 " %s elements cannot fit in the %" PRIu64 " bytes left",
+                                         count, value_type_name(v.elem_type), c.remaining()));
+            v.arr.reserve(count);
+            for (uint64_t k = 0; k < count; k++) v.arr.push_back(read_value(c, v.elem_type, field, depth + 1));
+            break;
+        }
+    }
+    return v;
+}
+
+uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+// "<prefix>-00001-of-00003.gguf" -> ("<prefix>", 3); count 0 if the name is not a split name.
+std::pair<std::string, int> split_name(const std::string& path) {
+    const std::string suffix = ".gguf";
+    // -NNNNN-of-NNNNN.gguf is 20 characters
+    if (path.size() < 20 + 1 || path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0)
+        return {"", 0};
+    std::string tail = path.substr(path.size() - 20);
+    int no = 0, count = 0;
+    char dash, o, f, dash2;
+    if (std::sscanf(tail.c_str(), "%c%5d%c%c%c%5d", &dash, &no, &dash2, &o, &f, &count) != 6 || dash != '-' ||
+        dash2 != '-' || o != 'o' || f != 'f' || no != 1 || count < 1)
+        return {"", 0};
+    return {path.substr(0, path.size() - 20), count};
+}
+
+}  // namespace
+
+const char* value_type_name(ValueType t) {
+    switch (t) {
+        case ValueType::UINT8: return "uint8";
+        case ValueType::INT8: return "int8";
+        case ValueType::UINT16: return "uint16";
+        case ValueType::INT16: return "int16";
+        case ValueType::UINT32: return "uint32";
+        case ValueType::INT32: return "int32";
+        case ValueType::FLOAT32: return "float32";
+        case ValueType::BOOL: return "bool";
+        case ValueType::STRING: return "string";
+        case ValueType::ARRAY: return "array";
+        case ValueType::UINT64: return "uint64";
+        case ValueType::INT64: return "int64";
+        case ValueType::FLOAT64: return "float64";
+    }
+    return "?";
+}
+
+bool Value::is_integer() const {
+    switch (type) {
+        case ValueType::UINT8: case ValueType::INT8: case ValueType::UINT16: case ValueType::INT16:
+        case ValueType::UINT32: case ValueType::INT32: case ValueType::UINT64: case ValueType::INT64:
+            return true;
+        default:
+            return false;
+    }
+}
+
+static bool is_unsigned(ValueType t) {
+    return t == ValueType::UINT8 || t == ValueType::UINT16 || t == ValueType::UINT32 || t == ValueType::UINT64;
+}
+
+int64_t Value::as_int() const {
+    if (!is_integer()) throw Error(std::string("expected an integer, found ") + value_type_name(type));
+    if (is_unsigned(type) && num.u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        throw Error("integer value too large");
+    return is_unsigned(type) ? static_cast<int64_t>(num.u) : num.i;
+}
+
+uint64_t Value::as_uint() const {
+    if (!is_integer()) throw Error(std::string("expected an integer, found ") + value_type_name(type));
+    if (!is_unsigned(type) && num.i < 0) throw Error("expected a non-negative integer");
+    return is_unsigned(type) ? num.u : static_cast<uint64_t>(num.i);
+}
+
+double Value::as_float() const {
+    if (is_float()) return num.f;
+    if (is_integer()) return is_unsigned(type) ? static_cast<double>(num.u) : static_cast<double>(num.i);
+    throw Error(std::string("expected a number, found ") + value_type_name(type));
+}
+
+bool Value::as_bool() const {
+    if (type != ValueType::BOOL) throw Error(std::string("expected a bool, found ") + value_type_name(type));
+    return num.b;
+}
+
+const std::string& Value::as_string() const {
+    if (type != ValueType::STRING) throw Error(std::string("expected a string, found ") + value_type_name(type));
+    return str;
+}
+
+const std::vector<Value>& Value::as_array() const {
+    if (type != ValueType::ARRAY) throw Error(std::string("expected an array, found ") + value_type_name(type));
+    return arr;
+}
+
+int64_t TensorInfo::n_elements() const {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;  // validated not to overflow when the directory was read
+    return n;
+}
+
+struct File::Map {
+    std::string path;
+    const uint8_t* base = nullptr;
+    uint64_t size = 0;
+
+    ~Map() {
+        if (base) munmap(const_cast<uint8_t*>(base), size);
+    }
+};
+
+File::~File() = default;
+
+const Value* File::find(const std::string& key) const {
+    auto it = kv_index_.find(key);
+    return it == kv_index_.end() ? nullptr : &kv_[it->second].second;
+}
+
+const Value& File::get(const std::string& key) const {
+    const Value* v = find(key);
+    if (!v) throw Error(path_ + ": required metadata key '" + key + "' is missing");
+    return *v;
+}
+
+const TensorInfo* File::find_tensor(const std::string& name) const {
+    auto it = tensor_index_.find(name);
+    return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
+}
+
+std::shared_ptr<File> File::open(const std::string& path) {
+    std::shared_ptr<File> f(new File());
+    f->path_ = path;
+    f->parse(0, path);
+
+    // A split model: the first part names the count; the others follow the same pattern.
+    int count = 1;
+    if (const Value* v = f->find("split.count")) {
+        int64_t c;
+        try {
+            c = v->as_int();
+        } catch (const Error&) {
+            throw Error(path + ": metadata 'split.count' must be an integer");
+        }
+        if (c < 1 || c > 99999) throw Error(path + ": metadata 'split.count' is " + std::to_string(c) + ", expected 1..99999");
+        count = static_cast<int>(c);
+        if (const Value* no = f->find("split.no"); no && no->is_integer() && no->as_uint() != 0)
+            throw Error(path + ": this is part " + std::to_string(no->as_uint() + 1) + " of a split model; open the first part (-00001-of-...)");
+    }
+    if (count > 1) {
+        auto [prefix, name_count] = split_name(path);
+        if (name_count != count)
+            throw Error(path + ": split.count is " + std::to_string(count) +
+                        " but the file name does not follow <name>-00001-of-" + format("%05d", count) + ".gguf");
+        for (int i = 1; i < count; i++) f->parse(i, prefix + format("-%05d-of-%05d.gguf", i + 1, count));
+        if (const Value* tc = f->find("split.tensors.count")) {
+            if (!tc->is_integer() || tc->as_uint() != f->tensors_.size())
+                throw Error(path + ": split.tensors.count does not match the " + std::to_string(f->tensors_.size()) +
+                            " tensors found in the parts");
+        }
+    }
+    return f;
+}
+
+void File::parse(int split, const std::string& path) {
+    auto map = std::make_unique<Map>();
+    map->path = path;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        ::close(fd);
+        throw Error(path + ": cannot stat: " + std::strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw Error(path + ": not a regular file");
+    }
+    map->size = static_cast<uint64_t>(st.st_size);
+    if (map->size == 0) {
+        ::close(fd);
+        throw Error(path + ": magic at byte 0: file is empty");
+    }
+    void* p = mmap(nullptr, map->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    ::close(fd);
+    if (p == MAP_FAILED) throw Error(path + ": cannot map: " + std::strerror(e));
+    map->base = static_cast<const uint8_t*>(p);
+    const Map& m = *map;
+    maps_.push_back(std::move(map));
+
+    Cursor c(path, m.base, m.size);
+
+    uint64_t at = c.pos();
+    uint32_t magic = c.read<uint32_t>("magic");
+    if (std::memcmp(&magic, "GGUF", 4) != 0) {
+        const auto* b = reinterpret_cast<const unsigned char*>(&magic);
+        c.fail(at, "magic", format("not a GGUF file (starts with %02x %02x %02x %02x, expected 'GGUF')", b[0], b[1], b[2], b[3]));
+    }
+    at = c.pos();
+    uint32_t version = c.read<uint32_t>("version");
+    if (version != 2 && version != 3) {
+        if ((version & 0xFFFF) == 0 && (version >> 16) != 0)
+            c.fail(at, "version", format("big-endian GGUF (version field 0x%08x) is not supported", version));
+        c.fail(at, "version", format("unsupported GGUF version %u (ds4 reads versions 2 and 3)", version));
+    }
+    if (split == 0) version_ = version;
+
+    at = c.pos();
+    uint64_t n_tensors = c.read<uint64_t>("tensor count");
+    // The smallest directory entry is 24 bytes (empty name, 0 dims, type, offset).
+    if (n_tensors > c.remaining() / 24)
+        c.fail(at, "tensor count", format("%" PRIu64 " tensors cannot fit in a %" PRIu64 "-byte file", n_tensors, m.size));
+    at = c.pos();
+    uint64_t n_kv = c.read<uint64_t>("metadata count");
+    // The smallest key/value pair is 13 bytes (empty key, type, one-byte value).
+    if (n_kv > c.remaining() / 13)
+        c.fail(at, "metadata count", format("%" PRIu64 " key/value pairs cannot fit in a %" PRIu64 "-byte file", n_kv, m.size));
+
+    std::vector<std::pair<std::string, Value>> kv;
+    std::unordered_map<std::string, size_t> kv_index;
+    kv.reserve(n_kv);
+    for (uint64_t i = 0; i < n_kv; i++) {
+        uint64_t key_at = c.pos();
+        std::string field = format("metadata key #%" PRIu64, i);
+        std::string key = c.read_string(field);
+        if (!valid_utf8(key)) c.fail(key_at, field, "key is not valid UTF-8");
+        if (key.empty()) c.fail(key_at, field, "key is empty");
+        field = "metadata '" + key + "'";
+        if (kv_index.count(key)) c.fail(key_at, field, "duplicate key");
+        at = c.pos();
+        uint32_t vt = c.read<uint32_t>(field + " type");
+        if (vt > static_cast<uint32_t>(ValueType::FLOAT64)) c.fail(at, field, format("unknown value type %u", vt));
+        Value v = read_value(c, static_cast<ValueType>(vt), field, 0);
+        kv_index.emplace(key, kv.size());
+        kv.emplace_back(std::move(key), std::move(v));
+    }
+
+    uint64_t alignment = 32;  // GGUF's default when general.alignment is absent
+    if (auto it = kv_index.find("general.alignment"); it != kv_index.end()) {
+        const Value& a = kv[it->second].second;
+        if (a.type != ValueType::UINT32)
+            throw Error(path + ": metadata 'general.alignment' must be uint32, found " + value_type_name(a.type));
+        alignment = a.num.u;
+        if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+            throw Error(path + ": metadata 'general.alignment' is " + std::to_string(alignment) + ", not a power of two");
+    }
+
+    struct Pending {
+        TensorInfo info;
+        uint64_t entry_at;
+    };
+    std::vector<Pending> pending;
+    std::unordered_set<std::string> names;  // of this split; earlier splits are in tensor_index_
+    pending.reserve(n_tensors);
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        uint64_t entry_at = c.pos();
+        std::string field = format("tensor #%" PRIu64 " name", i);
+        TensorInfo t;
+        t.name = c.read_string(field);
+        if (!valid_utf8(t.name)) c.fail(entry_at, field, "name is not valid UTF-8");
+        if (t.name.empty()) c.fail(entry_at, field, "name is empty");
+        field = "tensor '" + t.name + "'";
+        if (tensor_index_.count(t.name) || !names.insert(t.name).second)
+            c.fail(entry_at, field, "duplicate tensor name");
+        at = c.pos();
+        uint32_t n_dims = c.read<uint32_t>(field + " dimension count");
+        if (n_dims > kMaxDims) c.fail(at, field, format("%u dimensions (at most %d supported)", n_dims, kMaxDims));
+        uint64_t n_elements = 1;
+        for (uint32_t d = 0; d < n_dims; d++) {
+            at = c.pos();
+            uint64_t ne = c.read<uint64_t>(field + format(" dimension %u", d));
+            if (ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+                (ne != 0 && n_elements > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / ne))
+                c.fail(at, field, format("dimension %u of %" PRIu64 " overflows the element count", d, ne));
+            n_elements *= ne;
+            t.ne.push_back(static_cast<int64_t>(ne));
+        }
+        if (t.ne.empty()) t.ne.push_back(1);  // a 0-d tensor is a scalar
+        at = c.pos();
+        t.type = c.read<uint32_t>(field + " type");
+        const quant::TypeInfo* ti = quant::type_info(t.type);
+        if (!ti) c.fail(at, field, format("unknown tensor type id %u", t.type));
+        if (t.ne[0] % ti->block_size != 0)
+            c.fail(at, field, format("row length %" PRId64 " is not a multiple of %s's block size %" PRId64, t.ne[0],
+                                     ti->name, ti->block_size));
+        uint64_t blocks = n_elements / static_cast<uint64_t>(ti->block_size);
+        if (blocks > std::numeric_limits<uint64_t>::max() / ti->type_size)
+            c.fail(at, field, "byte size overflows");
+        t.nbytes = blocks * ti->type_size;
+        at = c.pos();
+        t.offset = c.read<uint64_t>(field + " offset");
+        if (t.offset % alignment != 0)
+            c.fail(at, field, format("data offset %" PRIu64 " is not a multiple of the alignment %" PRIu64, t.offset, alignment));
+        t.split = split;
+        pending.push_back({std::move(t), entry_at});
+    }
+
+    uint64_t data_offset = align_up(c.pos(), alignment);
+    uint64_t data_size = data_offset <= m.size ? m.size - data_offset : 0;
+    if (n_tensors > 0 && data_offset > m.size)
+        c.fail(c.pos(), "data section", format("starts at byte %" PRIu64 ", past the end of the %" PRIu64 "-byte file",
+                                               data_offset, m.size));
+    for (Pending& q : pending) {
+        TensorInfo& t = q.info;
+        if (t.offset > data_size || t.nbytes > data_size - t.offset)
+            c.fail(q.entry_at, "tensor '" + t.name + "' data",
+                   format("bytes %" PRIu64 "..%" PRIu64 " of the data section run past its end (%" PRIu64 " bytes)",
+                          t.offset, t.offset + t.nbytes, data_size));
+        t.data = m.base + data_offset + t.offset;
+    }
+    // Tensors must not overlap: a writer bug there would silently alias two weights.
+    std::vector<const Pending*> by_offset;
+    for (const Pending& q : pending) by_offset.push_back(&q);
+    std::sort(by_offset.begin(), by_offset.end(),
+              [](const Pending* a, const Pending* b) { return a->info.offset < b->info.offset; });
+    for (size_t i = 1; i < by_offset.size(); i++) {
+        const TensorInfo& prev = by_offset[i - 1]->info;
+        const TensorInfo& cur = by_offset[i]->info;
+        if (cur.offset < prev.offset + prev.nbytes && cur.nbytes > 0 && prev.nbytes > 0)
+            c.fail(by_offset[i]->entry_at, "tensor '" + cur.name + "' data",
+                   "overlaps the data of tensor '" + prev.name + "'");
+    }
+
+    if (split == 0) {
+        kv_ = std::move(kv);
+        kv_index_ = std::move(kv_index);
+        alignment_ = alignment;
+        data_offset_ = data_offset;
+    } else {
+        auto it = kv_index.find("split.no");
+        if (it == kv_index.end() || !kv[it->second].second.is_integer() ||
+            kv[it->second].second.as_uint() != static_cast<uint64_t>(split))
+            throw Error(path + ": metadata 'split.no' is missing or is not " + std::to_string(split));
+    }
+    for (Pending& q : pending) {
+        tensor_index_.emplace(q.info.name, tensors_.size());
+        tensors_.push_back(std::move(q.info));
+    }
+}
+
+}  // namespace ds4::gguf

@@ -1,0 +1,53 @@
+"""The ds4 command line: inspect's tables and clear errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ds4.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_inspect_prints_metadata_tensors_and_type_summary(gemma_path):
+    r = run_cli("inspect", str(gemma_path))
+    assert r.returncode == 0, r.stderr
+    assert '"gemma3"' in r.stdout
+    assert "token_embd.weight" in r.stdout and "Q8_0" in r.stdout
+    summary = r.stdout.split("bits/weight")[1]
+    # Gemma 3 270M Q4_K_M holds exactly these five tensor types.
+    assert {line.split()[0] for line in summary.strip().splitlines()} == {"Q8_0", "Q5_0", "Q4_K", "Q6_K", "F32", "total"}
+    assert "236" in summary.splitlines()[-1]
+
+
+def test_inspect_json_matches_python_api(gemma_path):
+    import ds4
+
+    r = run_cli("inspect", "--json", str(gemma_path))
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    api = ds4.inspect(gemma_path)
+    assert data["metadata"]["general.architecture"] == "gemma3"
+    assert [t["name"] for t in data["tensors"]] == [t["name"] for t in api["tensors"]]
+    assert [list(t["shape"]) for t in api["tensors"]] == [t["shape"] for t in data["tensors"]]
+
+
+def test_inspect_bad_file_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"NOTGGUF" * 4)
+    r = run_cli("inspect", str(bad))
+    assert r.returncode == 1
+    assert "bad.gguf" in r.stderr and "magic" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("args", [["tokenize", "--json", "The capital of France is"]])
+def test_tokenize_on_default_model(gemma_path, args):
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["ids"][0] == 2  # Gemma's <bos>
+    assert "".join(out["pieces"][1:]) == "The capital of France is"
