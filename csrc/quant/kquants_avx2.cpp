@@ -54,7 +54,9 @@ inline void k4_scales(const uint8_t* s, float d, float dmin, float* d1, float* n
 }
 
 // Q4_K: qs[32 j + l] holds element 64 j + l (low nibble, sub-block 2j) and 64 j + 32 + l (high
-// nibble, sub-block 2j+1).  f(slot, offset, w) receives 8 weights starting at element `offset`.
+// nibble, sub-block 2j+1).  f(slot, offset, w) receives 8 weights starting at element `offset`;
+// slot k < 4 is the k-th 8-lane group of both halves.  Loops are unrolled so that the
+// accumulators the caller keeps in f stay in registers.
 template <class F>
 inline void q4_K_block(const uint8_t* p, F&& f) {
     alignas(32) float d1[8], negm1[8];
@@ -62,13 +64,15 @@ inline void q4_K_block(const uint8_t* p, F&& f) {
               load_f16(p + offsetof(block_q4_K, dmin)), d1, negm1);
     const uint8_t* qs = p + offsetof(block_q4_K, qs);
     const __m256i lo4 = _mm256_set1_epi32(0x0F);
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
         const __m256 dl = _mm256_broadcast_ss(&d1[2 * j]), ml = _mm256_broadcast_ss(&negm1[2 * j]);
         const __m256 dh = _mm256_broadcast_ss(&d1[2 * j + 1]), mh = _mm256_broadcast_ss(&negm1[2 * j + 1]);
+#pragma GCC unroll 4
         for (int k = 0; k < 4; ++k) {
             const __m256i a = u8x8(qs + 32 * j + 8 * k);
             f(k, 64 * j + 8 * k, _mm256_fmadd_ps(dl, _mm256_cvtepi32_ps(_mm256_and_si256(a, lo4)), ml));
-            f(4 + k, 64 * j + 32 + 8 * k, _mm256_fmadd_ps(dh, _mm256_cvtepi32_ps(_mm256_srli_epi32(a, 4)), mh));
+            f(k, 64 * j + 32 + 8 * k, _mm256_fmadd_ps(dh, _mm256_cvtepi32_ps(_mm256_srli_epi32(a, 4)), mh));
         }
     }
 }
@@ -118,14 +122,13 @@ inline void q3_K_scales(const uint8_t* p, float* dsc) {
 
 float dot_q4_K(const void* w, const float* x, int64_t n) {
     const auto* p = static_cast<const uint8_t*>(w);
-    __m256 acc[8];
-    for (auto& a : acc) a = _mm256_setzero_ps();
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t i = 0; i < n / QK_K; ++i, p += sizeof(block_q4_K), x += QK_K) {
         q4_K_block(p, [&](int slot, int off, __m256 wv) {
             acc[slot] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + off), acc[slot]);
         });
     }
-    return hsum8(acc);
+    return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
 void dequant_q4_K(const void* src, float* dst, int64_t n) {
@@ -146,9 +149,11 @@ float dot_q5_K(const void* w, const float* x, int64_t n) {
                   load_f16(p + offsetof(block_q5_K, dmin)), d1, negm1);
         const uint8_t* qs = p + offsetof(block_q5_K, qs);
         const uint8_t* qh = p + offsetof(block_q5_K, qh);
+        #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
             const __m256 dl = _mm256_broadcast_ss(&d1[2 * j]), ml = _mm256_broadcast_ss(&negm1[2 * j]);
             const __m256 dh = _mm256_broadcast_ss(&d1[2 * j + 1]), mh = _mm256_broadcast_ss(&negm1[2 * j + 1]);
+            #pragma GCC unroll 4
             for (int k = 0; k < 4; ++k) {
                 const __m256i a = u8x8(qs + 32 * j + 8 * k), h = u8x8(qh + 8 * k);
                 const __m256i lo = _mm256_or_si256(_mm256_and_si256(a, lo4),
@@ -173,12 +178,15 @@ float dot_q6_K(const void* w, const float* x, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; ++i, p += sizeof(block_q6_K), x += QK_K) {
         alignas(32) float dsc[16];
         q6_K_scales(p, dsc);
+        #pragma GCC unroll 4
         for (int h = 0; h < 2; ++h) {
             const float* xh = x + 128 * h;
+            #pragma GCC unroll 4
             for (int g = 0; g < 2; ++g) {  // l0 = 16 g and 16 g + 8 share the group 8h + 2j + g
                 __m256 qa[4], qb[4];
                 q6_K_quants(p, h, 16 * g, qa);
                 q6_K_quants(p, h, 16 * g + 8, qb);
+                #pragma GCC unroll 4
                 for (int j = 0; j < 4; ++j) {
                     __m256 s = _mm256_mul_ps(qa[j], _mm256_loadu_ps(xh + 32 * j + 16 * g));
                     s = _mm256_fmadd_ps(qb[j], _mm256_loadu_ps(xh + 32 * j + 16 * g + 8), s);
@@ -195,10 +203,13 @@ void dequant_q6_K(const void* src, float* dst, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; ++i, p += sizeof(block_q6_K), dst += QK_K) {
         alignas(32) float dsc[16];
         q6_K_scales(p, dsc);
+        #pragma GCC unroll 4
         for (int h = 0; h < 2; ++h) {
+            #pragma GCC unroll 4
             for (int l0 = 0; l0 < 32; l0 += 8) {
                 __m256 q[4];
                 q6_K_quants(p, h, l0, q);
+                #pragma GCC unroll 4
                 for (int j = 0; j < 4; ++j) {
                     const int e = 128 * h + 32 * j + l0;
                     _mm256_storeu_ps(dst + e, _mm256_mul_ps(_mm256_broadcast_ss(&dsc[e / 16]), q[j]));
@@ -217,21 +228,26 @@ float dot_q3_K(const void* w, const float* x, int64_t n) {
         alignas(32) float dsc[16];
         q3_K_scales(p, dsc);
         const uint8_t* hm = p + offsetof(block_q3_K, hmask);
+        #pragma GCC unroll 4
         for (int h = 0; h < 2; ++h) {
             const uint8_t* qs = p + offsetof(block_q3_K, qs) + 32 * h;
             __m256i a[4], hb[4];
+            #pragma GCC unroll 4
             for (int k = 0; k < 4; ++k) {
                 a[k] = u8x8(qs + 8 * k);
                 hb[k] = u8x8(hm + 8 * k);
             }
+            #pragma GCC unroll 4
             for (int j = 0; j < 4; ++j) {
                 __m256 q[4];
+                #pragma GCC unroll 4
                 for (int k = 0; k < 4; ++k) {
                     const __m256i lo = _mm256_and_si256(shr(a[k], 2 * j), three);
                     const __m256i hi = _mm256_slli_epi32(_mm256_and_si256(shr(hb[k], 4 * h + j), one), 2);
                     q[k] = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_or_si256(lo, hi), four));
                 }
                 const float* xj = x + 128 * h + 32 * j;
+                #pragma GCC unroll 4
                 for (int g = 0; g < 2; ++g) {
                     __m256 s = _mm256_mul_ps(q[2 * g], _mm256_loadu_ps(xj + 16 * g));
                     s = _mm256_fmadd_ps(q[2 * g + 1], _mm256_loadu_ps(xj + 16 * g + 8), s);
@@ -255,15 +271,20 @@ float dot_q2_K(const void* w, const float* x, int64_t n) {
         const float d = load_f16(p + offsetof(block_q2_K, d)), dmin = load_f16(p + offsetof(block_q2_K, dmin));
         const uint8_t* sc = p + offsetof(block_q2_K, scales);
         alignas(32) float dl[16], negml[16];
+        #pragma GCC unroll 4
         for (int g = 0; g < 16; ++g) {
             dl[g] = d * static_cast<float>(sc[g] & 0x0F);
             negml[g] = -(dmin * static_cast<float>(sc[g] >> 4));
         }
+        #pragma GCC unroll 4
         for (int h = 0; h < 2; ++h) {
             const uint8_t* qs = p + offsetof(block_q2_K, qs) + 32 * h;
             __m256i a[4];
+            #pragma GCC unroll 4
             for (int k = 0; k < 4; ++k) a[k] = u8x8(qs + 8 * k);
+            #pragma GCC unroll 4
             for (int j = 0; j < 4; ++j) {
+                #pragma GCC unroll 4
                 for (int k = 0; k < 4; ++k) {
                     const int g = 8 * h + 2 * j + k / 2;
                     const __m256 q = _mm256_cvtepi32_ps(_mm256_and_si256(shr(a[k], 2 * j), three));
