@@ -5,7 +5,8 @@
 //     (tests/quant/simde_shim/immintrin.h), so the AVX-512 kernels are checked for the exact
 //     values they compute even on a CPU without AVX-512 (the emulation is bit-exact for the
 //     operations used: integer ops, conversions, IEEE add / mul / fma).
-// Usage: simd_check avx2|avx512 [seed].  Prints one line per failure; exit status 1 if any.
+// Usage: simd_check avx2|avx512|neon [seed] (an arm64 build checks the NEON table, e.g. under
+// qemu-aarch64).  Prints one line per failure; exit status 1 if any.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -73,11 +74,15 @@ std::vector<uint8_t> random_row(const Case& c, const TypeInfo& ti, int64_t n, st
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: simd_check avx2|avx512 [seed]\n");
+        std::fprintf(stderr, "usage: simd_check avx2|avx512|neon [seed]\n");
         return 2;
     }
     const std::string isa = argv[1];
+#if defined(DS4_ARM64)
+    const Kernels& (*table)(Type) = &neon_kernels;
+#else
     const Kernels& (*table)(Type) = isa == "avx512" ? &avx512_kernels : &avx2_kernels;
+#endif
     std::mt19937_64 rng(argc > 2 ? std::stoull(argv[2]) : 1234);
     const double u = std::ldexp(1.0, -24);
     int failures = 0, checks = 0;

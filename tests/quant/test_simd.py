@@ -28,6 +28,7 @@ U = 2.0**-24
 # Formats with SIMD dot kernels (x86: AVX2 and AVX-512 both cover all of these; NEON covers the
 # subset in NEON_TYPES; other types fall back to the reference and pass trivially).
 SIMD_TYPES = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
+# NEON (arm64) covers F32, F16, Q4_0, Q8_0, Q4_K; checked on x86 hosts by the qemu test below.
 SIMD_DEQUANT_TYPES = ["Q8_0", "Q4_K", "Q6_K"]
 # Byte offsets of the f16 scale fields in a block (blocks.h); random bytes elsewhere.
 F16_FIELDS = {
@@ -208,3 +209,28 @@ def test_cpp_checker_avx512_emulated(tmp_path):
     for isa in ("avx2", "avx512") if "avx2" in SIMD_ISAS else ("avx512",):
         r = subprocess.run([str(exe), isa, "99"], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="linux only")
+def test_cpp_checker_neon_under_qemu(tmp_path):
+    """The NEON kernels, cross-compiled for arm64 and run under qemu-aarch64 (user mode)."""
+    cxx, qemu = shutil.which("aarch64-linux-gnu-g++"), shutil.which("qemu-aarch64")
+    if cxx is None or qemu is None:
+        pytest.skip("needs aarch64-linux-gnu-g++ and qemu-aarch64 (apt-get install g++-aarch64-linux-gnu qemu-user)")
+    q = ROOT / "csrc" / "quant"
+    srcs = [q / s for s in CHECK_SOURCES if "avx" not in s] + [q / "kernels_neon.cpp",
+                                                               ROOT / "tests" / "quant" / "simd_check.cpp"]
+    objs = []
+    for i in range(0, len(srcs), 2):
+        jobs = []
+        for src in srcs[i:i + 2]:
+            obj = tmp_path / (src.stem + ".o")
+            objs.append(str(obj))
+            jobs.append(subprocess.Popen([cxx, "-O2", "-std=c++17", "-DDS4_ARM64=1", f"-I{ROOT / 'csrc'}", "-w",
+                                          "-c", str(src), "-o", str(obj)], stderr=subprocess.PIPE, text=True))
+        for j in jobs:
+            assert j.wait() == 0, j.stderr.read()
+    exe = tmp_path / "simd_check_arm64"
+    subprocess.run([cxx, "-static", "-o", str(exe)] + objs, check=True)
+    r = subprocess.run([qemu, str(exe), "neon", "99"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
