@@ -56,10 +56,12 @@ inline simde__m512 ds4_mm512_cvtepi32_ps(simde__m512i a) {
 #endif
 #ifndef _mm512_cvtph_ps
 inline simde__m512 ds4_mm512_cvtph_ps(simde__m256i a) {
-    const auto v = ds4_simde_shim::bits<std::array<simde__m128i, 2>>(a);
-    std::array<simde__m128, 4> r = {simde_mm_cvtph_ps(v[0]), simde_mm_cvtph_ps(simde_mm_srli_si128(v[0], 8)),
-                                    simde_mm_cvtph_ps(v[1]), simde_mm_cvtph_ps(simde_mm_srli_si128(v[1], 8))};
-    return ds4_simde_shim::bits<simde__m512>(r);
+    const simde__m128i lo = simde_mm256_castsi256_si128(a), hi = simde_mm256_extractf128_si256(a, 1);
+    const simde__m128 q[4] = {simde_mm_cvtph_ps(lo), simde_mm_cvtph_ps(simde_mm_srli_si128(lo, 8)),
+                              simde_mm_cvtph_ps(hi), simde_mm_cvtph_ps(simde_mm_srli_si128(hi, 8))};
+    float r[16];
+    std::memcpy(r, q, sizeof r);
+    return simde_mm512_loadu_ps(r);
 }
 #define _mm512_cvtph_ps ds4_mm512_cvtph_ps
 #endif
