@@ -10,34 +10,24 @@
 #include "quant/blocks.h"
 #include "quant/isa_tables.h"
 #include "quant/simd_x86.h"
+#include "quant/x86_avx2_util.h"
 
 namespace ds4::quant {
 namespace avx2 {
 namespace {
 
-inline float load_f16(const uint8_t* p) {
-    uint16_t h;
-    std::memcpy(&h, p, sizeof h);
-    return _cvtsh_ss(h);  // exact, subnormals included
-}
-
-// 8 bytes -> 8 int32 lanes (one vpmovzxbd / vpmovsxbd with a memory operand).
-inline __m256i u8x8(const uint8_t* p) {
-    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-}
-inline __m256i i8x8(const uint8_t* p) {
-    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-}
-
-inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-inline float hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
-    return hsum(_mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
+// Folds f(i, acc) over the blocks i < nb, alternating between two accumulators that stay in
+// registers (an array indexed by i & 1 would live in memory and put a store-forward on the chain).
+template <class F>
+inline __m256 two_acc(int64_t nb, F&& f) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        a0 = f(i, a0);
+        a1 = f(i + 1, a1);
+    }
+    if (i < nb) a0 = f(i, a0);
+    return _mm256_add_ps(a0, a1);
 }
 
 // Float formats: load8(p) gives 8 weights as float.  4 accumulators x 8 lanes; the tail (< 32)
@@ -77,21 +67,21 @@ float dot_f32(const void* w, const float* x, int64_t n) { return dot_float_forma
 float dot_f16(const void* w, const float* x, int64_t n) { return dot_float_format<2, load8_f16>(w, x, n); }
 float dot_bf16(const void* w, const float* x, int64_t n) { return dot_float_format<2, load8_bf16>(w, x, n); }
 
-// Q8_0: Σ_b d_b Σ_j q_j x_j.  The block partial sum is a 4-step chain per lane; two accumulators
-// take alternate blocks.
+// Q8_0: w = d q (exact), accumulated with one fma per weight into four accumulators.  The int8
+// quants are not sign-extended: a byte shuffle puts each into the top byte of its dword, whose
+// exact int32 -> float conversion is q 2^24, and the scale is applied as d 2^-24 (exact, a power
+// of two), so w = (q 2^24)(d 2^-24) = d q exactly.  This trades the shift for a multiply on the
+// otherwise idle FP multiply pipes (Zen: shuffles and shifts share two pipes).
 float dot_q8_0(const void* w, const float* x, int64_t n) {
     const auto* p = static_cast<const uint8_t*>(w);
-    const int64_t nb = n / QK8_0;
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t i = 0; i < nb; ++i, p += sizeof(block_q8_0), x += QK8_0) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < n / QK8_0; ++i, p += sizeof(block_q8_0), x += QK8_0) {
+        const __m256 d = _mm256_set1_ps(load_f16(p) * 0x1p-24f);
         const uint8_t* qs = p + offsetof(block_q8_0, qs);
-        __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(i8x8(qs)), _mm256_loadu_ps(x));
-        s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i8x8(qs + 8)), _mm256_loadu_ps(x + 8), s);
-        s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i8x8(qs + 16)), _mm256_loadu_ps(x + 16), s);
-        s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i8x8(qs + 24)), _mm256_loadu_ps(x + 24), s);
-        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(load_f16(p)), s, acc[i & 1]);
+        fma16_i8(qs, d, x, acc[0], acc[1]);
+        fma16_i8(qs + 16, d, x + 16, acc[2], acc[3]);
     }
-    return hsum(_mm256_add_ps(acc[0], acc[1]));
+    return hsum4(acc[0], acc[1], acc[2], acc[3]);
 }
 
 void dequant_q8_0(const void* src, float* dst, int64_t n) {
@@ -106,24 +96,23 @@ void dequant_q8_0(const void* src, float* dst, int64_t n) {
 
 // Q4_0: element j < 16 is the low nibble of qs[j], element j + 16 the high nibble; value q - 8.
 float dot_q4_0(const void* w, const float* x, int64_t n) {
-    const auto* p = static_cast<const uint8_t*>(w);
-    const int64_t nb = n / QK4_0;
+    const auto* base = static_cast<const uint8_t*>(w);
     const __m256i lo4 = _mm256_set1_epi32(0x0F), eight = _mm256_set1_epi32(8);
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t i = 0; i < nb; ++i, p += sizeof(block_q4_0), x += QK4_0) {
+    return hsum(two_acc(n / QK4_0, [&](int64_t i, __m256 acc) {
+        const uint8_t* p = base + i * sizeof(block_q4_0);
         const uint8_t* qs = p + offsetof(block_q4_0, qs);
+        const float* xb = x + i * QK4_0;
         const __m256i a0 = u8x8(qs), a1 = u8x8(qs + 8);
         const __m256 q0 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(a0, lo4), eight));
         const __m256 q1 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(a1, lo4), eight));
         const __m256 q2 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(a0, 4), eight));
         const __m256 q3 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(a1, 4), eight));
-        __m256 s = _mm256_mul_ps(q0, _mm256_loadu_ps(x));
-        s = _mm256_fmadd_ps(q1, _mm256_loadu_ps(x + 8), s);
-        s = _mm256_fmadd_ps(q2, _mm256_loadu_ps(x + 16), s);
-        s = _mm256_fmadd_ps(q3, _mm256_loadu_ps(x + 24), s);
-        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(load_f16(p)), s, acc[i & 1]);
-    }
-    return hsum(_mm256_add_ps(acc[0], acc[1]));
+        __m256 s = _mm256_mul_ps(q0, _mm256_loadu_ps(xb));
+        s = _mm256_fmadd_ps(q1, _mm256_loadu_ps(xb + 8), s);
+        s = _mm256_fmadd_ps(q2, _mm256_loadu_ps(xb + 16), s);
+        s = _mm256_fmadd_ps(q3, _mm256_loadu_ps(xb + 24), s);
+        return _mm256_fmadd_ps(_mm256_set1_ps(load_f16(p)), s, acc);
+    }));
 }
 
 // Q4_1: w = d q + m, formed with one fma exactly as the reference rounds it (d q is exact).
@@ -173,19 +162,18 @@ inline void q5_unpack(const uint8_t* qs, const uint8_t* qhp, __m256i q[4]) {
 }  // namespace
 
 float dot_q5_0(const void* w, const float* x, int64_t n) {
-    const auto* p = static_cast<const uint8_t*>(w);
-    const int64_t nb = n / QK5_0;
+    const auto* base = static_cast<const uint8_t*>(w);
     const __m256i sixteen = _mm256_set1_epi32(16);
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t i = 0; i < nb; ++i, p += sizeof(block_q5_0), x += QK5_0) {
+    return hsum(two_acc(n / QK5_0, [&](int64_t i, __m256 acc) {
+        const uint8_t* p = base + i * sizeof(block_q5_0);
+        const float* xb = x + i * QK5_0;
         __m256i q[4];
         q5_unpack(p + offsetof(block_q5_0, qs), p + offsetof(block_q5_0, qh), q);
-        __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q[0], sixteen)), _mm256_loadu_ps(x));
+        __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q[0], sixteen)), _mm256_loadu_ps(xb));
         for (int k = 1; k < 4; ++k)
-            s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q[k], sixteen)), _mm256_loadu_ps(x + 8 * k), s);
-        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(load_f16(p)), s, acc[i & 1]);
-    }
-    return hsum(_mm256_add_ps(acc[0], acc[1]));
+            s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q[k], sixteen)), _mm256_loadu_ps(xb + 8 * k), s);
+        return _mm256_fmadd_ps(_mm256_set1_ps(load_f16(p)), s, acc);
+    }));
 }
 
 float dot_q5_1(const void* w, const float* x, int64_t n) {
