@@ -35,21 +35,23 @@ inline __m256 two_acc(int64_t nb, F&& f) {
 template <int Bytes, __m256 (*Load8)(const uint8_t*)>
 float dot_float_format(const void* w, const float* x, int64_t n) {
     const auto* p = static_cast<const uint8_t*>(w);
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        for (int k = 0; k < 4; ++k)
-            acc[k] = _mm256_fmadd_ps(Load8(p + (i + 8 * k) * Bytes), _mm256_loadu_ps(x + i + 8 * k), acc[k]);
+        a0 = _mm256_fmadd_ps(Load8(p + i * Bytes), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(Load8(p + (i + 8) * Bytes), _mm256_loadu_ps(x + i + 8), a1);
+        a2 = _mm256_fmadd_ps(Load8(p + (i + 16) * Bytes), _mm256_loadu_ps(x + i + 16), a2);
+        a3 = _mm256_fmadd_ps(Load8(p + (i + 24) * Bytes), _mm256_loadu_ps(x + i + 24), a3);
     }
-    for (int k = 0; i < n; ++k, i += 8) {
+    for (; i < n; i += 8) {  // tail (< 32) into a0: at most 4 more steps on its chains
         const int64_t m = n - i < 8 ? n - i : 8;
         alignas(32) uint8_t wb[8 * Bytes] = {};
         alignas(32) float xb[8] = {};
         std::memcpy(wb, p + i * Bytes, static_cast<size_t>(m) * Bytes);
         std::memcpy(xb, x + i, static_cast<size_t>(m) * sizeof(float));
-        acc[k] = _mm256_fmadd_ps(Load8(wb), _mm256_load_ps(xb), acc[k]);
+        a0 = _mm256_fmadd_ps(Load8(wb), _mm256_load_ps(xb), a0);
     }
-    return hsum4(acc[0], acc[1], acc[2], acc[3]);
+    return hsum4(a0, a1, a2, a3);
 }
 
 inline __m256 load8_f32(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }

@@ -59,25 +59,42 @@ inline __m512 iota16() {
     return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 }
 
+// Folds body(i, a, b) over the blocks i < nb; block i feeds the accumulator pair (a0, a1) or
+// (a2, a3) by parity.  Named accumulators stay in registers (an array indexed by i & 1 would be
+// kept in memory, putting a store-forward on every accumulation chain).
+template <class F>
+inline float fold_blocks(int64_t nb, F&& body) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        body(i, a0, a1);
+        body(i + 1, a2, a3);
+    }
+    if (i < nb) body(i, a0, a1);
+    return hsum4(a0, a1, a2, a3);
+}
+
 // Float formats: 4 accumulators x 16 lanes; the tail (< 64) via a zero-padded copy.
 template <int Bytes, __m512 (*Load16)(const uint8_t*)>
 float dot_float_format(const void* w, const float* x, int64_t n) {
     const auto* p = static_cast<const uint8_t*>(w);
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 64 <= n; i += 64) {
-        for (int k = 0; k < 4; ++k)
-            acc[k] = _mm512_fmadd_ps(Load16(p + (i + 16 * k) * Bytes), _mm512_loadu_ps(x + i + 16 * k), acc[k]);
+        a0 = _mm512_fmadd_ps(Load16(p + i * Bytes), _mm512_loadu_ps(x + i), a0);
+        a1 = _mm512_fmadd_ps(Load16(p + (i + 16) * Bytes), _mm512_loadu_ps(x + i + 16), a1);
+        a2 = _mm512_fmadd_ps(Load16(p + (i + 32) * Bytes), _mm512_loadu_ps(x + i + 32), a2);
+        a3 = _mm512_fmadd_ps(Load16(p + (i + 48) * Bytes), _mm512_loadu_ps(x + i + 48), a3);
     }
-    for (int k = 0; i < n; ++k, i += 16) {
+    for (; i < n; i += 16) {  // tail (< 64) into a0
         const int64_t m = n - i < 16 ? n - i : 16;
         alignas(64) uint8_t wb[16 * Bytes] = {};
         alignas(64) float xb[16] = {};
         std::memcpy(wb, p + i * Bytes, static_cast<size_t>(m) * Bytes);
         std::memcpy(xb, x + i, static_cast<size_t>(m) * sizeof(float));
-        acc[k] = _mm512_fmadd_ps(Load16(wb), _mm512_load_ps(xb), acc[k]);
+        a0 = _mm512_fmadd_ps(Load16(wb), _mm512_load_ps(xb), a0);
     }
-    return hsum4(acc[0], acc[1], acc[2], acc[3]);
+    return hsum4(a0, a1, a2, a3);
 }
 
 inline __m512 load16_f32(const uint8_t* p) { return _mm512_loadu_ps(reinterpret_cast<const float*>(p)); }
@@ -117,17 +134,17 @@ float dot_f32(const void* w, const float* x, int64_t n) { return dot_float_forma
 float dot_f16(const void* w, const float* x, int64_t n) { return dot_float_format<2, load16_f16>(w, x, n); }
 float dot_bf16(const void* w, const float* x, int64_t n) { return dot_float_format<2, load16_bf16>(w, x, n); }
 
-// Q8_0: Σ_b d_b Σ_j q_j x_j; 2-step partial sum per lane, two accumulators on alternate blocks.
+// Q8_0: w = d q (exact product), one fma per weight.
 float dot_q8_0(const void* w, const float* x, int64_t n) {
-    const auto* p = static_cast<const uint8_t*>(w);
-    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t i = 0; i < n / QK8_0; ++i, p += sizeof(block_q8_0), x += QK8_0) {
+    const auto* base = static_cast<const uint8_t*>(w);
+    return fold_blocks(n / QK8_0, [&](int64_t i, __m512& a, __m512& b) {
+        const uint8_t* p = base + i * sizeof(block_q8_0);
         const uint8_t* qs = p + offsetof(block_q8_0, qs);
-        __m512 s = _mm512_mul_ps(_mm512_cvtepi32_ps(i8x16(qs)), _mm512_loadu_ps(x));
-        s = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i8x16(qs + 16)), _mm512_loadu_ps(x + 16), s);
-        acc[i & 1] = _mm512_fmadd_ps(_mm512_set1_ps(load_f16(p)), s, acc[i & 1]);
-    }
-    return hsum(_mm512_add_ps(acc[0], acc[1]));
+        const float* xb = x + i * QK8_0;
+        const __m512 d = _mm512_set1_ps(load_f16(p));
+        a = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(i8x16(qs))), _mm512_loadu_ps(xb), a);
+        b = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(i8x16(qs + 16))), _mm512_loadu_ps(xb + 16), b);
+    });
 }
 
 void dequant_q8_0(const void* src, float* dst, int64_t n) {
@@ -142,55 +159,50 @@ void dequant_q8_0(const void* src, float* dst, int64_t n) {
 
 // Q4_0: table d * (q - 8), exact.
 float dot_q4_0(const void* w, const float* x, int64_t n) {
-    const auto* p = static_cast<const uint8_t*>(w);
+    const auto* base = static_cast<const uint8_t*>(w);
     const __m512 centred = _mm512_sub_ps(iota16(), _mm512_set1_ps(8.0f));
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t i = 0; i < n / QK4_0; ++i, p += sizeof(block_q4_0), x += QK4_0) {
+    return fold_blocks(n / QK4_0, [&](int64_t i, __m512& a, __m512& b) {
+        const uint8_t* p = base + i * sizeof(block_q4_0);
         const __m512 t = _mm512_mul_ps(_mm512_set1_ps(load_f16(p)), centred);
-        nibble_block(p + offsetof(block_q4_0, qs), t, x, acc[2 * (i & 1)], acc[2 * (i & 1) + 1]);
-    }
-    return hsum4(acc[0], acc[1], acc[2], acc[3]);
+        nibble_block(p + offsetof(block_q4_0, qs), t, x + i * QK4_0, a, b);
+    });
 }
 
 // Q4_1: table fma(d, q, m) = the reference's d * q + m (d * q exact).
 float dot_q4_1(const void* w, const float* x, int64_t n) {
-    const auto* p = static_cast<const uint8_t*>(w);
+    const auto* base = static_cast<const uint8_t*>(w);
     const __m512 iota = iota16();
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t i = 0; i < n / QK4_1; ++i, p += sizeof(block_q4_1), x += QK4_1) {
+    return fold_blocks(n / QK4_1, [&](int64_t i, __m512& a, __m512& b) {
+        const uint8_t* p = base + i * sizeof(block_q4_1);
         const __m512 d = _mm512_set1_ps(load_f16(p + offsetof(block_q4_1, d)));
         const __m512 m = _mm512_set1_ps(load_f16(p + offsetof(block_q4_1, m)));
-        nibble_block(p + offsetof(block_q4_1, qs), _mm512_fmadd_ps(d, iota, m), x, acc[2 * (i & 1)],
-                     acc[2 * (i & 1) + 1]);
-    }
-    return hsum4(acc[0], acc[1], acc[2], acc[3]);
+        nibble_block(p + offsetof(block_q4_1, qs), _mm512_fmadd_ps(d, iota, m), x + i * QK4_1, a, b);
+    });
 }
 
 // Q5_0: 32-entry table d * (q - 16), exact.
 float dot_q5_0(const void* w, const float* x, int64_t n) {
-    const auto* p = static_cast<const uint8_t*>(w);
-    const __m512 iota = iota16(), c16 = _mm512_set1_ps(16.0f);
-    const __m512 qlo = _mm512_sub_ps(iota, c16);  // q - 16 for q = 0..15; q = 16..31 gives iota
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t i = 0; i < n / QK5_0; ++i, p += sizeof(block_q5_0), x += QK5_0) {
+    const auto* base = static_cast<const uint8_t*>(w);
+    const __m512 iota = iota16();
+    const __m512 qlo = _mm512_sub_ps(iota, _mm512_set1_ps(16.0f));  // q - 16 for q < 16; q >= 16 gives iota
+    return fold_blocks(n / QK5_0, [&](int64_t i, __m512& a, __m512& b) {
+        const uint8_t* p = base + i * sizeof(block_q5_0);
         const __m512 d = _mm512_set1_ps(load_f16(p));
         q5_block(p + offsetof(block_q5_0, qs), p + offsetof(block_q5_0, qh), _mm512_mul_ps(d, qlo),
-                 _mm512_mul_ps(d, iota), x, acc[2 * (i & 1)], acc[2 * (i & 1) + 1]);
-    }
-    return hsum4(acc[0], acc[1], acc[2], acc[3]);
+                 _mm512_mul_ps(d, iota), x + i * QK5_0, a, b);
+    });
 }
 
 float dot_q5_1(const void* w, const float* x, int64_t n) {
-    const auto* p = static_cast<const uint8_t*>(w);
+    const auto* base = static_cast<const uint8_t*>(w);
     const __m512 iota = iota16(), iota_hi = _mm512_add_ps(iota16(), _mm512_set1_ps(16.0f));
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t i = 0; i < n / QK5_1; ++i, p += sizeof(block_q5_1), x += QK5_1) {
+    return fold_blocks(n / QK5_1, [&](int64_t i, __m512& a, __m512& b) {
+        const uint8_t* p = base + i * sizeof(block_q5_1);
         const __m512 d = _mm512_set1_ps(load_f16(p + offsetof(block_q5_1, d)));
         const __m512 m = _mm512_set1_ps(load_f16(p + offsetof(block_q5_1, m)));
         q5_block(p + offsetof(block_q5_1, qs), p + offsetof(block_q5_1, qh), _mm512_fmadd_ps(d, iota, m),
-                 _mm512_fmadd_ps(d, iota_hi, m), x, acc[2 * (i & 1)], acc[2 * (i & 1) + 1]);
-    }
-    return hsum4(acc[0], acc[1], acc[2], acc[3]);
+                 _mm512_fmadd_ps(d, iota_hi, m), x + i * QK5_1, a, b);
+    });
 }
 
 }  // namespace avx512

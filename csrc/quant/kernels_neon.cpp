@@ -64,6 +64,20 @@ inline float32x4_t block_sum32(int8x16_t q0, int8x16_t q1, const float* x) {
 
 inline float hsum(float32x4_t a, float32x4_t b) { return vaddvq_f32(vaddq_f32(a, b)); }
 
+// Σ over blocks i < nb of block(i) (a 4-lane partial sum, already scaled), alternating between two
+// named accumulators so both stay in registers.
+template <class F>
+inline float fold_pairs(int64_t nb, F&& block) {
+    float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        a0 = vaddq_f32(a0, block(i));
+        a1 = vaddq_f32(a1, block(i + 1));
+    }
+    if (i < nb) a0 = vaddq_f32(a0, block(i));
+    return hsum(a0, a1);
+}
+
 // Float formats: 4 accumulators x 4 lanes over 16 elements; the tail through a zero-padded copy.
 template <int Bytes, float32x4_t (*Load4)(const uint8_t*)>
 float dot_float_format(const void* w, const float* x, int64_t n) {
@@ -74,13 +88,13 @@ float dot_float_format(const void* w, const float* x, int64_t n) {
         for (int k = 0; k < 4; ++k)
             acc[k] = vfmaq_f32(acc[k], Load4(p + (i + 4 * k) * Bytes), vld1q_f32(x + i + 4 * k));
     }
-    for (int k = 0; i < n; ++k, i += 4) {
+    for (; i < n; i += 4) {  // tail (< 16) into acc[0]
         const int64_t m = n - i < 4 ? n - i : 4;
         uint8_t wb[4 * Bytes + 8] = {};  // + 8: Load4 of F16 reads 8 bytes
         float xb[4] = {};
         std::memcpy(wb, p + i * Bytes, static_cast<size_t>(m) * Bytes);
         std::memcpy(xb, x + i, static_cast<size_t>(m) * sizeof(float));
-        acc[k] = vfmaq_f32(acc[k], Load4(wb), vld1q_f32(xb));
+        acc[0] = vfmaq_f32(acc[0], Load4(wb), vld1q_f32(xb));
     }
     return hsum(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3]));
 }
@@ -94,16 +108,17 @@ inline float32x4_t load4_f16(const uint8_t* p) {
 float dot_f32(const void* w, const float* x, int64_t n) { return dot_float_format<4, load4_f32>(w, x, n); }
 float dot_f16(const void* w, const float* x, int64_t n) { return dot_float_format<2, load4_f16>(w, x, n); }
 
-// Q8_0: Σ_b d_b Σ_j q_j x_j, two accumulators on alternate blocks.
+// Q8_0: Σ_b d_b Σ_j q_j x_j, two accumulators on alternate blocks (the scale is a separate
+// multiply: one more rounding per block than a fused scale-and-add, still within the bound).
 float dot_q8_0(const void* w, const float* x, int64_t n) {
     const auto* p = static_cast<const uint8_t*>(w);
-    float32x4_t acc[2] = {vdupq_n_f32(0), vdupq_n_f32(0)};
-    for (int64_t i = 0; i < n / QK8_0; ++i, p += sizeof(block_q8_0), x += QK8_0) {
-        const uint8_t* qs = p + offsetof(block_q8_0, qs);
+    auto block = [&](int64_t i) {
+        const uint8_t* b = p + i * sizeof(block_q8_0);
+        const uint8_t* qs = b + offsetof(block_q8_0, qs);
         const int8x16_t q0 = vreinterpretq_s8_u8(vld1q_u8(qs)), q1 = vreinterpretq_s8_u8(vld1q_u8(qs + 16));
-        acc[i & 1] = vfmaq_n_f32(acc[i & 1], block_sum32(q0, q1, x), load_f16(p));
-    }
-    return hsum(acc[0], acc[1]);
+        return vmulq_n_f32(block_sum32(q0, q1, x + i * QK8_0), load_f16(b));
+    };
+    return fold_pairs(n / QK8_0, block);
 }
 
 // Q4_0: elements 0..15 are the low nibbles, 16..31 the high nibbles; value q - 8.
@@ -111,14 +126,14 @@ float dot_q4_0(const void* w, const float* x, int64_t n) {
     const auto* p = static_cast<const uint8_t*>(w);
     const uint8x16_t lo4 = vdupq_n_u8(0x0F);
     const int8x16_t eight = vdupq_n_s8(8);
-    float32x4_t acc[2] = {vdupq_n_f32(0), vdupq_n_f32(0)};
-    for (int64_t i = 0; i < n / QK4_0; ++i, p += sizeof(block_q4_0), x += QK4_0) {
-        const uint8x16_t qs = vld1q_u8(p + offsetof(block_q4_0, qs));
+    auto block = [&](int64_t i) {
+        const uint8_t* b = p + i * sizeof(block_q4_0);
+        const uint8x16_t qs = vld1q_u8(b + offsetof(block_q4_0, qs));
         const int8x16_t q0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(qs, lo4)), eight);
         const int8x16_t q1 = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(qs, 4)), eight);
-        acc[i & 1] = vfmaq_n_f32(acc[i & 1], block_sum32(q0, q1, x), load_f16(p));
-    }
-    return hsum(acc[0], acc[1]);
+        return vmulq_n_f32(block_sum32(q0, q1, x + i * QK4_0), load_f16(b));
+    };
+    return fold_pairs(n / QK4_0, block);
 }
 
 // Q4_K: 8 sub-blocks of 32 with 6-bit scale and min (packing as in kquants_avx2.cpp); qs[32j + l]

@@ -71,6 +71,7 @@ inline void q4_K_block(const uint8_t* p, F&& f) {
               load_f16(p + offsetof(block_q4_K, dmin)), d1, negm1);
     const uint8_t* qs = p + offsetof(block_q4_K, qs);
     const __m512 iota = iota16();
+    #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
         const __m512 tl = _mm512_fmadd_ps(_mm512_set1_ps(d1[2 * j]), iota, _mm512_set1_ps(negm1[2 * j]));
         const __m512 th = _mm512_fmadd_ps(_mm512_set1_ps(d1[2 * j + 1]), iota, _mm512_set1_ps(negm1[2 * j + 1]));
@@ -138,6 +139,7 @@ float dot_q5_K(const void* w, const float* x, int64_t n) {
                   load_f16(p + offsetof(block_q5_K, dmin)), d1, negm1);
         const uint8_t* qs = p + offsetof(block_q5_K, qs);
         const __m512i h0 = u8x16(p + offsetof(block_q5_K, qh)), h1 = u8x16(p + offsetof(block_q5_K, qh) + 16);
+        #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
             const __m512 dl = _mm512_set1_ps(d1[2 * j]), ml = _mm512_set1_ps(negm1[2 * j]);
             const __m512 dh = _mm512_set1_ps(d1[2 * j + 1]), mh = _mm512_set1_ps(negm1[2 * j + 1]);
@@ -168,10 +170,13 @@ float dot_q6_K(const void* w, const float* x, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; ++i, p += sizeof(block_q6_K), x += QK_K) {
         alignas(64) float dsc[16];
         q6_K_scales(p, dsc);
+        #pragma GCC unroll 4
         for (int h = 0; h < 2; ++h) {
+            #pragma GCC unroll 4
             for (int l0 = 0; l0 < 32; l0 += 16) {
                 __m512 q[4];
                 q6_K_quants(p, h, l0, q);
+                #pragma GCC unroll 4
                 for (int j = 0; j < 4; ++j) {
                     const int e = 128 * h + 32 * j + l0;
                     const __m512 wv = _mm512_mul_ps(_mm512_set1_ps(dsc[e / 16]), q[j]);
@@ -188,10 +193,13 @@ void dequant_q6_K(const void* src, float* dst, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; ++i, p += sizeof(block_q6_K), dst += QK_K) {
         alignas(64) float dsc[16];
         q6_K_scales(p, dsc);
+        #pragma GCC unroll 4
         for (int h = 0; h < 2; ++h) {
+            #pragma GCC unroll 4
             for (int l0 = 0; l0 < 32; l0 += 16) {
                 __m512 q[4];
                 q6_K_quants(p, h, l0, q);
+                #pragma GCC unroll 4
                 for (int j = 0; j < 4; ++j) {
                     const int e = 128 * h + 32 * j + l0;
                     _mm512_storeu_ps(dst + e, _mm512_mul_ps(_mm512_set1_ps(dsc[e / 16]), q[j]));
@@ -211,17 +219,21 @@ float dot_q3_K(const void* w, const float* x, int64_t n) {
         const uint8_t* s = p + offsetof(block_q3_K, scales);
         const float d = load_f16(p + offsetof(block_q3_K, d));
         alignas(64) float dsc[16];
+        #pragma GCC unroll 4
         for (int g = 0; g < 16; ++g) {
             const int lo = g < 8 ? (s[g] & 0x0F) : (s[g - 8] >> 4);
             const int hi = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
             dsc[g] = d * static_cast<float>((lo | (hi << 4)) - 32);
         }
         const __m512i hm[2] = {u8x16(p + offsetof(block_q3_K, hmask)), u8x16(p + offsetof(block_q3_K, hmask) + 16)};
+        #pragma GCC unroll 4
         for (int h = 0; h < 2; ++h) {
             const uint8_t* qs = p + offsetof(block_q3_K, qs) + 32 * h;
             const __m512i a[2] = {u8x16(qs), u8x16(qs + 16)};
+            #pragma GCC unroll 4
             for (int j = 0; j < 4; ++j) {
                 const __m512i bit = _mm512_set1_epi32(1 << (4 * h + j));
+                #pragma GCC unroll 4
                 for (int g = 0; g < 2; ++g) {
                     const __m512i v = _mm512_and_si512(shr(a[g], 2 * j), three);
                     const __m512i q = _mm512_mask_sub_epi32(v, _mm512_testn_epi32_mask(hm[g], bit), v, four);
@@ -244,10 +256,13 @@ float dot_q2_K(const void* w, const float* x, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; ++i, p += sizeof(block_q2_K), x += QK_K) {
         const float d = load_f16(p + offsetof(block_q2_K, d)), dmin = load_f16(p + offsetof(block_q2_K, dmin));
         const uint8_t* sc = p + offsetof(block_q2_K, scales);
+        #pragma GCC unroll 4
         for (int h = 0; h < 2; ++h) {
             const uint8_t* qs = p + offsetof(block_q2_K, qs) + 32 * h;
             const __m512i a[2] = {u8x16(qs), u8x16(qs + 16)};
+            #pragma GCC unroll 4
             for (int j = 0; j < 4; ++j) {
+                #pragma GCC unroll 4
                 for (int g = 0; g < 2; ++g) {
                     const int e = 128 * h + 32 * j + 16 * g;
                     const float dl = d * static_cast<float>(sc[e / 16] & 0x0F);
