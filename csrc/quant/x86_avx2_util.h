@@ -38,10 +38,9 @@ inline __m256i i8x8(const uint8_t* p) {
     return _mm256_srai_epi32(_mm256_shuffle_epi8(bcast8(p), top), 24);
 }
 
-// 16 int8 quants at p, each in the top byte of an int32 lane, converted: q 2^24 (exact).
-// One 128-bit broadcast load feeds both 8-lane halves.
-inline void i8x16_top(const uint8_t* p, __m256& lo, __m256& hi) {
-    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+// 16 int8 quants (in v, or at p), each in the top byte of an int32 lane, converted: q 2^24 (exact).
+inline void i8x16_top_reg(__m128i v, __m256& lo, __m256& hi) {
+    const __m256i b = _mm256_broadcastsi128_si256(v);
     const __m256i c_lo = _mm256_setr_epi8(-1, -1, -1, 0, -1, -1, -1, 1, -1, -1, -1, 2, -1, -1, -1, 3,
                                           -1, -1, -1, 4, -1, -1, -1, 5, -1, -1, -1, 6, -1, -1, -1, 7);
     const __m256i c_hi = _mm256_setr_epi8(-1, -1, -1, 8, -1, -1, -1, 9, -1, -1, -1, 10, -1, -1, -1, 11,
@@ -52,11 +51,15 @@ inline void i8x16_top(const uint8_t* p, __m256& lo, __m256& hi) {
 
 // acc0 += w[0..8) x[0..8), acc1 += w[8..16) x[8..16), w = (q 2^24) * d_scaled with
 // d_scaled = d 2^-24: the exact product d q.
-inline void fma16_i8(const uint8_t* p, __m256 d_scaled, const float* x, __m256& acc0, __m256& acc1) {
+inline void fma16_i8_reg(__m128i q, __m256 d_scaled, const float* x, __m256& acc0, __m256& acc1) {
     __m256 lo, hi;
-    i8x16_top(p, lo, hi);
+    i8x16_top_reg(q, lo, hi);
     acc0 = _mm256_fmadd_ps(_mm256_mul_ps(lo, d_scaled), _mm256_loadu_ps(x), acc0);
     acc1 = _mm256_fmadd_ps(_mm256_mul_ps(hi, d_scaled), _mm256_loadu_ps(x + 8), acc1);
+}
+// The same from memory (the 128-bit broadcast then folds into the load).
+inline void fma16_i8(const uint8_t* p, __m256 d_scaled, const float* x, __m256& acc0, __m256& acc1) {
+    fma16_i8_reg(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), d_scaled, x, acc0, acc1);
 }
 
 inline float hsum(__m256 v) {
