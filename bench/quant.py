@@ -3,7 +3,9 @@
 For each format, a matrix of >= 256 MiB of weight bytes (random quants, sane f16 scales) is
 multiplied by one activation row with `_core.dot_rows(..., isa=...)` for the scalar reference and
 each SIMD path this CPU has.  dot_rows runs on the calling thread only, so the figures are
-single-thread; GB/s counts weight bytes read (the activation row stays in L1/L2).
+single-thread; GB/s counts weight bytes read (the activation row stays in L1/L2).  Runs are timed
+with the thread's CPU time, so other load on a shared machine does not count against a kernel
+(memory stalls do count: they are CPU time); the wall / CPU ratio is printed as a check.
 
     PYTHONPATH=python python bench/quant.py [--mib 256] [--reps 3] [--types Q4_K,Q6_K]
 """
@@ -44,13 +46,20 @@ def make_matrix(t, mib, rng):
     return data, rows
 
 
-def bench(t, data, rows, x, isa, reps):
-    _core.dot_rows(t, data, rows, x, isa=isa)  # warm-up: page in, caches, dispatch
+WALL = [0.0, 0.0]  # total wall and thread-CPU seconds of the timed runs
+
+
+def bench(t, data, rows, x, isa, reps, warm):
+    if warm:
+        _core.dot_rows(t, data, rows, x, isa=isa)  # page in the matrix, warm the dispatch
     best = float("inf")
     for _ in range(reps):
-        t0 = time.perf_counter()
+        w0, c0 = time.perf_counter(), time.thread_time()
         _core.dot_rows(t, data, rows, x, isa=isa)
-        best = min(best, time.perf_counter() - t0)
+        w1, c1 = time.perf_counter(), time.thread_time()
+        WALL[0] += w1 - w0
+        WALL[1] += c1 - c0
+        best = min(best, c1 - c0)
     return data.nbytes / best / 1e9, rows * N_COLS / best / 1e9
 
 
@@ -67,7 +76,8 @@ def main():
                platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()
     print(f"# dot throughput, 1 thread (dot_rows is single-threaded), {args.mib} MiB of weights per format, "
           f"row length {N_COLS}, best of {args.reps}")
-    print(f"# cpu: {cpu}, {os.cpu_count()} logical cores; ISAs: {', '.join(isas)}")
+    print(f"# cpu: {cpu}, {os.cpu_count()} logical cores; ISAs: {', '.join(isas)}; "
+          f"load average before: {os.getloadavg()[0]:.2f}")
     head = f"| {'format':6} |" + "".join(f" {i + ' GB/s':>12} |" for i in isas) + \
         "".join(f" {i + ' Gw/s':>12} |" for i in isas if i != "scalar") + \
         "".join(f" {i + '/scalar':>15} |" for i in isas if i != "scalar")
@@ -75,12 +85,17 @@ def main():
     print("|" + "|".join("-" * (len(c) + 0) for c in head.split("|")[1:-1]) + "|")
     for t in args.types.split(","):
         data, rows = make_matrix(t, args.mib, rng)
-        res = {isa: bench(t, data, rows, x, isa, 1 if isa == "scalar" else args.reps) for isa in isas}
+        # SIMD paths first (the first one pages the matrix in); the slow scalar path runs once.
+        res = {}
+        for k, isa in enumerate(reversed(isas)):
+            res[isa] = bench(t, data, rows, x, isa, 1 if isa == "scalar" else args.reps, warm=(k == 0))
         line = f"| {t:6} |" + "".join(f" {res[i][0]:12.2f} |" for i in isas) + \
             "".join(f" {res[i][1]:12.2f} |" for i in isas if i != "scalar") + \
             "".join(f" {res[i][0] / res['scalar'][0]:14.1f}x |" for i in isas if i != "scalar")
         print(line, flush=True)
         del data
+    print(f"# timed by the calling thread's CPU time (robust to other load on a shared machine); "
+          f"wall / CPU time over all runs: {WALL[0] / WALL[1]:.2f}")
 
 
 if __name__ == "__main__":
