@@ -78,6 +78,7 @@ float dot_q8_0(const void* w, const float* x, int64_t n) {
     const auto* p = static_cast<const uint8_t*>(w);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t i = 0; i < n / QK8_0; ++i, p += sizeof(block_q8_0), x += QK8_0) {
+        prefetch_block<sizeof(block_q8_0)>(p);
         const __m256 d = _mm256_set1_ps(load_f16(p) * 0x1p-24f);
         const uint8_t* qs = p + offsetof(block_q8_0, qs);
         fma16_i8(qs, d, x, acc[0], acc[1]);
@@ -102,6 +103,7 @@ float dot_q4_0(const void* w, const float* x, int64_t n) {
     const __m256i lo4 = _mm256_set1_epi32(0x0F), eight = _mm256_set1_epi32(8);
     return hsum(two_acc(n / QK4_0, [&](int64_t i, __m256 acc) {
         const uint8_t* p = base + i * sizeof(block_q4_0);
+        prefetch_block<sizeof(block_q4_0)>(p);
         const uint8_t* qs = p + offsetof(block_q4_0, qs);
         const float* xb = x + i * QK4_0;
         const __m256i a0 = u8x8(qs), a1 = u8x8(qs + 8);
@@ -124,6 +126,7 @@ float dot_q4_1(const void* w, const float* x, int64_t n) {
     const __m256i lo4 = _mm256_set1_epi32(0x0F);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t i = 0; i < nb; ++i, p += sizeof(block_q4_1), x += QK4_1) {
+        prefetch_block<sizeof(block_q4_1)>(p);
         const __m256 d = _mm256_set1_ps(load_f16(p + offsetof(block_q4_1, d)));
         const __m256 m = _mm256_set1_ps(load_f16(p + offsetof(block_q4_1, m)));
         const uint8_t* qs = p + offsetof(block_q4_1, qs);
@@ -185,6 +188,7 @@ float dot_q5_0(const void* w, const float* x, int64_t n) {
     const auto* p = static_cast<const uint8_t*>(w);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t i = 0; i < n / QK5_0; ++i, p += sizeof(block_q5_0), x += QK5_0) {
+        prefetch_block<sizeof(block_q5_0)>(p);
         __m128i q_lo, q_hi;
         q5_0_bytes(p, q_lo, q_hi);
         const __m256 d = _mm256_set1_ps(load_f16(p) * 0x1p-24f);

@@ -108,6 +108,7 @@ float dot_q4_K(const void* w, const float* x, int64_t n) {
     const auto* p = static_cast<const uint8_t*>(w);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t i = 0; i < n / QK_K; ++i, p += sizeof(block_q4_K), x += QK_K) {
+        prefetch_block<sizeof(block_q4_K)>(p);
         q4_K_block(p, [&](int slot, int off, __m256 wv) {
             acc[slot] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + off), acc[slot]);
         });
@@ -128,6 +129,7 @@ float dot_q5_K(const void* w, const float* x, int64_t n) {
     __m256 acc[8];
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; ++i, p += sizeof(block_q5_K), x += QK_K) {
+        prefetch_block<sizeof(block_q5_K)>(p);
         alignas(32) float d1[8], negm1[8];
         k4_scales(p + offsetof(block_q5_K, scales), load_f16(p + offsetof(block_q5_K, d)),
                   load_f16(p + offsetof(block_q5_K, dmin)), d1, negm1);
@@ -161,6 +163,7 @@ float dot_q6_K(const void* w, const float* x, int64_t n) {
     const auto* p = static_cast<const uint8_t*>(w);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t i = 0; i < n / QK_K; ++i, p += sizeof(block_q6_K), x += QK_K) {
+        prefetch_block<sizeof(block_q6_K)>(p);
         alignas(32) float dsc[16];
         alignas(32) int8_t q[QK_K];
         q6_K_scales(p, dsc, 0x1p-24f);
@@ -193,6 +196,7 @@ float dot_q3_K(const void* w, const float* x, int64_t n) {
     const __m256i three = _mm256_set1_epi32(3), four = _mm256_set1_epi32(4), one = _mm256_set1_epi32(1);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t i = 0; i < n / QK_K; ++i, p += sizeof(block_q3_K), x += QK_K) {
+        prefetch_block<sizeof(block_q3_K)>(p);
         alignas(32) float dsc[16];
         q3_K_scales(p, dsc);
         const uint8_t* hm = p + offsetof(block_q3_K, hmask);
@@ -236,6 +240,7 @@ float dot_q2_K(const void* w, const float* x, int64_t n) {
     __m256 acc[8];
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; ++i, p += sizeof(block_q2_K), x += QK_K) {
+        prefetch_block<sizeof(block_q2_K)>(p);
         const float d = load_f16(p + offsetof(block_q2_K, d)), dmin = load_f16(p + offsetof(block_q2_K, dmin));
         const uint8_t* sc = p + offsetof(block_q2_K, scales);
         alignas(32) float dl[16], negml[16];

@@ -73,6 +73,17 @@ inline float hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
     return hsum(_mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
 }
 
+// Software prefetch of the weight stream, kPrefetchAhead bytes ahead of block p (of `bytes`
+// bytes): one row x matrix is a pure stream, and on the 2-core EPYC (Zen 3) this measured ~8%
+// over the hardware prefetcher alone for Q8_0 from DRAM.  Lines are 64 bytes; a block that
+// shares a line with its neighbour re-issues a prefetch, which costs one load-port slot.
+constexpr int kPrefetchAhead = 1024;
+template <int Bytes>
+inline void prefetch_block(const uint8_t* p) {
+    for (int off = 0; off < Bytes; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchAhead + off, _MM_HINT_T0);
+}
+
 // Pairwise tree over 8 accumulators, then the lanes.
 inline float hsum8(const __m256 a[8]) {
     const __m256 s01 = _mm256_add_ps(a[0], a[1]), s23 = _mm256_add_ps(a[2], a[3]);
