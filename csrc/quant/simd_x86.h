@@ -29,7 +29,8 @@
 // error seen there is ~6% of it (random rows, n up to 16384, cancellation cases included).
 //
 // No kernel here reads past its row, and all loads are unaligned-safe (loadu / memcpy): GGUF gives
-// no alignment beyond the block's own size.
+// no alignment beyond the block's own size.  (The AVX2 K-quant and legacy kernels issue prefetch
+// hints 1 KiB ahead, which may point past the row: hints never fault and are not reads.)
 #pragma once
 
 #include <cstdint>
