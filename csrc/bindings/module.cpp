@@ -15,4 +15,5 @@ PYBIND11_MODULE(_core, m) {
     ds4::bindings::register_gguf(m);
     ds4::bindings::register_quant(m);
     ds4::bindings::register_model(m);
+    ds4::bindings::register_tokenizer(m);
 }

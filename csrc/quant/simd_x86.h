@@ -25,7 +25,7 @@
 //     |dot_simd - Σ_i w_i x_i| <= γ_h Σ_i |w_i x_i|,   γ_h = h u / (1 - h u),   u = 2^-24.
 // The reference is the exact sum rounded once (kernels_ref.h), so against it
 //     |dot_simd - dot_ref| <= γ_h Σ_i |w_i x_i| + u |dot_ref| (+ γ64(n) Σ|w_i x_i|, negligible).
-// tests/quant/test_simd.py and simd_check.cpp check exactly this bound per case; the largest
+// tests/quant/test_simd_kernels.py and simd_check.cpp check exactly this bound per case; the largest
 // error seen there is ~6% of it (random rows, n up to 16384, cancellation cases included).
 //
 // No kernel here reads past its row, and all loads are unaligned-safe (loadu / memcpy): GGUF gives

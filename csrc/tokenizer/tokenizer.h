@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -37,6 +38,8 @@ public:
     virtual int32_t vocab_size() const = 0;
     virtual int32_t bos_id() const = 0;  // -1 if none
     virtual int32_t eos_id() const = 0;  // -1 if none
+    // True when decode drops one leading space of the output (SentencePiece's prefix space).
+    virtual bool strips_leading_space() const { return false; }
 };
 
 // Streaming detokeniser: feed ids one at a time; returns only complete UTF-8 text, holding a
@@ -49,8 +52,8 @@ public:
 
 private:
     const Tokenizer& tok_;
-    std::vector<int32_t> ids_;
-    size_t emitted_ = 0;  // bytes of decode(ids_) already returned
+    std::string pending_;  // decoded bytes not yet returned: an incomplete UTF-8 tail
+    bool at_start_ = true;  // nothing decoded yet (the leading-space rule still applies)
 };
 
 }  // namespace ds4::tok

@@ -1,5 +1,5 @@
 // Stand-alone checker for one ISA's kernel table against the scalar reference, without Python
-// and without run-time dispatch.  tests/quant/test_simd.py builds it twice:
+// and without run-time dispatch.  tests/quant/test_simd_kernels.py builds it twice:
 //   * natively, for a table this CPU runs (a second opinion beside the Python tests), and
 //   * with the AVX-512 files compiled against SIMDe's portable emulation of the intrinsics
 //     (tests/quant/simde_shim/immintrin.h), so the AVX-512 kernels are checked for the exact
