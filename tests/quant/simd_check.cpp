@@ -1,10 +1,11 @@
 // Stand-alone checker for one ISA's kernel table against the scalar reference, without Python
-// and without run-time dispatch.  tests/quant/test_simd_kernels.py builds it twice:
-//   * natively, for a table this CPU runs (a second opinion beside the Python tests), and
-//   * with the AVX-512 files compiled against SIMDe's portable emulation of the intrinsics
-//     (tests/quant/simde_shim/immintrin.h), so the AVX-512 kernels are checked for the exact
-//     values they compute even on a CPU without AVX-512 (the emulation is bit-exact for the
-//     operations used: integer ops, conversions, IEEE add / mul / fma).
+// and without run-time dispatch.  tests/quant/test_simd_kernels.py builds it
+//   * for x86 with the AVX2 files native and the AVX-512 files compiled against SIMDe's portable
+//     emulation of the intrinsics (tests/quant/simde_shim/immintrin.h), so the AVX-512 kernels
+//     are checked for the values they compute even on a CPU without AVX-512 (the emulation is
+//     exact for the operations used: integer ops, conversions, IEEE add / mul; its fma may round
+//     twice, which the bound absorbs), and
+//   * for arm64 with aarch64-linux-gnu-g++, run under qemu-aarch64, for the NEON table.
 // Usage: simd_check avx2|avx512|neon [seed] (an arm64 build checks the NEON table, e.g. under
 // qemu-aarch64).  Prints one line per failure; exit status 1 if any.
 #include <cmath>

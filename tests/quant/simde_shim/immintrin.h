@@ -1,7 +1,7 @@
 // Test-only stand-in for <immintrin.h>: the AVX-512 kernels compiled against SIMDe's portable
 // implementations of the intrinsics (native aliases), so tests/quant/simd_check.cpp can run them
-// on a CPU without AVX-512.  Used only by tests/quant/test_simd_kernels.py (build without -mavx* flags,
-// so SIMDe itself never includes the real <immintrin.h>).  Intrinsics missing from older SIMDe
+// on a CPU without AVX-512.  Used only by tests/quant/test_simd_kernels.py (built without -mavx*
+// flags, so SIMDe itself never includes the real <immintrin.h>).  Intrinsics missing from older SIMDe
 // releases (Debian's 0.7.x) are supplied below lane by lane, with the hardware's semantics.
 #pragma once
 #define SIMDE_ENABLE_NATIVE_ALIASES
