@@ -198,6 +198,21 @@ float dot_q5_0(const void* w, const float* x, int64_t n) {
     return hsum4(acc[0], acc[1], acc[2], acc[3]);
 }
 
+void dequant_q5_0(const void* src, float* dst, int64_t n) {
+    const auto* p = static_cast<const uint8_t*>(src);
+    for (int64_t i = 0; i < n / QK5_0; ++i, p += sizeof(block_q5_0), dst += QK5_0) {
+        __m128i q[2];
+        q5_0_bytes(p, q[0], q[1]);
+        const __m256 d = _mm256_set1_ps(load_f16(p) * 0x1p-24f);
+        for (int k = 0; k < 2; ++k) {
+            __m256 lo, hi;
+            i8x16_top_reg(q[k], lo, hi);  // (q 2^24)(d 2^-24) = d q, exact as the reference's
+            _mm256_storeu_ps(dst + 16 * k, _mm256_mul_ps(lo, d));
+            _mm256_storeu_ps(dst + 16 * k + 8, _mm256_mul_ps(hi, d));
+        }
+    }
+}
+
 float dot_q5_1(const void* w, const float* x, int64_t n) {
     const auto* p = static_cast<const uint8_t*>(w);
     const int64_t nb = n / QK5_1;
@@ -221,7 +236,7 @@ const Kernels& avx2_kernels(Type type) {
     static const Kernels none;
     static const Kernels f32{nullptr, &avx2::dot_f32}, f16{nullptr, &avx2::dot_f16},
         bf16{nullptr, &avx2::dot_bf16}, q4_0{nullptr, &avx2::dot_q4_0}, q4_1{nullptr, &avx2::dot_q4_1},
-        q5_0{nullptr, &avx2::dot_q5_0}, q5_1{nullptr, &avx2::dot_q5_1},
+        q5_0{&avx2::dequant_q5_0, &avx2::dot_q5_0}, q5_1{nullptr, &avx2::dot_q5_1},
         q8_0{&avx2::dequant_q8_0, &avx2::dot_q8_0}, q2_K{nullptr, &avx2::dot_q2_K},
         q3_K{nullptr, &avx2::dot_q3_K}, q4_K{&avx2::dequant_q4_K, &avx2::dot_q4_K},
         q5_K{nullptr, &avx2::dot_q5_K}, q6_K{&avx2::dequant_q6_K, &avx2::dot_q6_K};

@@ -193,6 +193,23 @@ float dot_q5_0(const void* w, const float* x, int64_t n) {
     });
 }
 
+void dequant_q5_0(const void* src, float* dst, int64_t n) {
+    const auto* p = static_cast<const uint8_t*>(src);
+    const __m512 iota = iota16(), qlo = _mm512_sub_ps(iota16(), _mm512_set1_ps(16.0f));
+    for (int64_t i = 0; i < n / QK5_0; ++i, p += sizeof(block_q5_0), dst += QK5_0) {
+        const __m512 d = _mm512_set1_ps(load_f16(p));
+        const __m512 tlo = _mm512_mul_ps(d, qlo), thi = _mm512_mul_ps(d, iota);
+        uint32_t qh;
+        std::memcpy(&qh, p + offsetof(block_q5_0, qh), sizeof qh);
+        const __m512i a = u8x16(p + offsetof(block_q5_0, qs)), k16 = _mm512_set1_epi32(16);
+        const __m512i lo = _mm512_and_si512(a, _mm512_set1_epi32(0x0F)), hi = _mm512_srli_epi32(a, 4);
+        const __m512i q0 = _mm512_mask_or_epi32(lo, static_cast<__mmask16>(qh & 0xFFFF), lo, k16);
+        const __m512i q1 = _mm512_mask_or_epi32(hi, static_cast<__mmask16>(qh >> 16), hi, k16);
+        _mm512_storeu_ps(dst, _mm512_permutex2var_ps(tlo, q0, thi));
+        _mm512_storeu_ps(dst + 16, _mm512_permutex2var_ps(tlo, q1, thi));
+    }
+}
+
 float dot_q5_1(const void* w, const float* x, int64_t n) {
     const auto* base = static_cast<const uint8_t*>(w);
     const __m512 iota = iota16(), iota_hi = _mm512_add_ps(iota16(), _mm512_set1_ps(16.0f));
@@ -211,7 +228,7 @@ const Kernels& avx512_kernels(Type type) {
     static const Kernels none;
     static const Kernels f32{nullptr, &avx512::dot_f32}, f16{nullptr, &avx512::dot_f16},
         bf16{nullptr, &avx512::dot_bf16}, q4_0{nullptr, &avx512::dot_q4_0}, q4_1{nullptr, &avx512::dot_q4_1},
-        q5_0{nullptr, &avx512::dot_q5_0}, q5_1{nullptr, &avx512::dot_q5_1},
+        q5_0{&avx512::dequant_q5_0, &avx512::dot_q5_0}, q5_1{nullptr, &avx512::dot_q5_1},
         q8_0{&avx512::dequant_q8_0, &avx512::dot_q8_0}, q2_K{nullptr, &avx512::dot_q2_K},
         q3_K{nullptr, &avx512::dot_q3_K}, q4_K{&avx512::dequant_q4_K, &avx512::dot_q4_K},
         q5_K{nullptr, &avx512::dot_q5_K}, q6_K{&avx512::dequant_q6_K, &avx512::dot_q6_K};

@@ -51,6 +51,7 @@ namespace ds4::quant {
     float dot_q4_K(const void* w, const float* x, int64_t n);                \
     float dot_q5_K(const void* w, const float* x, int64_t n);                \
     float dot_q6_K(const void* w, const float* x, int64_t n);                \
+    void dequant_q5_0(const void* src, float* dst, int64_t n);               \
     void dequant_q8_0(const void* src, float* dst, int64_t n);               \
     void dequant_q4_K(const void* src, float* dst, int64_t n);               \
     void dequant_q6_K(const void* src, float* dst, int64_t n);

@@ -29,7 +29,7 @@ U = 2.0**-24
 # subset in NEON_TYPES; other types fall back to the reference and pass trivially).
 SIMD_TYPES = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
 # NEON (arm64) covers F32, F16, Q4_0, Q8_0, Q4_K; checked on x86 hosts by the qemu test below.
-SIMD_DEQUANT_TYPES = ["Q8_0", "Q4_K", "Q6_K"]
+SIMD_DEQUANT_TYPES = ["Q5_0", "Q8_0", "Q4_K", "Q6_K"]
 # Byte offsets of the f16 scale fields in a block (blocks.h); random bytes elsewhere.
 F16_FIELDS = {
     "Q4_0": (18, [0]), "Q4_1": (20, [0, 2]), "Q5_0": (22, [0]), "Q5_1": (24, [0, 2]), "Q8_0": (34, [0]),
