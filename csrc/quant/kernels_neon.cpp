@@ -7,8 +7,9 @@
 // are split over two chains so that each of the 2 x 4 lane positions sees at most n / 8 terms,
 // and each product passes through h <= n / 8 + 16 roundings, hence
 //     |dot_neon - Σ w_i x_i| <= γ_h Σ |w_i x_i|,   u = 2^-24.
-// tests/quant/test_simd_kernels.py checks this bound on arm64 builds.  Compile-checked here with
-// aarch64-linux-gnu-g++ -fsyntax-only (no native run on the x86 development machines).
+// tests/quant/test_simd_kernels.py checks this bound on arm64 builds, and on x86 hosts runs
+// tests/quant/simd_check.cpp cross-compiled for arm64 under qemu-aarch64 (user mode) when
+// aarch64-linux-gnu-g++ and qemu-user are installed.
 #include <arm_neon.h>
 
 #include <cstddef>

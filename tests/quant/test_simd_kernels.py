@@ -25,10 +25,9 @@ from gguf import GGMLQuantizationType as GT  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 U = 2.0**-24
 
-# Formats with SIMD dot kernels (x86: AVX2 and AVX-512 both cover all of these; NEON covers the
-# subset in NEON_TYPES; other types fall back to the reference and pass trivially).
+# Formats with SIMD dot kernels: AVX2 and AVX-512 cover all of these; NEON covers F32, F16, Q4_0,
+# Q8_0 and Q4_K (the rest fall back to the reference there and pass trivially).
 SIMD_TYPES = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
-# NEON (arm64) covers F32, F16, Q4_0, Q8_0, Q4_K; checked on x86 hosts by the qemu test below.
 SIMD_DEQUANT_TYPES = ["Q5_0", "Q8_0", "Q4_K", "Q6_K"]
 # Byte offsets of the f16 scale fields in a block (blocks.h); random bytes elsewhere.
 F16_FIELDS = {
