@@ -1,0 +1,83 @@
+// Test-only stand-in for <immintrin.h>: the AVX-512 kernels compiled against SIMDe's portable
+// implementations of the intrinsics (native aliases), so tests/quant/simd_check.cpp can run them
+// on a CPU without AVX-512.  Used only by tests/quant/test_simd_kernels.py (built without -mavx*
+// flags, so SIMDe itself never includes the real <immintrin.h>).  Intrinsics missing from older SIMDe
+// releases (Debian's 0.7.x) are supplied below lane by lane, with the hardware's semantics.
+#pragma once
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#include <simde/x86/f16c.h>
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+
+typedef simde__mmask16 __mmask16;  // SIMDe 0.7 aliases the vector types but not the masks
+
+namespace ds4_simde_shim {
+template <class To, class From>
+inline To bits(const From& f) {
+    static_assert(sizeof(To) == sizeof(From), "size");
+    To t;
+    std::memcpy(&t, &f, sizeof t);
+    return t;
+}
+}  // namespace ds4_simde_shim
+
+// Each helper: unpack to arrays, apply the instruction's per-lane definition, repack.
+#define DS4_SHIM_UNARY(name, In, InT, InN, OutT, expr)                                   \
+    inline simde__m512i ds4_##name(In a) {                                              \
+        const auto v = ds4_simde_shim::bits<std::array<InT, InN>>(a);                   \
+        std::array<OutT, 16> r;                                                         \
+        for (int i = 0; i < 16; ++i) r[i] = static_cast<OutT>(expr);                   \
+        return ds4_simde_shim::bits<simde__m512i>(r);                                   \
+    }
+
+#ifndef _mm512_cvtepu8_epi32
+DS4_SHIM_UNARY(mm512_cvtepu8_epi32, simde__m128i, uint8_t, 16, int32_t, v[i])
+#define _mm512_cvtepu8_epi32 ds4_mm512_cvtepu8_epi32
+#endif
+#ifndef _mm512_cvtepi8_epi32
+DS4_SHIM_UNARY(mm512_cvtepi8_epi32, simde__m128i, int8_t, 16, int32_t, v[i])
+#define _mm512_cvtepi8_epi32 ds4_mm512_cvtepi8_epi32
+#endif
+#ifndef _mm512_cvtepu16_epi32
+DS4_SHIM_UNARY(mm512_cvtepu16_epi32, simde__m256i, uint16_t, 16, int32_t, v[i])
+#define _mm512_cvtepu16_epi32 ds4_mm512_cvtepu16_epi32
+#endif
+#ifndef _mm512_cvtepi32_ps
+inline simde__m512 ds4_mm512_cvtepi32_ps(simde__m512i a) {
+    const auto v = ds4_simde_shim::bits<std::array<int32_t, 16>>(a);
+    std::array<float, 16> r;
+    for (int i = 0; i < 16; ++i) r[i] = static_cast<float>(v[i]);  // round to nearest, as cvtdq2ps
+    return ds4_simde_shim::bits<simde__m512>(r);
+}
+#define _mm512_cvtepi32_ps ds4_mm512_cvtepi32_ps
+#endif
+#ifndef _mm512_cvtph_ps
+inline simde__m512 ds4_mm512_cvtph_ps(simde__m256i a) {
+    const simde__m128i lo = simde_mm256_castsi256_si128(a), hi = simde_mm256_extractf128_si256(a, 1);
+    const simde__m128 q[4] = {simde_mm_cvtph_ps(lo), simde_mm_cvtph_ps(simde_mm_srli_si128(lo, 8)),
+                              simde_mm_cvtph_ps(hi), simde_mm_cvtph_ps(simde_mm_srli_si128(hi, 8))};
+    float r[16];
+    std::memcpy(r, q, sizeof r);
+    return simde_mm512_loadu_ps(r);
+}
+#define _mm512_cvtph_ps ds4_mm512_cvtph_ps
+#endif
+#ifndef _mm512_test_epi32_mask
+inline simde__mmask16 ds4_mm512_test_epi32_mask(simde__m512i a, simde__m512i b) {
+    const auto x = ds4_simde_shim::bits<std::array<uint32_t, 16>>(a);
+    const auto y = ds4_simde_shim::bits<std::array<uint32_t, 16>>(b);
+    unsigned k = 0;
+    for (int i = 0; i < 16; ++i) k |= (x[i] & y[i]) ? (1u << i) : 0u;
+    return static_cast<simde__mmask16>(k);
+}
+#define _mm512_test_epi32_mask ds4_mm512_test_epi32_mask
+#endif
+#ifndef _mm512_testn_epi32_mask
+inline simde__mmask16 ds4_mm512_testn_epi32_mask(simde__m512i a, simde__m512i b) {
+    return static_cast<simde__mmask16>(~_mm512_test_epi32_mask(a, b));
+}
+#define _mm512_testn_epi32_mask ds4_mm512_testn_epi32_mask
+#endif
