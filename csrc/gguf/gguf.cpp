@@ -186,19 +186,25 @@ Value read_value(Cursor& c, ValueType type, const std::string& field, int depth)
 
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-// "<prefix>-00001-of-00003.gguf" -> ("<prefix>", 3); count 0 if the name is not a split name.
+// "<prefix>-00001-of-00003.gguf" -> ("<prefix>", 3); count 0 if the name is not the first part
+// of a split. Parsed by hand: sscanf's %d would accept signs and spaces.
 std::pair<std::string, int> split_name(const std::string& path) {
-    const std::string suffix = ".gguf";
-    // -NNNNN-of-NNNNN.gguf is 20 characters
-    if (path.size() < 20 + 1 || path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0)
+    const size_t kTail = 20;  // -NNNNN-of-NNNNN.gguf
+    if (path.size() <= kTail) return {"", 0};
+    const char* t = path.c_str() + path.size() - kTail;
+    auto number = [](const char* p) {
+        int n = 0;
+        for (int i = 0; i < 5; i++) {
+            if (p[i] < '0' || p[i] > '9') return -1;
+            n = n * 10 + (p[i] - '0');
+        }
+        return n;
+    };
+    int no = number(t + 1), count = number(t + 10);
+    if (t[0] != '-' || std::memcmp(t + 6, "-of-", 4) != 0 || std::memcmp(t + 15, ".gguf", 5) != 0 || no != 1 ||
+        count < 1)
         return {"", 0};
-    std::string tail = path.substr(path.size() - 20);
-    int no = 0, count = 0;
-    char dash, o, f, dash2;
-    if (std::sscanf(tail.c_str(), "%c%5d%c%c%c%5d", &dash, &no, &dash2, &o, &f, &count) != 6 || dash != '-' ||
-        dash2 != '-' || o != 'o' || f != 'f' || no != 1 || count < 1)
-        return {"", 0};
-    return {path.substr(0, path.size() - 20), count};
+    return {path.substr(0, path.size() - kTail), count};
 }
 
 // A split bookkeeping value as a signed integer; any integer type is accepted (gguf-py writes
