@@ -42,4 +42,6 @@ export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:strict_string_checks=1${ASA
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export PYTHONMALLOC=malloc
 export PYTHONPATH="$stage${PYTHONPATH:+:$PYTHONPATH}"
-exec python3 -m pytest -p no:cacheprovider "$@"
+# --capture=sys: pytest's default fd capture would swallow the sanitizer report of a test that
+# aborts; this way the report reaches the terminal (sys-level output is still captured).
+exec python3 -m pytest -p no:cacheprovider --capture=sys "$@"
