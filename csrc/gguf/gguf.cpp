@@ -31,6 +31,12 @@ namespace {
 
 constexpr int kMaxDims = 4;         // ggml tensors have at most 4 dimensions
 constexpr int kMaxArrayDepth = 16;  // nested arrays deeper than this are not a real model
+// A parsed Value costs ~80 bytes however small its encoding (1 byte for a uint8), so a corrupt
+// count that is merely bounded by the file size could still ask for ~80x the file in memory.
+// Real vocabularies are under 1M entries; 2^25 array elements per file is far above any model.
+constexpr uint64_t kMaxArrayElements = uint64_t{1} << 25;
+// Counts are only bounds until the entries are read: reserve no more than this up front.
+constexpr uint64_t kMaxReserve = 4096;
 
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string format(const char* fmt, ...) {
@@ -87,6 +93,8 @@ class Cursor {
 public:
     Cursor(const std::string& path, const uint8_t* base, uint64_t size)
         : path_(path), base_(base), size_(size) {}
+
+    uint64_t array_elements = 0;  // read so far in this file, against kMaxArrayElements
 
     uint64_t pos() const { return pos_; }
     uint64_t remaining() const { return size_ - pos_; }
@@ -163,7 +171,12 @@ Value read_value(Cursor& c, ValueType type, const std::string& field, int depth)
             if (count > c.remaining() / min_size)
                 c.fail(at, field, format("array of %" PRIu64 " %s elements cannot fit in the %" PRIu64 " bytes left",
                                          count, value_type_name(v.elem_type), c.remaining()));
-            v.arr.reserve(count);
+            if (count > kMaxArrayElements - c.array_elements)
+                c.fail(at, field, format("array of %" PRIu64 " %s elements exceeds the limit of %" PRIu64
+                                         " array elements per file",
+                                         count, value_type_name(v.elem_type), kMaxArrayElements));
+            c.array_elements += count;
+            v.arr.reserve(std::min(count, kMaxReserve));
             for (uint64_t k = 0; k < count; k++) v.arr.push_back(read_value(c, v.elem_type, field, depth + 1));
             break;
         }
@@ -173,19 +186,39 @@ Value read_value(Cursor& c, ValueType type, const std::string& field, int depth)
 
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-// "<prefix>-00001-of-00003.gguf" -> ("<prefix>", 3); count 0 if the name is not a split name.
+// "<prefix>-00001-of-00003.gguf" -> ("<prefix>", 3); count 0 if the name is not the first part
+// of a split. Parsed by hand: sscanf's %d would accept signs and spaces.
 std::pair<std::string, int> split_name(const std::string& path) {
-    const std::string suffix = ".gguf";
-    // -NNNNN-of-NNNNN.gguf is 20 characters
-    if (path.size() < 20 + 1 || path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0)
+    const size_t kTail = 20;  // -NNNNN-of-NNNNN.gguf
+    if (path.size() <= kTail) return {"", 0};
+    const char* t = path.c_str() + path.size() - kTail;
+    auto number = [](const char* p) {
+        int n = 0;
+        for (int i = 0; i < 5; i++) {
+            if (p[i] < '0' || p[i] > '9') return -1;
+            n = n * 10 + (p[i] - '0');
+        }
+        return n;
+    };
+    int no = number(t + 1), count = number(t + 10);
+    if (t[0] != '-' || std::memcmp(t + 6, "-of-", 4) != 0 || std::memcmp(t + 15, ".gguf", 5) != 0 || no != 1 ||
+        count < 1)
         return {"", 0};
-    std::string tail = path.substr(path.size() - 20);
-    int no = 0, count = 0;
-    char dash, o, f, dash2;
-    if (std::sscanf(tail.c_str(), "%c%5d%c%c%c%5d", &dash, &no, &dash2, &o, &f, &count) != 6 || dash != '-' ||
-        dash2 != '-' || o != 'o' || f != 'f' || no != 1 || count < 1)
-        return {"", 0};
-    return {path.substr(0, path.size() - 20), count};
+    return {path.substr(0, path.size() - kTail), count};
+}
+
+// A split bookkeeping value as a signed integer; any integer type is accepted (gguf-py writes
+// uint16 / int32), anything else is an error that names the file.
+int64_t split_key(const std::string& path, const Value& v, const char* key) {
+    if (v.is_integer()) {
+        try {
+            return v.as_int();
+        } catch (const Error&) {
+            // a uint64 above INT64_MAX: report it below like any other bad value
+        }
+    }
+    throw Error(path + ": metadata '" + key + "' must be an integer, found " +
+                (v.is_integer() ? std::string("an out-of-range value") : std::string(value_type_name(v.type))));
 }
 
 }  // namespace
@@ -299,25 +332,27 @@ std::shared_ptr<File> File::open(const std::string& path) {
     // A split model: the first part names the count; the others follow the same pattern.
     int count = 1;
     if (const Value* v = f->find("split.count")) {
-        int64_t c;
-        try {
-            c = v->as_int();
-        } catch (const Error&) {
-            throw Error(path + ": metadata 'split.count' must be an integer");
-        }
+        int64_t c = split_key(path, *v, "split.count");
         if (c < 1 || c > 99999) throw Error(path + ": metadata 'split.count' is " + std::to_string(c) + ", expected 1..99999");
         count = static_cast<int>(c);
-        if (const Value* no = f->find("split.no"); no && no->is_integer() && no->as_uint() != 0)
-            throw Error(path + ": this is part " + std::to_string(no->as_uint() + 1) + " of a split model; open the first part (-00001-of-...)");
+        if (const Value* no = f->find("split.no")) {
+            int64_t n = split_key(path, *no, "split.no");
+            if (n < 0 || n >= c)
+                throw Error(path + ": metadata 'split.no' is " + std::to_string(n) + ", expected 0.." +
+                            std::to_string(c - 1));
+            if (n != 0)
+                throw Error(path + ": this is part " + std::to_string(n + 1) +
+                            " of a split model; open the first part (-00001-of-...)");
+        }
     }
     if (count > 1) {
         auto [prefix, name_count] = split_name(path);
         if (name_count != count)
             throw Error(path + ": split.count is " + std::to_string(count) +
                         " but the file name does not follow <name>-00001-of-" + format("%05d", count) + ".gguf");
-        for (int i = 1; i < count; i++) f->parse(i, prefix + format("-%05d-of-%05d.gguf", i + 1, count));
+        for (int i = 1; i < count; i++) f->parse(i, prefix + format("-%05d-of-%05d.gguf", i + 1, count), count);
         if (const Value* tc = f->find("split.tensors.count")) {
-            if (!tc->is_integer() || tc->as_uint() != f->tensors_.size())
+            if (split_key(path, *tc, "split.tensors.count") != static_cast<int64_t>(f->tensors_.size()))
                 throw Error(path + ": split.tensors.count does not match the " + std::to_string(f->tensors_.size()) +
                             " tensors found in the parts");
         }
@@ -325,7 +360,7 @@ std::shared_ptr<File> File::open(const std::string& path) {
     return f;
 }
 
-void File::parse(int split, const std::string& path) {
+void File::parse(int split, const std::string& path, int n_splits_expected) {
     auto map = std::make_unique<Map>();
     map->path = path;
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -383,7 +418,7 @@ void File::parse(int split, const std::string& path) {
 
     std::vector<std::pair<std::string, Value>> kv;
     std::unordered_map<std::string, size_t> kv_index;
-    kv.reserve(n_kv);
+    kv.reserve(std::min(n_kv, kMaxReserve));
     for (uint64_t i = 0; i < n_kv; i++) {
         uint64_t key_at = c.pos();
         std::string field = format("metadata key #%" PRIu64, i);
@@ -416,7 +451,7 @@ void File::parse(int split, const std::string& path) {
     };
     std::vector<Pending> pending;
     std::unordered_set<std::string> names;  // of this split; earlier splits are in tensor_index_
-    pending.reserve(n_tensors);
+    pending.reserve(std::min(n_tensors, kMaxReserve));
     for (uint64_t i = 0; i < n_tensors; i++) {
         uint64_t entry_at = c.pos();
         std::string field = format("tensor #%" PRIu64 " name", i);
@@ -473,17 +508,20 @@ void File::parse(int split, const std::string& path) {
                           t.offset, t.offset + t.nbytes, data_size));
         t.data = m.base + data_offset + t.offset;
     }
-    // Tensors must not overlap: a writer bug there would silently alias two weights.
+    // Tensors must not overlap: a writer bug there would silently alias two weights. Each
+    // non-empty tensor is compared with the furthest-reaching one before it in offset order
+    // (not just its neighbour, which may be empty or short and hide the overlap).
     std::vector<const Pending*> by_offset;
-    for (const Pending& q : pending) by_offset.push_back(&q);
+    for (const Pending& q : pending)
+        if (q.info.nbytes > 0) by_offset.push_back(&q);
     std::sort(by_offset.begin(), by_offset.end(),
               [](const Pending* a, const Pending* b) { return a->info.offset < b->info.offset; });
-    for (size_t i = 1; i < by_offset.size(); i++) {
-        const TensorInfo& prev = by_offset[i - 1]->info;
-        const TensorInfo& cur = by_offset[i]->info;
-        if (cur.offset < prev.offset + prev.nbytes && cur.nbytes > 0 && prev.nbytes > 0)
-            c.fail(by_offset[i]->entry_at, "tensor '" + cur.name + "' data",
-                   "overlaps the data of tensor '" + prev.name + "'");
+    const TensorInfo* reach = nullptr;  // extents were checked above, so offset + nbytes cannot wrap
+    for (const Pending* q : by_offset) {
+        const TensorInfo& cur = q->info;
+        if (reach && cur.offset < reach->offset + reach->nbytes)
+            c.fail(q->entry_at, "tensor '" + cur.name + "' data", "overlaps the data of tensor '" + reach->name + "'");
+        if (!reach || cur.offset + cur.nbytes > reach->offset + reach->nbytes) reach = &cur;
     }
 
     if (split == 0) {
@@ -492,10 +530,14 @@ void File::parse(int split, const std::string& path) {
         alignment_ = alignment;
         data_offset_ = data_offset;
     } else {
+        // Each part must say where it belongs, and agree with the first part on the count.
         auto it = kv_index.find("split.no");
-        if (it == kv_index.end() || !kv[it->second].second.is_integer() ||
-            kv[it->second].second.as_uint() != static_cast<uint64_t>(split))
+        if (it == kv_index.end() || split_key(path, kv[it->second].second, "split.no") != split)
             throw Error(path + ": metadata 'split.no' is missing or is not " + std::to_string(split));
+        it = kv_index.find("split.count");
+        if (it == kv_index.end() || split_key(path, kv[it->second].second, "split.count") != n_splits_expected)
+            throw Error(path + ": metadata 'split.count' is missing or is not " + std::to_string(n_splits_expected) +
+                        " (as in the first part)");
     }
     for (Pending& q : pending) {
         tensor_index_.emplace(q.info.name, tensors_.size());

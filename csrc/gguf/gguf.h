@@ -89,7 +89,8 @@ public:
 private:
     struct Map;
     File() = default;
-    void parse(int split, const std::string& path);
+    // n_splits_expected: the first part's split.count, which every later part must repeat.
+    void parse(int split, const std::string& path, int n_splits_expected = 1);
 
     std::string path_;
     uint32_t version_ = 0;
