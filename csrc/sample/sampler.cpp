@@ -161,23 +161,61 @@ void Sampler::top_p(double p) {
     const size_t n = cand_.size();
     float lmax = -kInf;
     for (const Cand& c : cand_) lmax = std::max(lmax, c.logit);
-    double z = 0.0;
-    for (const Cand& c : cand_) z += std::exp(static_cast<double>(c.logit) - lmax);
-    // Grow a sorted best-first prefix [0, done) until its mass reaches p. Each round selects the
-    // next block out of the unsorted tail, so the cost is ~ O(n + m log m) for a nucleus of m.
-    double cum = 0.0;
-    size_t done = 0, want = std::min<size_t>(n, 64);
     sorted_by_id_ = false;
+    double z = 0.0, cum = 0.0;
+    // Walks the sorted best-first range [from, to) adding mass; true once the nucleus is complete.
+    auto walk = [&](size_t from, size_t to) {
+        for (size_t i = from; i < to; ++i) {
+            cum += std::exp(cand_[i].logit - lmax) / z;
+            if (cum >= p) {
+                cand_.resize(i + 1);
+                return true;
+            }
+        }
+        return false;
+    };
+    size_t done = 0;
+    if (n <= 2048) {
+        for (const Cand& c : cand_) z += std::exp(c.logit - lmax);
+    } else {
+        // Wide rows: one pass computes Z and a histogram of mass by distance below the max
+        // (bins of 1/16 nat, the last one open-ended). The bin where the mass reaches p bounds
+        // the nucleus; tokens down to one bin further (a margin for rounding) are moved to the
+        // front and sorted, so only about the nucleus is ever sorted.
+        constexpr int kBins = 512;
+        constexpr double kWidth = 1.0 / 16;
+        double hist[kBins] = {};
+        for (const Cand& c : cand_) {
+            const float e = std::exp(c.logit - lmax);
+            const double d = static_cast<double>(lmax) - c.logit;
+            z += e;
+            hist[d < kBins * kWidth ? static_cast<int>(d / kWidth) : kBins - 1] += e;
+        }
+        int bin = kBins - 1;
+        double mass = 0.0;
+        for (int b = 0; b < kBins; ++b) {
+            mass += hist[b];
+            if (mass >= p * z) {
+                bin = b;
+                break;
+            }
+        }
+        if (bin + 2 < kBins) {
+            const double floor = static_cast<double>(lmax) - (bin + 2) * kWidth;
+            const auto mid = std::partition(cand_.begin(), cand_.end(),
+                                            [&](const Cand& c) { return static_cast<double>(c.logit) >= floor; });
+            done = static_cast<size_t>(mid - cand_.begin());
+            std::sort(cand_.begin(), mid, Better{});
+            if (walk(0, done)) return;
+        }
+    }
+    // Grow a sorted best-first prefix [0, done) 4x at a time: each round selects the next block
+    // out of the unsorted tail. Rarely reached on wide rows (the histogram found the nucleus).
+    size_t want = std::min(n, std::max<size_t>(64, done * 4));
     for (;;) {
         if (want < n) std::nth_element(cand_.begin() + done, cand_.begin() + want, cand_.end(), Better{});
         std::sort(cand_.begin() + done, cand_.begin() + want, Better{});
-        for (size_t i = done; i < want; ++i) {
-            cum += std::exp(static_cast<double>(cand_[i].logit) - lmax) / z;
-            if (cum >= p) {
-                cand_.resize(i + 1);
-                return;
-            }
-        }
+        if (walk(done, want)) return;
         if (want == n) return;  // rounding left the total just below p: keep everything
         done = want;
         want = std::min(n, want * 4);
@@ -203,30 +241,60 @@ int32_t Sampler::filter(const float* logits, int32_t n) {
         prob_.reserve(static_cast<size_t>(n));
         weight_.reserve(static_cast<size_t>(n));
     }
-    cand_.clear();
+    // Pass 1: validate and find the max, which every filter keeps.
+    float lmax = -kInf;
     for (int32_t i = 0; i < n; ++i) {
         const float v = row[i];
         if (!(v < kInf)) throw std::invalid_argument("Sampler: logit " + str(i) + " is " + str(v) + " (NaN or +inf)");
-        if (v != -kInf) cand_.push_back({v, i});
+        lmax = v > lmax ? v : lmax;
     }
-    if (cand_.empty()) throw std::invalid_argument("Sampler: every logit is -inf (all tokens banned)");
-    sorted_by_id_ = true;
+    if (lmax == -kInf) throw std::invalid_argument("Sampler: every logit is -inf (all tokens banned)");
 
-    if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < cand_.size()) top_k(params_.top_k);
+    // Without top-p, min-p's cut (relative to that max) can be applied while gathering; the
+    // exact test runs later, so the floor sits a little below it. With top-p it cannot: top-p
+    // normalises over everything that survived top-k.
+    float floor = std::numeric_limits<float>::lowest();  // excludes -inf (banned)
+    if (params_.min_p > 0.0f && params_.top_p >= 1.0f)
+        floor = std::max(floor, static_cast<float>(lmax + std::log(static_cast<double>(params_.min_p)) - 1e-3));
+
+    // Pass 2: gather candidates. A small top-k keeps a heap of the k best (front = worst) so the
+    // row is scanned once and most tokens cost one comparison; ids arrive ascending, so an equal
+    // logit never displaces a lower id.
+    cand_.clear();
+    const auto k = static_cast<size_t>(params_.top_k);
+    if (k > 0 && k <= 4096) {
+        for (int32_t i = 0; i < n; ++i) {
+            const float v = row[i];
+            if (!(v >= floor)) continue;
+            if (cand_.size() < k) {
+                cand_.push_back({v, i});
+                std::push_heap(cand_.begin(), cand_.end(), Better{});
+            } else if (v > cand_.front().logit) {
+                std::pop_heap(cand_.begin(), cand_.end(), Better{});
+                cand_.back() = {v, i};
+                std::push_heap(cand_.begin(), cand_.end(), Better{});
+            }
+        }
+        sorted_by_id_ = false;
+    } else {
+        for (int32_t i = 0; i < n; ++i)
+            if (row[i] >= floor) cand_.push_back({row[i], i});
+        sorted_by_id_ = true;
+        if (k > 0 && k < cand_.size()) top_k(static_cast<int32_t>(k));
+    }
+
     if (params_.top_p < 1.0f) top_p(params_.top_p);
     if (params_.min_p > 0.0f) min_p(params_.min_p);
     // The draw walks ids in ascending order so that sample() == sample_from(probs()).
     if (!sorted_by_id_) std::sort(cand_.begin(), cand_.end(), [](const Cand& a, const Cand& b) { return a.id < b.id; });
 
     // Temperature and softmax in double; the float result is what probs() reports and the draw uses.
-    float lmax = -kInf;
-    for (const Cand& c : cand_) lmax = std::max(lmax, c.logit);
-    const double inv_t = 1.0 / static_cast<double>(params_.temperature);
+    const float inv_t = 1.0f / params_.temperature;
     prob_.resize(cand_.size());
     weight_.resize(cand_.size());
     double z = 0.0;
     for (size_t i = 0; i < cand_.size(); ++i)
-        z += weight_[i] = std::exp((static_cast<double>(cand_[i].logit) - lmax) * inv_t);
+        z += weight_[i] = std::exp((cand_[i].logit - lmax) * inv_t);
     for (size_t i = 0; i < cand_.size(); ++i) prob_[i] = static_cast<float>(weight_[i] / z);
     return -1;
 }
