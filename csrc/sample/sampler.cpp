@@ -1,8 +1,9 @@
 // Sampler implementation: the chain documented in sampler.h, written for 262k-wide rows.
-// Cost per call: one pass to copy/adjust the row (only when bias or penalties apply), one pass to
-// gather finite candidates, then work proportional to what the filters keep: top-k is a partial
-// selection (nth_element), top-p sorts a best-first prefix that grows 4x at a time until it holds
-// the nucleus, so nothing is fully sorted unless the nucleus is the whole row. Greedy is one pass.
+// Greedy is one pass over the row. Sampling: a copy only when bias or penalties apply, one pass
+// for validation and the max, one pass gathering candidates (a small top-k keeps a k-heap there;
+// without top-p, min-p's threshold already drops tokens there), then work in proportion to what
+// survives: top-k beyond the heap limit is nth_element; top-p bounds the nucleus with a mass
+// histogram and sorts only about the nucleus. Nothing is fully sorted unless it is all kept.
 #include "sample/sampler.h"
 
 #include <algorithm>
@@ -288,13 +289,13 @@ int32_t Sampler::filter(const float* logits, int32_t n) {
     // The draw walks ids in ascending order so that sample() == sample_from(probs()).
     if (!sorted_by_id_) std::sort(cand_.begin(), cand_.end(), [](const Cand& a, const Cand& b) { return a.id < b.id; });
 
-    // Temperature and softmax in double; the float result is what probs() reports and the draw uses.
-    const float inv_t = 1.0f / params_.temperature;
+    // Temperature: float weights (division, not a reciprocal: a denormal T must not make 0 * inf),
+    // normalised in double; the float result is what probs() reports and the draw uses.
     prob_.resize(cand_.size());
     weight_.resize(cand_.size());
     double z = 0.0;
     for (size_t i = 0; i < cand_.size(); ++i)
-        z += weight_[i] = std::exp((cand_[i].logit - lmax) * inv_t);
+        z += weight_[i] = std::exp((cand_[i].logit - lmax) / params_.temperature);
     for (size_t i = 0; i < cand_.size(); ++i) prob_[i] = static_cast<float>(weight_[i] / z);
     return -1;
 }

@@ -26,7 +26,8 @@
 // so equal logits are kept or dropped together.
 //
 // Precision: exponentials are float (std::exp(float) is 2-4x faster than double on a 262k row),
-// their sums and the running masses are double, the min-p test is double. probs() are floats.
+// their sums and the running masses are double, the min-p test is double. probs() are floats;
+// a kept token whose probability underflows to 0 reads as 0 there and is never drawn.
 // Reproducibility: the RNG stream (rng.h) is identical everywhere; the chosen token is identical
 // wherever std::exp rounds the same way.
 // sample(l) is exactly sample_from(probs(l)) for the same RNG state: same floats, same walk.

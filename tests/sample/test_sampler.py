@@ -170,6 +170,15 @@ def test_combined_chain_matches_numpy(n, seed, kw):
         assert abs(float(got.astype(np.float64).sum()) - 1.0) < 1e-5
 
 
+def test_extreme_temperatures():
+    l = rand_logits(8, 1000)
+    p = make(1000, temperature=1e-40).probs(l)  # denormal T: a point mass, not NaN
+    assert p[int(np.argmax(l))] == 1.0 and p.sum() == 1.0
+    p = make(1000, temperature=1e30, top_k=10).probs(l)  # flat over what top-k kept
+    np.testing.assert_allclose(p[p > 0], 0.1, rtol=1e-6)
+    assert (p > 0).sum() == 10
+
+
 def test_filters_see_untempered_logits():
     # top-p at T=1 keeps {0}; if temperature were applied first (T=10 flattens) it would keep more.
     l = np.array([3.0, 0.0, 0.0, 0.0], dtype=np.float32)
