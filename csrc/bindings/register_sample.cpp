@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +48,14 @@ void set_seed_field(SamplingParams& p, const py::object& seed) {
     }
     p.seed = v;
     p.has_seed = true;
+}
+
+// Float fields print as float32 values read by a human (0.7, not 0.699999988079071).
+std::string fmt(float v) {
+    std::ostringstream os;
+    os.precision(7);
+    os << v;
+    return os.str();
 }
 
 py::object get_seed_field(const SamplingParams& p) {
@@ -119,13 +128,13 @@ void register_sample(py::module_& m) {
         .def("validate", &SamplingParams::validate, py::arg("n_vocab") = -1,
              "Raise ValueError naming the first bad field (logit_bias ids are checked when n_vocab >= 0).")
         .def("__repr__", [](const SamplingParams& p) {
-            return "SamplingParams(temperature=" + std::string(py::repr(py::float_(p.temperature))) +
-                   ", top_k=" + std::to_string(p.top_k) + ", top_p=" + std::string(py::repr(py::float_(p.top_p))) +
-                   ", min_p=" + std::string(py::repr(py::float_(p.min_p))) +
-                   ", repeat_penalty=" + std::string(py::repr(py::float_(p.repeat_penalty))) +
+            return "SamplingParams(temperature=" + fmt(p.temperature) +
+                   ", top_k=" + std::to_string(p.top_k) + ", top_p=" + fmt(p.top_p) +
+                   ", min_p=" + fmt(p.min_p) +
+                   ", repeat_penalty=" + fmt(p.repeat_penalty) +
                    ", repeat_last_n=" + std::to_string(p.repeat_last_n) +
-                   ", presence_penalty=" + std::string(py::repr(py::float_(p.presence_penalty))) +
-                   ", frequency_penalty=" + std::string(py::repr(py::float_(p.frequency_penalty))) +
+                   ", presence_penalty=" + fmt(p.presence_penalty) +
+                   ", frequency_penalty=" + fmt(p.frequency_penalty) +
                    ", logit_bias=" + std::string(py::repr(py::cast(p.logit_bias))) +
                    ", seed=" + std::string(py::repr(get_seed_field(p))) + ")";
         });
