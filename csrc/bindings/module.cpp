@@ -16,4 +16,5 @@ PYBIND11_MODULE(_core, m) {
     ds4::bindings::register_quant(m);
     ds4::bindings::register_model(m);
     ds4::bindings::register_tokenizer(m);
+    ds4::bindings::register_sample(m);
 }
