@@ -1,8 +1,10 @@
 """Type stubs for the private native module ds4._core (see csrc/bindings/)."""
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 _Bytes = bytes | bytearray | memoryview | np.ndarray
 
@@ -59,9 +61,6 @@ class StreamDecoder:
 
 # sample (csrc/sample/): SamplingParams + Sampler; see csrc/sample/sampler.h for the order of
 # operations (bias -> penalties -> greedy | top-k -> top-p -> min-p -> temperature -> draw)
-import numpy as np
-import numpy.typing as npt
-from collections.abc import Iterable, Mapping
 
 class SamplingParams:
     temperature: float
