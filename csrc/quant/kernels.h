@@ -39,6 +39,10 @@ Isa parse_isa(const std::string& name);  // throws std::invalid_argument
 const Kernels& kernels(Type type);
 // Kernels of exactly one ISA, without fallback (members nullptr where that ISA has none).
 const Kernels& kernels_for(Type type, Isa isa);
+// Kernels of `type` as they would be with `isa` active (with fallback); lets callers and tests
+// use any available path without changing the process-wide choice. Throws
+// std::invalid_argument if `isa` is not available here.
+const Kernels& kernels(Type type, Isa isa);
 bool is_supported(Type type);  // has at least a reference dequant + dot
 
 // Quantise n floats (n % 32 == 0) to Q8_0 blocks, round-to-nearest as ggml does; used for

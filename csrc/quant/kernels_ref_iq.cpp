@@ -1,0 +1,67 @@
+// Scalar reference decoders of the code-book formats: IQ2_XXS (grid + signs), IQ4_NL and
+// IQ4_XS (non-linear 4-bit values), MXFP4 (E2M1 with a power-of-two E8M0 scale). Bit-exact
+// with ggml's dequantize_row_*; tables in iq_tables.cpp.
+#include "quant/iq_tables.h"
+#include "quant/kernels_ref.h"
+
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
+namespace ds4::quant::ref {
+
+// IQ2_XXS: 8 groups of 32. Each group is two little-endian u32: the first holds 4 grid
+// indices (one byte per 8 elements); the second holds four 7-bit sign indices and, in its
+// top 4 bits, the group scale: d * (0.5 + s) * 0.25.
+void decode_iq2_xxs(const block_iq2_xxs& b, float* y) {
+    const float d = fp16(b.d);
+    uint8_t raw[sizeof b.qs];
+    std::memcpy(raw, b.qs, sizeof raw);
+    for (int g = 0; g < QK_K / 32; ++g) {
+        const uint32_t idx = load_u32_le(raw + 8 * g);
+        const uint32_t aux = load_u32_le(raw + 8 * g + 4);
+        const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.25f;
+        for (int l = 0; l < 4; ++l) {
+            const uint64_t grid = iq2xxs_grid[(idx >> (8 * l)) & 0xFF];
+            const uint8_t signs = ksigns_iq2xs[(aux >> (7 * l)) & 127];
+            for (int j = 0; j < 8; ++j) {
+                const float mag = static_cast<float>((grid >> (8 * j)) & 0xFF);
+                y[32 * g + 8 * l + j] = db * mag * ((signs >> j) & 1 ? -1.0f : 1.0f);
+            }
+        }
+    }
+}
+
+void decode_iq4_nl(const block_iq4_nl& b, float* y) {
+    const float d = fp16(b.d);
+    for (int j = 0; j < QK4_NL / 2; ++j) {
+        y[j] = d * static_cast<float>(kvalues_iq4nl[b.qs[j] & 0x0F]);
+        y[j + QK4_NL / 2] = d * static_cast<float>(kvalues_iq4nl[b.qs[j] >> 4]);
+    }
+}
+
+// IQ4_XS: 8 sub-blocks of 32 with 6-bit scales (bias 32): low nibble from scales_l, two high
+// bits from scales_h; values as IQ4_NL, 16 bytes per sub-block.
+void decode_iq4_xs(const block_iq4_xs& b, float* y) {
+    const float d = fp16(b.d);
+    for (int ib = 0; ib < QK_K / 32; ++ib) {
+        const int lo = (b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0F;
+        const int hi = (b.scales_h >> (2 * ib)) & 3;
+        const float dl = d * static_cast<float>((lo | (hi << 4)) - 32);
+        const uint8_t* q = b.qs + 16 * ib;
+        for (int j = 0; j < 16; ++j) {
+            y[32 * ib + j] = dl * static_cast<float>(kvalues_iq4nl[q[j] & 0x0F]);
+            y[32 * ib + j + 16] = dl * static_cast<float>(kvalues_iq4nl[q[j] >> 4]);
+        }
+    }
+}
+
+void decode_mxfp4(const block_mxfp4& b, float* y) {
+    const float d = e8m0_to_fp32_half(b.e);
+    for (int j = 0; j < QK_MXFP4 / 2; ++j) {
+        y[j] = d * static_cast<float>(kvalues_mxfp4[b.qs[j] & 0x0F]);
+        y[j + QK_MXFP4 / 2] = d * static_cast<float>(kvalues_mxfp4[b.qs[j] >> 4]);
+    }
+}
+
+}  // namespace ds4::quant::ref
