@@ -6,8 +6,9 @@ The native core lives in ``ds4._core``; this package is the thin typed surface o
 from __future__ import annotations
 
 from ds4._core import GGUFError, TokenizerError
+from ds4.convert import ConvertError, convert
 from ds4.gguf import dequantize, inspect
 from ds4.model import Model
 
-__all__ = ["GGUFError", "TokenizerError", "Model", "dequantize", "inspect", "__version__"]
+__all__ = ["ConvertError", "GGUFError", "TokenizerError", "Model", "convert", "dequantize", "inspect", "__version__"]
 __version__ = "0.1.0"
