@@ -111,7 +111,7 @@ void register_session(py::module_& m) {
 }  // namespace
 
 void register_model(py::module_& m) {
-    static py::exception<model::Error> model_error(m, "ModelError", PyExc_ValueError);
+    auto& model_error = py::register_exception<model::Error>(m, "ModelError", PyExc_ValueError);
     py::register_exception<state::ContextOverflow>(m, "ContextOverflowError", model_error.ptr());
 
     py::class_<Model>(m, "Model")
