@@ -2,8 +2,8 @@
 //
 // The model code (csrc/model/) is written against these ops only. Activations are row-major
 // float32 blocks of `n` rows; weights stay in their GGUF block format and are read in place.
-// A backend reports what it can run with supports_op(); the model checks every op/type pair it
-// needs when it loads, so an unsupported weight format fails at load time with a clear message.
+// A backend reports what it can run with supports_op(); the model checks the op and format of
+// every weight when it loads, so an unsupported format fails at load time with a clear message.
 //
 // Batch invariance is part of the contract (DESIGN.md): the result for one row must be
 // bit-identical whether that row is processed alone or inside a block of rows, so an

@@ -61,13 +61,15 @@ struct AttnConfig {
 // The attention parameters every layer of `hp` shares: heads, 1/sqrt(head_dim), rope dims.
 AttnConfig default_attn_config(const HParams& hp, backend::RopeMode mode);
 
-// out[n, n_embd] = self-attention of x[n, n_embd] (already normed) at positions b.pos, after
-// writing the n new K/V rows of `layer` into b.kv.
+// The rows being evaluated: n of them at positions pos[n], and the cache they append to.
 struct BatchView {
     const int32_t* pos;
     int64_t n;
     state::KvCache& kv;
 };
+
+// out[n, n_embd] = self-attention of x[n, n_embd] (already normed) at positions b.pos, after
+// writing the n new K/V rows of `layer` into b.kv.
 void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const BatchView& b, int layer,
                const float* x, float* out);
 

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
 #include "gguf/gguf.h"
 
 namespace ds4::model {

@@ -51,10 +51,8 @@ public:
     Model& operator=(const Model&) = delete;
 
     const HParams& hparams() const { return hp_; }
-    const gguf::File& file() const { return *file_; }
     int64_t n_ctx() const { return n_ctx_; }
     backend::KvType kv_type() const { return opts_.kv_type; }
-    int threads() const { return opts_.threads; }
 
     // An empty cache sized for this model and its n_ctx.
     std::unique_ptr<state::KvCache> new_cache() const;
