@@ -104,7 +104,7 @@ def reference(gemma_path: Path, gemma: ds4.Model) -> dict[str, Any]:
 
 def test_logits_match_transformers(gemma: ds4.Model, reference: dict[str, Any]) -> None:
     fixed = reference["fixed"]
-    n_pos = agree = 0
+    n_pos = agree = strict = 0
     diffs = []
     for i, text in enumerate(TEXTS):
         ids = gemma.tokenize(text)
@@ -114,11 +114,13 @@ def test_logits_match_transformers(gemma: ds4.Model, reference: dict[str, Any]) 
         ref_arg = reference[f"argmax{i}"]
         # a near-tie at the top may flip either way within the measured error
         agree += int(((ours == ref_arg) | (reference[f"margin{i}"] < MAX_ABS_TOL)).sum())
+        strict += int((ours == ref_arg).sum())
         diffs.append(np.abs(out[:, fixed] - reference[f"fixed{i}"]).ravel())
         top_ids = reference[f"top_ids{i}"]
         diffs.append(np.abs(np.take_along_axis(out, top_ids, axis=1) - reference[f"top_vals{i}"]).ravel())
     d = np.concatenate(diffs)
-    print(f"gemma3 270M vs transformers: {n_pos} positions, top-1 agreement {agree / n_pos:.4f}, "
+    print(f"gemma3 270M vs transformers: {n_pos} positions, top-1 agreement {agree / n_pos:.4f} "
+          f"({strict} of {n_pos} identical argmax), "
           f"|Δlogit| mean {d.mean():.2e} max {d.max():.2e}")
     assert n_pos >= 200
     assert agree / n_pos >= 0.99
