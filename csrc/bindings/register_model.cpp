@@ -1,5 +1,7 @@
-// Model bindings. For now a Model is the mapped GGUF plus its tokenizer; the forward pass,
-// sessions and sampling attach here as they land.
+// Model and Session bindings: the mapped GGUF, its tokenizer and forward pass (Model), and
+// sequences evaluated against it (Session, Snapshot). Every call that runs the forward pass
+// or copies a cache releases the GIL.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -9,6 +11,8 @@
 
 #include "bindings/register.h"
 #include "gguf/gguf.h"
+#include "model/model.h"
+#include "model/session.h"
 #include "tokenizer/tokenizer.h"
 
 namespace py = pybind11;
@@ -20,37 +24,108 @@ namespace {
 struct Model {
     std::shared_ptr<gguf::File> file;
     std::unique_ptr<tok::Tokenizer> tokenizer;
+    std::shared_ptr<model::Model> net;
     std::string arch;
-    int64_t n_ctx = 0;
-    int threads = 0;
 };
 
-std::unique_ptr<Model> load_model(const std::string& path, int threads, int64_t n_ctx) {
+backend::KvType parse_kv_type(const std::string& s) {
+    if (s == "f32") return backend::KvType::f32;
+    if (s == "f16") return backend::KvType::f16;
+    throw std::invalid_argument("kv_type must be 'f32' or 'f16', got '" + s + "'");
+}
+
+std::unique_ptr<Model> load_model(const std::string& path, int threads, int64_t n_ctx, backend::KvType kv_type) {
     auto m = std::make_unique<Model>();
     m->file = gguf::File::open(path);
     m->arch = m->file->get("general.architecture").as_string();
     m->tokenizer = tok::Tokenizer::from_gguf(*m->file);
-    if (n_ctx > 0) {
-        m->n_ctx = n_ctx;
-    } else if (const gguf::Value* v = m->file->find(m->arch + ".context_length")) {
-        m->n_ctx = v->as_int();
-    }
-    m->threads = threads;
+    model::Options opts;
+    opts.threads = threads;
+    opts.n_ctx = n_ctx;
+    opts.kv_type = kv_type;
+    m->net = model::Model::load(m->file, opts);
     return m;
+}
+
+// Token ids as int32 after a range check (a cast alone would wrap ids >= 2^31).
+std::vector<int32_t> token_ids(const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& a,
+                               int64_t n_vocab) {
+    if (a.ndim() != 1) throw std::invalid_argument("tokens must be a 1-D sequence of token ids");
+    std::vector<int32_t> ids(static_cast<size_t>(a.shape(0)));
+    const int64_t* p = a.data();
+    for (size_t i = 0; i < ids.size(); ++i) {
+        if (p[i] < 0 || p[i] >= n_vocab) {
+            throw model::Error("token id " + std::to_string(p[i]) + " at index " + std::to_string(i) +
+                               " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
+        }
+        ids[i] = static_cast<int32_t>(p[i]);
+    }
+    return ids;
+}
+
+void register_session(py::module_& m) {
+    using Snapshot = model::Session::Snapshot;
+    py::class_<Snapshot, std::shared_ptr<Snapshot>>(m, "SessionSnapshot")
+        .def_property_readonly("n_past", [](const Snapshot& s) { return s.kv.n_past; })
+        .def_property_readonly("nbytes", [](const Snapshot& s) { return s.kv.bytes(); });
+
+    py::class_<model::Session>(m, "Session")
+        .def_property_readonly("n_past", &model::Session::n_past)
+        .def_property_readonly("n_ctx", &model::Session::n_ctx)
+        .def_property_readonly("n_vocab", [](const model::Session& s) { return s.model().hparams().n_vocab; })
+        .def(
+            "eval",
+            [](model::Session& s, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens) {
+                const int64_t n_vocab = s.model().hparams().n_vocab;
+                const std::vector<int32_t> ids = token_ids(tokens, n_vocab);
+                py::array_t<float> logits({static_cast<py::ssize_t>(ids.size()), static_cast<py::ssize_t>(n_vocab)});
+                float* out = logits.mutable_data();
+                {
+                    py::gil_scoped_release release;
+                    s.eval(ids.data(), static_cast<int64_t>(ids.size()), out);
+                }
+                return logits;
+            },
+            py::arg("tokens"))
+        .def(
+            "truncate",
+            [](model::Session& s, int64_t n) {
+                py::gil_scoped_release release;
+                s.truncate(n);
+            },
+            py::arg("n_past"))
+        .def("snapshot",
+             [](const model::Session& s) {
+                 py::gil_scoped_release release;
+                 return std::const_pointer_cast<Snapshot>(s.snapshot());
+             })
+        .def(
+            "restore",
+            [](model::Session& s, const Snapshot& snap) {
+                py::gil_scoped_release release;
+                s.restore(snap);
+            },
+            py::arg("snapshot"));
 }
 
 }  // namespace
 
 void register_model(py::module_& m) {
+    auto& model_error = py::register_exception<model::Error>(m, "ModelError", PyExc_ValueError);
+    py::register_exception<state::ContextOverflow>(m, "ContextOverflowError", model_error.ptr());
+
     py::class_<Model>(m, "Model")
-        .def(py::init([](const std::string& path, int threads, int64_t n_ctx) {
+        .def(py::init([](const std::string& path, int threads, int64_t n_ctx, const std::string& kv_type) {
+                 const backend::KvType kt = parse_kv_type(kv_type);
                  py::gil_scoped_release release;
-                 return load_model(path, threads, n_ctx);
+                 return load_model(path, threads, n_ctx, kt);
              }),
-             py::arg("path"), py::arg("threads") = 0, py::arg("n_ctx") = 0)
+             py::arg("path"), py::arg("threads") = 0, py::arg("n_ctx") = 0, py::arg("kv_type") = "f32")
         .def_readonly("arch", &Model::arch)
-        .def_readonly("n_ctx", &Model::n_ctx)
+        .def_property_readonly("n_ctx", [](const Model& self) { return self.net->n_ctx(); })
+        .def_property_readonly("n_vocab", [](const Model& self) { return self.net->hparams().n_vocab; })
         .def_property_readonly("vocab_size", [](const Model& self) { return self.tokenizer->vocab_size(); })
+        .def("session", [](const Model& self) { return std::make_unique<model::Session>(self.net); })
         .def(
             "tokenize",
             [](const Model& self, const std::string& text, bool add_special, bool parse_special) {
@@ -82,6 +157,8 @@ void register_model(py::module_& m) {
             "token_bytes",
             [](const Model& self, int32_t id) { return py::bytes(self.tokenizer->token_bytes(id)); },
             py::arg("id"));
+
+    register_session(m);
 }
 
 }  // namespace ds4::bindings

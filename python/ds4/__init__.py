@@ -5,10 +5,23 @@ The native core lives in ``ds4._core``; this package is the thin typed surface o
 
 from __future__ import annotations
 
-from ds4._core import GGUFError, TokenizerError
+from ds4._core import ContextOverflowError, GGUFError, ModelError, TokenizerError
 from ds4.convert import ConvertError, convert
 from ds4.gguf import dequantize, inspect
 from ds4.model import Model
+from ds4.session import Session
 
-__all__ = ["ConvertError", "GGUFError", "TokenizerError", "Model", "convert", "dequantize", "inspect", "__version__"]
+__all__ = [
+    "ContextOverflowError",
+    "ConvertError",
+    "GGUFError",
+    "Model",
+    "ModelError",
+    "Session",
+    "TokenizerError",
+    "convert",
+    "dequantize",
+    "inspect",
+    "__version__",
+]
 __version__ = "0.1.0"

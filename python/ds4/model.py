@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from typing import Literal
 
 from ds4 import _core
 from ds4.default_model import default_model_path
+from ds4.session import Session
 
 
 class Model:
@@ -17,13 +19,20 @@ class Model:
         *,
         threads: int | None = None,
         n_ctx: int | None = None,
+        kv_type: Literal["f32", "f16"] = "f32",
     ) -> None:
+        """``threads``: compute threads (default: one per hardware thread); ``n_ctx``: context
+        length of each session (default: the model's trained length; the KV cache grows with
+        use); ``kv_type``: KV cache precision, ``"f32"`` or ``"f16"`` (half the memory,
+        logits close to but not identical with f32)."""
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         if n_ctx is not None and n_ctx < 1:
             raise ValueError(f"n_ctx must be >= 1, got {n_ctx}")
         self.path = os.fspath(path) if path is not None else str(default_model_path())
-        self._m = _core.Model(self.path, threads or 0, n_ctx or 0)
+        if kv_type not in ("f32", "f16"):
+            raise ValueError(f"kv_type must be 'f32' or 'f16', got {kv_type!r}")
+        self._m = _core.Model(self.path, threads or 0, n_ctx or 0, kv_type)
 
     @property
     def arch(self) -> str:
@@ -32,7 +41,13 @@ class Model:
 
     @property
     def vocab_size(self) -> int:
+        """Tokens the tokenizer knows."""
         return self._m.vocab_size
+
+    @property
+    def n_vocab(self) -> int:
+        """Width of a logits row (rows of the embedding; may exceed ``vocab_size``)."""
+        return self._m.n_vocab
 
     @property
     def n_ctx(self) -> int:
@@ -51,6 +66,10 @@ class Model:
     def detokenize(self, ids: list[int]) -> str:
         """Text of ``ids``; special tokens render as their text. Invalid UTF-8 becomes U+FFFD."""
         return self._m.detokenize(list(ids))
+
+    def session(self) -> Session:
+        """A new, empty session on this model (weights shared, its own KV cache)."""
+        return Session(self, self._m.session())
 
     def __repr__(self) -> str:
         return f"ds4.Model({self.path!r}, arch={self.arch!r}, vocab_size={self.vocab_size})"

@@ -1,0 +1,113 @@
+// The op interface every compute backend implements (CPU now; CUDA/HIP/Metal later).
+//
+// The model code (csrc/model/) is written against these ops only. Activations are row-major
+// float32 blocks of `n` rows; weights stay in their GGUF block format and are read in place.
+// A backend reports what it can run with supports_op(); the model checks the op and format of
+// every weight when it loads, so an unsupported format fails at load time with a clear message.
+//
+// Batch invariance is part of the contract (DESIGN.md): the result for one row must be
+// bit-identical whether that row is processed alone or inside a block of rows, so an
+// implementation may split work over output rows/columns or over query rows, never over a
+// reduction, and must use the same arithmetic for every block size.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "quant/types.h"
+
+namespace ds4::backend {
+
+// A 2-D weight matrix in the mmap: n_out rows of n_in elements (ggml ne[0] = n_in).
+struct Weight {
+    const void* data = nullptr;
+    quant::Type type = quant::Type::F32;
+    int64_t n_in = 0;        // row length (reduction dimension)
+    int64_t n_out = 0;       // number of rows (output features / vocabulary entries)
+    size_t row_bytes = 0;    // bytes of one row in its block format
+};
+
+enum class Op {
+    matmul,      // y = x · Wᵀ for a weight in any supported block format
+    get_rows,    // embedding lookup: dequantised rows of a weight
+    rms_norm,
+    rope,
+    attention,   // over a KV cache, causal, optional sliding window and soft-cap
+    add,         // elementwise, and a row vector broadcast over rows (biases)
+    mul,         // a row vector broadcast over rows, and a scalar
+    glu,         // act(gate) * up
+    softcap,
+};
+
+enum class RopeMode { normal, neox };  // normal: pairs (2i, 2i+1); neox: pairs (i, i + d/2)
+
+struct RopeParams {
+    RopeMode mode = RopeMode::neox;
+    int n_dims = 0;                // rotated dimensions (the first n_dims of each head)
+    float freq_base = 10000.0f;
+    float freq_scale = 1.0f;       // linear scaling: position multiplied by this
+    const float* freq_factors = nullptr;  // [n_dims/2] divisors of each frequency, or nullptr
+};
+
+enum class KvType { f32, f16 };
+
+// One layer's cache as attention reads it: row p holds position p, n_head_kv heads of head_dim.
+struct KvView {
+    const void* k = nullptr;       // [n_kv, n_head_kv * head_dim] in `type`
+    const void* v = nullptr;       // [n_kv, n_head_kv * head_dim] in `type`
+    KvType type = KvType::f32;
+    int64_t n_kv = 0;              // valid positions 0..n_kv-1
+};
+
+struct AttnParams {
+    int n_head = 0;
+    int n_head_kv = 0;             // grouped-query: query head h reads KV head h / (n_head / n_head_kv)
+    int head_dim = 0;
+    float scale = 1.0f;            // on q·k before soft-cap and softmax
+    float softcap = 0.0f;          // 0: none; else s = cap * tanh(s / cap)
+    int64_t window = 0;            // 0: full causal; else query p sees keys j with p - j < window
+};
+
+enum class Act { silu, gelu_tanh };
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual const char* name() const = 0;
+    // Whether `op` runs here for weights of `type` (only matmul and get_rows look at the type).
+    virtual bool supports_op(Op op, quant::Type type = quant::Type::F32) const = 0;
+
+    // y[n, w.n_out] = x[n, w.n_in] · wᵀ
+    virtual void matmul(const Weight& w, const float* x, int64_t n, float* y) = 0;
+    // y[n, w.n_in] = rows ids[0..n) of w, dequantised; ids are checked by the caller
+    virtual void get_rows(const Weight& w, const int32_t* ids, int64_t n, float* y) = 0;
+    // y[n, dim] = x / rms(x) * w per row of dim; w[dim] or nullptr; y may equal x
+    virtual void rms_norm(const float* x, const float* w, int64_t n, int64_t dim, float eps,
+                          float* y) = 0;
+    // x[n, n_head, head_dim] rotated in place; pos[n] is each row's position
+    virtual void rope(float* x, int64_t n, int n_head, int head_dim, const int32_t* pos,
+                      const RopeParams& p) = 0;
+    // out[n, n_head * head_dim] = softmax(q kᵀ) v for query rows q[n, n_head * head_dim] at
+    // positions pos[n]; row i sees cache rows 0..pos[i] (and the window), which must be written.
+    virtual void attention(const float* q, int64_t n, const int32_t* pos, const KvView& kv,
+                           const AttnParams& p, float* out) = 0;
+    // y[i] += x[i] for i < n
+    virtual void add(float* y, const float* x, int64_t n) = 0;
+    // y[r, c] += b[c] for a block y[n, dim]
+    virtual void add_rows(float* y, const float* b, int64_t n, int64_t dim) = 0;
+    // y[r, c] *= w[c] for a block y[n, dim]
+    virtual void mul_rows(float* y, const float* w, int64_t n, int64_t dim) = 0;
+    // y[i] *= s for i < n
+    virtual void scale(float* y, float s, int64_t n) = 0;
+    // y[i] = act(gate[i]) * up[i] for i < n; y may equal gate or up
+    virtual void glu(const float* gate, const float* up, int64_t n, Act act, float* y) = 0;
+    // x[i] = cap * tanh(x[i] / cap)
+    virtual void softcap(float* x, int64_t n, float cap) = 0;
+    // Convert rows of f32 into cache storage: dst[n, dim] in `type` from src[n, dim]
+    virtual void store_kv(void* dst, KvType type, const float* src, int64_t n, int64_t dim) = 0;
+};
+
+// threads <= 0: one per hardware thread.
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+}  // namespace ds4::backend

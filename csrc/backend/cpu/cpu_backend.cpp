@@ -1,0 +1,269 @@
+// The CPU backend: every op of backend.h on the host, threaded with ThreadPool.
+//
+// A matmul dequantises a tile of weight rows (exactly, with the quant kernels' dequant) and
+// takes one float dot per output element, so the dequantisation is shared by every activation
+// row of a prefill and a row's result never depends on how many rows share the call (batch
+// invariance). The quant kernels' own dot accumulates in double, exact but far too slow for a
+// forward pass; once SIMD dot kernels land this is where a type would switch to them. Threads split output rows of a matmul, rows of elementwise ops and
+// (query row, head) pairs of attention; no reduction is ever split.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/thread_pool.h"
+#include "quant/kernels.h"
+
+namespace ds4::backend {
+
+namespace {
+
+// Output rows of a matmul handled per tile: their weight rows stay in cache while every
+// activation row streams past them.
+constexpr int64_t kMatmulTile = 16;
+// Elementwise ops below this many elements run on the calling thread only.
+constexpr int64_t kParallelMin = 1 << 14;
+
+// sum_i a[i] * b[i] with kLanes independent float accumulators summed pairwise at the end:
+// vectorisable, and one fixed order of operations for a given n.
+constexpr int kLanes = 16;
+float dot_f32(const float* a, const float* b, int64_t n) {
+    float acc[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        for (int j = 0; j < kLanes; ++j) acc[j] += a[i + j] * b[i + j];
+    }
+    for (int j = 0; i < n; ++i, ++j) acc[j] += a[i] * b[i];
+    for (int width = kLanes / 2; width > 0; width /= 2) {
+        for (int j = 0; j < width; ++j) acc[j] += acc[j + width];
+    }
+    return acc[0];
+}
+
+float kv_at(const void* base, KvType type, int64_t i) {
+    if (type == KvType::f32) return static_cast<const float*>(base)[i];
+    return quant::f16_to_f32(static_cast<const uint16_t*>(base)[i]);
+}
+
+class CpuBackend final : public Backend {
+public:
+    explicit CpuBackend(int threads) : pool_(threads) {}
+
+    const char* name() const override { return "cpu"; }
+
+    bool supports_op(Op op, quant::Type type) const override {
+        switch (op) {
+            case Op::matmul:
+            case Op::get_rows: return quant::kernels(type).dequant != nullptr;
+            default: return true;
+        }
+    }
+
+    void matmul(const Weight& w, const float* x, int64_t n, float* y) override {
+        const quant::DequantFn dequant = quant::kernels(w.type).dequant;
+        const bool is_f32 = w.type == quant::Type::F32;
+        const auto* base = static_cast<const uint8_t*>(w.data);
+        const int64_t n_tiles = (w.n_out + kMatmulTile - 1) / kMatmulTile;
+        pool_.parallel_for(n_tiles, [&](int64_t t0, int64_t t1) {
+            std::vector<float> tile(is_f32 ? 0 : static_cast<size_t>(kMatmulTile * w.n_in));  // [tile, n_in]
+            const int64_t o_end = std::min(w.n_out, t1 * kMatmulTile);
+            for (int64_t o0 = t0 * kMatmulTile; o0 < o_end; o0 += kMatmulTile) {
+                const int64_t o1 = std::min(o_end, o0 + kMatmulTile);
+                const float* wt = reinterpret_cast<const float*>(base + static_cast<size_t>(o0) * w.row_bytes);
+                if (!is_f32) {
+                    for (int64_t o = o0; o < o1; ++o) {
+                        dequant(base + static_cast<size_t>(o) * w.row_bytes, tile.data() + (o - o0) * w.n_in, w.n_in);
+                    }
+                    wt = tile.data();
+                }
+                for (int64_t r = 0; r < n; ++r) {
+                    const float* xr = x + r * w.n_in;
+                    float* yr = y + r * w.n_out;
+                    for (int64_t o = o0; o < o1; ++o) yr[o] = dot_f32(wt + (o - o0) * w.n_in, xr, w.n_in);
+                }
+            }
+        });
+    }
+
+    void get_rows(const Weight& w, const int32_t* ids, int64_t n, float* y) override {
+        const quant::DequantFn dequant = quant::kernels(w.type).dequant;
+        const auto* base = static_cast<const uint8_t*>(w.data);
+        pool_.parallel_for(n, [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) {
+                dequant(base + static_cast<size_t>(ids[i]) * w.row_bytes, y + i * w.n_in, w.n_in);
+            }
+        });
+    }
+
+    void rms_norm(const float* x, const float* w, int64_t n, int64_t dim, float eps,
+                  float* y) override {
+        rows(n, dim, [&](int64_t r) {
+            const float* xr = x + r * dim;
+            float* yr = y + r * dim;
+            // The mean square in double: one rounding instead of dim, whatever the row length.
+            double ss = 0.0;
+            for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+            const auto inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
+            for (int64_t i = 0; i < dim; ++i) yr[i] = w ? (xr[i] * inv) * w[i] : xr[i] * inv;
+        });
+    }
+
+    void rope(float* x, int64_t n, int n_head, int head_dim, const int32_t* pos,
+              const RopeParams& p) override {
+        const int half = p.n_dims / 2;
+        // Inverse frequencies as float32, as the reference implementations round them.
+        std::vector<float> inv_freq(static_cast<size_t>(half));
+        for (int i = 0; i < half; ++i) {
+            double f = 1.0 / std::pow(static_cast<double>(p.freq_base), 2.0 * i / p.n_dims);
+            if (p.freq_factors) f /= p.freq_factors[i];
+            inv_freq[static_cast<size_t>(i)] = static_cast<float>(f);
+        }
+        rows(n, static_cast<int64_t>(n_head) * head_dim, [&](int64_t r) {
+            const float t = static_cast<float>(pos[r]) * p.freq_scale;
+            for (int i = 0; i < half; ++i) {
+                const float angle = t * inv_freq[static_cast<size_t>(i)];
+                const auto c = static_cast<float>(std::cos(static_cast<double>(angle)));
+                const auto s = static_cast<float>(std::sin(static_cast<double>(angle)));
+                for (int h = 0; h < n_head; ++h) {
+                    float* xh = x + (r * n_head + h) * head_dim;
+                    const int a = p.mode == RopeMode::neox ? i : 2 * i;
+                    const int b = p.mode == RopeMode::neox ? i + half : 2 * i + 1;
+                    const float x0 = xh[a];
+                    const float x1 = xh[b];
+                    xh[a] = x0 * c - x1 * s;
+                    xh[b] = x1 * c + x0 * s;
+                }
+            }
+        });
+    }
+
+    void attention(const float* q, int64_t n, const int32_t* pos, const KvView& kv,
+                   const AttnParams& p, float* out) override {
+        const int64_t hd = p.head_dim;
+        const int64_t kv_stride = static_cast<int64_t>(p.n_head_kv) * hd;
+        const int group = p.n_head / p.n_head_kv;
+        pool_.parallel_for(n * p.n_head, [&](int64_t t0, int64_t t1) {
+            std::vector<float> score;
+            for (int64_t t = t0; t < t1; ++t) {
+                const int64_t r = t / p.n_head;
+                const int h = static_cast<int>(t % p.n_head);
+                const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
+                const float* qh = q + (r * p.n_head + h) * hd;
+                float* oh = out + (r * p.n_head + h) * hd;
+                const int64_t last = pos[r];
+                const int64_t first = p.window > 0 ? std::max<int64_t>(0, last - p.window + 1) : 0;
+                score.resize(static_cast<size_t>(last - first + 1));
+                // Scores in ascending key order: the same order for every block size.
+                float mx = -INFINITY;
+                for (int64_t j = first; j <= last; ++j) {
+                    const int64_t kb = j * kv_stride + kv_off;
+                    float s = 0.0f;
+                    for (int64_t d = 0; d < hd; ++d) s += qh[d] * kv_at(kv.k, kv.type, kb + d);
+                    s *= p.scale;
+                    if (p.softcap > 0.0f) s = std::tanh(s / p.softcap) * p.softcap;
+                    score[static_cast<size_t>(j - first)] = s;
+                    mx = std::max(mx, s);
+                }
+                float sum = 0.0f;
+                for (float& s : score) {
+                    s = std::exp(s - mx);
+                    sum += s;
+                }
+                std::fill(oh, oh + hd, 0.0f);
+                for (int64_t j = first; j <= last; ++j) {
+                    const float pj = score[static_cast<size_t>(j - first)] / sum;
+                    const int64_t vb = j * kv_stride + kv_off;
+                    for (int64_t d = 0; d < hd; ++d) oh[d] += pj * kv_at(kv.v, kv.type, vb + d);
+                }
+            }
+        });
+    }
+
+    void add(float* y, const float* x, int64_t n) override {
+        elementwise(n, [&](int64_t i) { y[i] += x[i]; });
+    }
+
+    void add_rows(float* y, const float* b, int64_t n, int64_t dim) override {
+        rows(n, dim, [&](int64_t r) {
+            float* yr = y + r * dim;
+            for (int64_t i = 0; i < dim; ++i) yr[i] += b[i];
+        });
+    }
+
+    void scale(float* y, float s, int64_t n) override {
+        elementwise(n, [&](int64_t i) { y[i] *= s; });
+    }
+
+    void mul_rows(float* y, const float* w, int64_t n, int64_t dim) override {
+        rows(n, dim, [&](int64_t r) {
+            float* yr = y + r * dim;
+            for (int64_t i = 0; i < dim; ++i) yr[i] *= w[i];
+        });
+    }
+
+    void glu(const float* gate, const float* up, int64_t n, Act act, float* y) override {
+        if (act == Act::silu) {
+            elementwise(n, [&](int64_t i) {
+                const float g = gate[i];
+                y[i] = g / (1.0f + std::exp(-g)) * up[i];
+            });
+        } else {
+            // GELU, tanh approximation (PyTorch's gelu(approximate="tanh"), Gemma's activation)
+            const float k0 = 0.7978845608028654f;  // sqrt(2 / pi)
+            elementwise(n, [&](int64_t i) {
+                const float g = gate[i];
+                const float inner = k0 * (g + 0.044715f * g * g * g);
+                y[i] = 0.5f * g * (1.0f + std::tanh(inner)) * up[i];
+            });
+        }
+    }
+
+    void softcap(float* x, int64_t n, float cap) override {
+        elementwise(n, [&](int64_t i) { x[i] = std::tanh(x[i] / cap) * cap; });
+    }
+
+    void store_kv(void* dst, KvType type, const float* src, int64_t n, int64_t dim) override {
+        if (type == KvType::f32) {
+            std::memcpy(dst, src, static_cast<size_t>(n * dim) * sizeof(float));
+            return;
+        }
+        auto* d = static_cast<uint16_t*>(dst);
+        elementwise(n * dim, [&](int64_t i) { d[i] = quant::f32_to_f16(src[i]); });
+    }
+
+private:
+    // fn(r) for each of n rows of dim elements, threaded when the block is large.
+    template <class F>
+    void rows(int64_t n, int64_t dim, F&& fn) {
+        if (n * dim < kParallelMin) {
+            for (int64_t r = 0; r < n; ++r) fn(r);
+            return;
+        }
+        pool_.parallel_for(n, [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) fn(r);
+        });
+    }
+
+    template <class F>
+    void elementwise(int64_t n, F&& fn) {
+        if (n < kParallelMin) {
+            for (int64_t i = 0; i < n; ++i) fn(i);
+            return;
+        }
+        pool_.parallel_for(n, [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) fn(i);
+        });
+    }
+
+    cpu::ThreadPool pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return std::make_unique<CpuBackend>(threads);
+}
+
+}  // namespace ds4::backend

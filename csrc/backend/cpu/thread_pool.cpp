@@ -1,0 +1,97 @@
+// ThreadPool: spin-then-sleep workers; see thread_pool.h.
+#include "backend/cpu/thread_pool.h"
+
+#include <algorithm>
+
+namespace ds4::backend::cpu {
+
+namespace {
+// ~10-50 µs of polling before sleeping: long enough to catch the next op of a forward pass,
+// short enough not to burn a shared core while the model is idle.
+constexpr int kSpinIterations = 20000;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+    threads_.reserve(static_cast<size_t>(n_threads_ - 1));
+    for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : threads_) t.join();
+}
+
+void ThreadPool::worker(int index) {
+    uint64_t seen = 0;
+    for (;;) {
+        bool ready = false;
+        for (int i = 0; i < kSpinIterations; ++i) {
+            if (generation_.load(std::memory_order_acquire) != seen) {
+                ready = true;
+                break;
+            }
+            cpu_relax();
+        }
+        if (!ready) {
+            std::unique_lock<std::mutex> lock(mu_);
+            wake_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
+            if (stop_) return;
+        }
+        seen = generation_.load(std::memory_order_acquire);
+        (*job_)(index, n_threads_);
+        if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            std::lock_guard<std::mutex> lock(mu_);  // pairs with the caller's wait predicate
+            done_.notify_one();
+        }
+    }
+}
+
+void ThreadPool::run(const std::function<void(int, int)>& fn) {
+    if (n_threads_ == 1) {
+        fn(0, 1);
+        return;
+    }
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        job_ = &fn;
+        pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+        generation_.fetch_add(1, std::memory_order_release);
+    }
+    wake_.notify_all();
+    fn(0, n_threads_);
+    for (int i = 0; i < kSpinIterations; ++i) {
+        if (pending_.load(std::memory_order_acquire) == 0) return;
+        cpu_relax();
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    if (n <= 0) return;
+    const int parts = static_cast<int>(std::min<int64_t>(n, n_threads_));
+    if (parts == 1) {
+        fn(0, n);
+        return;
+    }
+    run([&](int t, int) {
+        if (t >= parts) return;
+        const int64_t begin = n * t / parts;
+        const int64_t end = n * (t + 1) / parts;
+        fn(begin, end);
+    });
+}
+
+}  // namespace ds4::backend::cpu

@@ -1,0 +1,91 @@
+// Building blocks shared by the architecture files: binding tensors with shape checks, the
+// attention block (projections, q/k norms, RoPE, KV write, attention, output projection),
+// the gated FFN and the output head.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "gguf/gguf.h"
+#include "model/hparams.h"
+#include "state/kv_cache.h"
+
+namespace ds4::model::blocks {
+
+using backend::Backend;
+using backend::Weight;
+
+// Binds tensors of `file` by name, checking presence, shape and that the backend runs their
+// format; every failure is a model::Error naming the file, the tensor and what was expected.
+class Loader {
+public:
+    Loader(const gguf::File& file, const Backend& be, std::string arch)
+        : file_(file), be_(be), arch_(std::move(arch)) {}
+
+    // A matrix of n_out rows of n_in elements (ggml ne = [n_in, n_out]), used with `op`.
+    Weight matrix(const std::string& name, int64_t n_in, int64_t n_out,
+                  backend::Op op = backend::Op::matmul) const;
+    bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
+    // A vector of n elements (norm weights, biases), dequantised to float once at load.
+    std::vector<float> vec(const std::string& name, int64_t n) const;
+    // vec() if the tensor exists, else an empty vector.
+    std::vector<float> vec_opt(const std::string& name, int64_t n) const;
+
+private:
+    const gguf::TensorInfo& find(const std::string& name) const;
+    [[noreturn]] void shape_error(const gguf::TensorInfo& t, const std::string& expected) const;
+
+    const gguf::File& file_;
+    const Backend& be_;
+    std::string arch_;
+};
+
+// One attention layer's weights; optional parts are empty vectors.
+struct AttnWeights {
+    Weight q, k, v, o;                        // [n_embd -> q_dim], [-> kv_dim] x2, [q_dim -> n_embd]
+    std::vector<float> q_bias, k_bias, v_bias;  // [q_dim], [kv_dim], [kv_dim] (qwen2)
+    std::vector<float> q_norm, k_norm;        // [head_dim] RMSNorm per head (qwen3, gemma3)
+
+    // blk.{il}.attn_{q,k,v,output}.weight; biases / q,k norms when `bias` / `qk_norm`.
+    static AttnWeights load(const Loader& ld, const HParams& hp, int il, bool bias, bool qk_norm);
+};
+
+struct AttnConfig {
+    backend::AttnParams attn;
+    backend::RopeParams rope;
+    float norm_eps = 0.0f;                    // of the q/k norms
+};
+
+// The attention parameters every layer of `hp` shares: heads, 1/sqrt(head_dim), rope dims.
+AttnConfig default_attn_config(const HParams& hp, backend::RopeMode mode);
+
+// The rows being evaluated: n of them at positions pos[n], and the cache they append to.
+struct BatchView {
+    const int32_t* pos;
+    int64_t n;
+    state::KvCache& kv;
+};
+
+// out[n, n_embd] = self-attention of x[n, n_embd] (already normed) at positions b.pos, after
+// writing the n new K/V rows of `layer` into b.kv.
+void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const BatchView& b, int layer,
+               const float* x, float* out);
+
+struct FfnWeights {
+    Weight gate, up, down;                    // [n_embd -> n_ff] x2, [n_ff -> n_embd]
+    static FfnWeights load(const Loader& ld, const HParams& hp, int il);
+};
+
+// out[n, n_embd] = down(act(gate(x)) * up(x)) for x[n, n_embd]
+void ffn(Backend& be, const FfnWeights& w, backend::Act act, const float* x, int64_t n, float* out);
+
+// The output projection: `output.weight`, or token_embd when the file has none (tied).
+Weight output_weight(const Loader& ld, const HParams& hp);
+
+// logits[n, n_vocab] = out_w · rms_norm(x[n, n_embd], norm)
+void head(Backend& be, const Weight& out_w, const std::vector<float>& norm, float eps, const float* x,
+          int64_t n, float* logits);
+
+}  // namespace ds4::model::blocks

@@ -1,0 +1,53 @@
+// Hyper-parameters of a model, read from GGUF metadata ({arch}.* keys).
+//
+// Where a key is absent the value transformers' config class would use is taken, per
+// architecture (ArchDefaults); each default is listed with its source in hparams.cpp and in
+// the architecture files. Architecture-specific keys (Gemma 3's sliding window pattern, local
+// RoPE base, soft-caps) are read by the architecture file itself.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+
+namespace ds4::model {
+
+// transformers' config defaults for the keys llama.cpp's converters may leave out.
+struct ArchDefaults {
+    float rope_base = 10000.0f;       // rope_theta
+    int64_t n_ctx_train = 2048;       // max_position_embeddings
+    float norm_eps = 1e-6f;           // rms_norm_eps
+    int n_head_kv = 0;                // num_key_value_heads; 0: head_count
+    int head_dim = 0;                 // head_dim; 0: embedding_length / head_count
+};
+
+struct HParams {
+    std::string arch;                 // general.architecture
+    int64_t n_vocab = 0;              // rows of token_embd (the tokenizer may list fewer)
+    int64_t n_embd = 0;               // embedding_length
+    int n_layer = 0;                  // block_count
+    int n_head = 0;                   // attention.head_count
+    int n_head_kv = 0;                // attention.head_count_kv
+    int head_dim = 0;                 // attention.key_length (== value_length)
+    int64_t n_ff = 0;                 // feed_forward_length
+    int64_t n_ctx_train = 0;          // context_length
+    float norm_eps = 0.0f;            // attention.layer_norm_rms_epsilon
+    float rope_base = 0.0f;           // rope.freq_base
+    int rope_dims = 0;                // rope.dimension_count
+    float rope_freq_scale = 1.0f;     // 1 / rope.scaling.factor for linear scaling
+
+    int64_t q_dim() const { return static_cast<int64_t>(n_head) * head_dim; }
+    int64_t kv_dim() const { return static_cast<int64_t>(n_head_kv) * head_dim; }
+};
+
+// Reads the keys every supported architecture shares. n_vocab comes from the token_embd
+// tensor. Throws model::Error naming the key for a missing required key or a bad value.
+HParams read_hparams(const gguf::File& file, const ArchDefaults& defaults);
+
+// Optional typed lookups of "{arch}.{suffix}".
+const gguf::Value* find_key(const gguf::File& file, const std::string& arch, const std::string& suffix);
+double get_float(const gguf::File& file, const std::string& arch, const std::string& suffix, double dflt);
+
+}  // namespace ds4::model

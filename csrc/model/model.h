@@ -1,0 +1,87 @@
+// A loaded model: hyper-parameters, weights (views into the GGUF mmap) and the backend that
+// runs its forward pass. One Model is shared by any number of sessions (state::KvCache each).
+//
+// Model::load dispatches on general.architecture to one file per architecture (llama.cpp,
+// qwen2.cpp, qwen3.cpp, gemma3.cpp), each a subclass that binds its tensors at load time and
+// implements forward() from the shared blocks in blocks.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "gguf/gguf.h"
+#include "model/hparams.h"
+#include "state/kv_cache.h"
+
+namespace ds4::model {
+
+// A model that cannot be built (unknown architecture, missing tensor, shape mismatch, bad
+// metadata) or a call with bad arguments (token id outside the vocabulary).
+class Error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+struct Options {
+    int threads = 0;                              // <= 0: one per hardware thread
+    int64_t n_ctx = 0;                            // <= 0: the model's trained context length
+    backend::KvType kv_type = backend::KvType::f32;
+};
+
+// What one forward call processes: n new tokens at positions pos[i] = kv.n_past() + i.
+struct Batch {
+    const int32_t* tokens;   // [n]
+    const int32_t* pos;      // [n]
+    int64_t n;
+    state::KvCache& kv;      // positions [0, pos[n-1]] reserved; [0, pos[0]) valid
+    float* logits;           // [n, n_vocab] out
+};
+
+class Model {
+public:
+    // Throws Error for an unknown architecture or a file that does not fit it.
+    static std::shared_ptr<Model> load(std::shared_ptr<const gguf::File> file, const Options& opts);
+    virtual ~Model() = default;
+    Model(const Model&) = delete;
+    Model& operator=(const Model&) = delete;
+
+    const HParams& hparams() const { return hp_; }
+    int64_t n_ctx() const { return n_ctx_; }
+    backend::KvType kv_type() const { return opts_.kv_type; }
+
+    // An empty cache sized for this model and its n_ctx.
+    std::unique_ptr<state::KvCache> new_cache() const;
+
+    // Appends tokens[0, n) to `kv` and writes their logits[n, n_vocab]. Checks the ids and the
+    // context before touching the cache (Error / state::ContextOverflow); calls from several
+    // sessions are serialised, since they share the backend's threads.
+    void eval(state::KvCache& kv, const int32_t* tokens, int64_t n, float* logits);
+
+protected:
+    Model(std::shared_ptr<const gguf::File> file, HParams hp, const Options& opts);
+    virtual void forward(const Batch& b) = 0;
+
+    backend::Backend& be() { return *backend_; }
+
+    std::shared_ptr<const gguf::File> file_;
+    HParams hp_;
+    Options opts_;
+    int64_t n_ctx_;
+    std::unique_ptr<backend::Backend> backend_;
+
+private:
+    std::mutex mu_;
+};
+
+// The architecture builders (one per file), called by Model::load.
+std::unique_ptr<Model> make_llama(std::shared_ptr<const gguf::File> file, const Options& opts);
+std::unique_ptr<Model> make_qwen2(std::shared_ptr<const gguf::File> file, const Options& opts);
+std::unique_ptr<Model> make_qwen3(std::shared_ptr<const gguf::File> file, const Options& opts);
+std::unique_ptr<Model> make_gemma3(std::shared_ptr<const gguf::File> file, const Options& opts);
+
+}  // namespace ds4::model
