@@ -51,3 +51,38 @@ def test_tokenize_on_default_model(gemma_path, args):
     out = json.loads(r.stdout)
     assert out["ids"][0] == 2  # Gemma's <bos>
     assert "".join(out["pieces"][1:]) == "The capital of France is"
+
+
+def test_prompt_streams_a_continuation_and_reports_speed(gemma_path):
+    r = run_cli("-m", str(gemma_path), "-p", "The capital of France is", "-n", "12")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("The capital of France is") and len(r.stdout) > len("The capital of France is") + 10
+    assert "prefill" in r.stderr and "decode" in r.stderr and "tok/s" in r.stderr and "load" in r.stderr
+
+
+def test_prompt_json_is_one_object_matching_the_api(gemma_path):
+    import ds4
+
+    r = run_cli("-m", str(gemma_path), "-p", "def fib(n):", "-n", "10", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    g = ds4.Model(str(gemma_path), n_ctx=64).session().generate("def fib(n):", max_tokens=10)
+    assert out["tokens"] == g.tokens and out["text"] == g.text
+    assert out["stats"]["n_generated"] == 10 and "load_seconds" in out["stats"]
+
+
+def test_interactive_chat_keeps_history(gemma_path):
+    r = subprocess.run([sys.executable, "-m", "ds4.cli", "-m", str(gemma_path), "-n", "5"],
+                       input="Hello\nAnd again\n/exit\n", capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("> ") == 3
+    reports = [line for line in r.stderr.splitlines() if line.startswith("ds4: prefill")]
+    assert len(reports) == 2
+    # The second turn reuses the cached conversation: it prefills only the new tokens.
+    n_first, n_second = (int(line.split()[2]) for line in reports)
+    assert 0 < n_second < n_first + 10
+
+
+def test_bad_sampling_flag_is_a_clear_error(gemma_path):
+    r = run_cli("-m", str(gemma_path), "-p", "x", "--top-p", "0")
+    assert r.returncode == 1 and "top_p" in r.stderr and "Traceback" not in r.stderr

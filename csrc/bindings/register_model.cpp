@@ -12,7 +12,9 @@
 #include "bindings/register.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "model/generate.h"
 #include "model/session.h"
+#include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace py = pybind11;
@@ -63,16 +65,81 @@ std::vector<int32_t> token_ids(const py::array_t<int64_t, py::array::c_style | p
     return ids;
 }
 
+py::str utf8(const std::string& s) {
+    PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+    if (!o) throw py::error_already_set();
+    return py::reinterpret_steal<py::str>(o);
+}
+
+py::dict stats_dict(const model::GenerateStats& st) {
+    py::dict d;
+    d["n_prompt"] = st.n_prompt;
+    d["n_generated"] = st.n_generated;
+    // Speculation counters: plain decoding drafts nothing and verifies one row per pass.
+    d["n_drafted"] = 0;
+    d["n_accepted"] = 0;
+    d["n_verify_passes"] = st.n_forward;
+    d["accepted_per_position"] = py::list();
+    d["prefill_seconds"] = st.prefill_seconds;
+    d["decode_seconds"] = st.decode_seconds;
+    d["sample_seconds"] = st.sample_seconds;
+    d["prefill_tokens_per_second"] = st.prefill_seconds > 0 ? st.n_prompt / st.prefill_seconds : 0.0;
+    const double gen = st.decode_seconds + st.sample_seconds;
+    d["tokens_per_second"] = gen > 0 ? st.n_generated / gen : 0.0;
+    d["stop_reason"] = st.stop_reason;
+    return d;
+}
+
+void register_generate(py::module_& m) {
+    py::class_<model::Generator>(m, "Generator")
+        .def(py::init([](model::Session& s, const Model& mdl,
+                         const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& prompt,
+                         int64_t max_tokens, const sample::SamplingParams& sampling, std::vector<std::string> stop,
+                         bool stop_at_eog) {
+                 model::GenerateParams p;
+                 p.max_tokens = max_tokens;
+                 p.sampling = sampling;
+                 p.stop = std::move(stop);
+                 p.stop_at_eog = stop_at_eog;
+                 return std::make_unique<model::Generator>(s, *mdl.tokenizer, token_ids(prompt, s.n_vocab()), std::move(p));
+             }),
+             py::arg("session"), py::arg("model"), py::arg("prompt"), py::arg("max_tokens"), py::arg("sampling"),
+             py::arg("stop"), py::arg("stop_at_eog") = true,
+             py::keep_alive<1, 2>(), py::keep_alive<1, 3>())
+        .def(
+            "next",
+            [](model::Generator& g) -> py::object {
+                std::string piece;
+                {
+                    py::gil_scoped_release release;
+                    g.next(&piece);
+                }
+                if (piece.empty() && g.done()) return py::none();
+                return utf8(piece);
+            },
+            "The next piece of text, or None once generation has ended.")
+        .def("run",
+             [](model::Generator& g) {
+                 py::gil_scoped_release release;
+                 g.run();
+             })
+        .def_property_readonly("done", &model::Generator::done)
+        .def_property_readonly("tokens", &model::Generator::tokens)
+        .def_property_readonly("text", [](const model::Generator& g) { return utf8(g.text()); })
+        .def_property_readonly("stats", [](const model::Generator& g) { return stats_dict(g.stats()); });
+}
+
 void register_session(py::module_& m) {
     using Snapshot = model::Session::Snapshot;
     py::class_<Snapshot, std::shared_ptr<Snapshot>>(m, "SessionSnapshot")
-        .def_property_readonly("n_past", [](const Snapshot& s) { return s.kv.n_past; })
+        .def_property_readonly("n_past", &Snapshot::n_past)
         .def_property_readonly("nbytes", [](const Snapshot& s) { return s.kv.bytes(); });
 
     py::class_<model::Session>(m, "Session")
         .def_property_readonly("n_past", &model::Session::n_past)
         .def_property_readonly("n_ctx", &model::Session::n_ctx)
-        .def_property_readonly("n_vocab", [](const model::Session& s) { return s.model().hparams().n_vocab; })
+        .def_property_readonly("n_vocab", &model::Session::n_vocab)
+        .def_property_readonly("tokens", &model::Session::tokens)
         .def(
             "eval",
             [](model::Session& s, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens) {
@@ -159,6 +226,7 @@ void register_model(py::module_& m) {
             py::arg("id"));
 
     register_session(m);
+    register_generate(m);
 }
 
 }  // namespace ds4::bindings

@@ -155,10 +155,11 @@ Weight output_weight(const Loader& ld, const HParams& hp) {
 }
 
 void head(Backend& be, const Weight& out_w, const std::vector<float>& norm, float eps, const float* x,
-          int64_t n, float* logits) {
-    std::vector<float> h(static_cast<size_t>(n * out_w.n_in));  // [n, n_embd]
-    be.rms_norm(x, norm.data(), n, out_w.n_in, eps, h.data());
-    be.matmul(out_w, h.data(), n, logits);
+          int64_t n, int64_t n_out, float* logits) {
+    const float* last = x + (n - n_out) * out_w.n_in;
+    std::vector<float> h(static_cast<size_t>(n_out * out_w.n_in));  // [n_out, n_embd]
+    be.rms_norm(last, norm.data(), n_out, out_w.n_in, eps, h.data());
+    be.matmul(out_w, h.data(), n_out, logits);
 }
 
 }  // namespace ds4::model::blocks

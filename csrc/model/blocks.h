@@ -84,8 +84,9 @@ void ffn(Backend& be, const FfnWeights& w, backend::Act act, const float* x, int
 // The output projection: `output.weight`, or token_embd when the file has none (tied).
 Weight output_weight(const Loader& ld, const HParams& hp);
 
-// logits[n, n_vocab] = out_w · rms_norm(x[n, n_embd], norm)
+// logits[n_out, n_vocab] = out_w · rms_norm(last n_out rows of x[n, n_embd], norm). Skipping
+// the rows nobody reads saves the output projection, the largest matmul, for most of a prefill.
 void head(Backend& be, const Weight& out_w, const std::vector<float>& norm, float eps, const float* x,
-          int64_t n, float* logits);
+          int64_t n, int64_t n_out, float* logits);
 
 }  // namespace ds4::model::blocks

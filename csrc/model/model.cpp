@@ -43,7 +43,7 @@ std::unique_ptr<state::KvCache> Model::new_cache() const {
     return std::make_unique<state::KvCache>(hp_.n_layer, hp_.kv_dim(), n_ctx_, opts_.kv_type);
 }
 
-void Model::eval(state::KvCache& kv, const int32_t* tokens, int64_t n, float* logits) {
+void Model::eval(state::KvCache& kv, const int32_t* tokens, int64_t n, float* logits, int64_t n_out) {
     for (int64_t i = 0; i < n; ++i) {
         if (tokens[i] < 0 || tokens[i] >= hp_.n_vocab) {
             throw Error("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
@@ -51,12 +51,14 @@ void Model::eval(state::KvCache& kv, const int32_t* tokens, int64_t n, float* lo
         }
     }
     if (n == 0) return;
+    if (n_out < 0) n_out = n;
+    if (n_out == 0 || n_out > n) throw Error("n_out must be in [1, " + std::to_string(n) + "], got " + std::to_string(n_out));
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t n_past = kv.n_past();
     kv.reserve(n_past + n);  // throws ContextOverflow before anything is written
     std::vector<int32_t> pos(static_cast<size_t>(n));
     std::iota(pos.begin(), pos.end(), static_cast<int32_t>(n_past));
-    forward(Batch{tokens, pos.data(), n, kv, logits});
+    forward(Batch{tokens, pos.data(), n, kv, n_out, logits});
     kv.commit(n_past + n);
 }
 

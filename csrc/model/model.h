@@ -39,7 +39,8 @@ struct Batch {
     const int32_t* pos;      // [n]
     int64_t n;
     state::KvCache& kv;      // positions [0, pos[n-1]] reserved; [0, pos[0]) valid
-    float* logits;           // [n, n_vocab] out
+    int64_t n_out;           // logits wanted for the last n_out rows only (1 <= n_out <= n)
+    float* logits;           // [n_out, n_vocab] out
 };
 
 class Model {
@@ -57,10 +58,11 @@ public:
     // An empty cache sized for this model and its n_ctx.
     std::unique_ptr<state::KvCache> new_cache() const;
 
-    // Appends tokens[0, n) to `kv` and writes their logits[n, n_vocab]. Checks the ids and the
-    // context before touching the cache (Error / state::ContextOverflow); calls from several
-    // sessions are serialised, since they share the backend's threads.
-    void eval(state::KvCache& kv, const int32_t* tokens, int64_t n, float* logits);
+    // Appends tokens[0, n) to `kv` and writes the logits of the last n_out of them
+    // (logits[n_out, n_vocab]; n_out < 0 means all n). Checks the ids and the context before
+    // touching the cache (Error / state::ContextOverflow); calls from several sessions are
+    // serialised, since they share the backend's threads.
+    void eval(state::KvCache& kv, const int32_t* tokens, int64_t n, float* logits, int64_t n_out = -1);
 
 protected:
     Model(std::shared_ptr<const gguf::File> file, HParams hp, const Options& opts);

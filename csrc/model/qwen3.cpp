@@ -53,7 +53,7 @@ private:
             be().add(x.data(), y.data(), n * d);
         }
         // 4. final norm and output projection (tied to token_embd when output.weight is absent)
-        blocks::head(be(), output_, out_norm_, hp_.norm_eps, x.data(), n, b.logits);
+        blocks::head(be(), output_, out_norm_, hp_.norm_eps, x.data(), n, b.n_out, b.logits);
     }
 
     backend::Weight tok_embd_, output_;

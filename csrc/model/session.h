@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "model/model.h"
 #include "state/kv_cache.h"
@@ -22,24 +23,46 @@ public:
     struct Snapshot {
         std::shared_ptr<const Model> model;  // restore() checks it is this session's model
         state::KvSnapshot kv;
+        std::vector<int32_t> tokens;         // ids of the cached positions
+        int32_t pending = -1;
+        int64_t n_past() const { return kv.n_past + (pending >= 0 ? 1 : 0); }
     };
 
     const Model& model() const { return *model_; }
+    // Positions the session holds: the cached ones plus a pending token, if any.
     int64_t n_past() const;
     int64_t n_ctx() const { return model_->n_ctx(); }
+    int32_t n_vocab() const { return static_cast<int32_t>(model_->hparams().n_vocab); }
 
-    // Appends tokens[0, n); logits[n, n_vocab]. Throws Error for an id outside the
-    // vocabulary and state::ContextOverflow past n_ctx, leaving the session unchanged.
-    void eval(const int32_t* tokens, int64_t n, float* logits);
+    // Appends tokens[0, n) (after the pending token, if any); writes the logits of the last
+    // n_out of them (n_out < 0: all n) to logits[n_out, n_vocab]. Throws Error for an id
+    // outside the vocabulary and state::ContextOverflow past n_ctx, leaving the session unchanged.
+    void eval(const int32_t* tokens, int64_t n, float* logits, int64_t n_out = -1);
     // Keeps the first n positions; throws Error unless 0 <= n <= n_past().
     void truncate(int64_t n);
+
+    // A token appended without being evaluated yet. Generation leaves its last sampled token
+    // here, so that continuing (the next eval or generate) feeds it with the new tokens in one
+    // forward pass instead of paying a pass for a token whose logits nobody may want.
+    void set_pending(int32_t id);
+    // The ids of every position held, pending token included.
+    std::vector<int32_t> tokens() const;
+    // Logits of the last position held [n_vocab]: evaluates the pending token, or recomputes
+    // the last position after a truncate/restore dropped them. Throws Error if n_past() == 0.
+    const std::vector<float>& last_logits();
     std::shared_ptr<const Snapshot> snapshot() const;
     // Throws Error if the snapshot comes from a session of another model or KV type.
     void restore(const Snapshot& snap);
 
 private:
+    void eval_locked(const int32_t* tokens, int64_t n, float* logits, int64_t n_out);
+
     std::shared_ptr<Model> model_;
     std::unique_ptr<state::KvCache> kv_;
+    std::vector<int32_t> tokens_;      // ids of the cached positions [kv_->n_past()]
+    int32_t pending_ = -1;             // appended, not evaluated; -1: none
+    std::vector<float> last_logits_;   // of position kv_->n_past() - 1; empty when unknown
+    std::vector<float> scratch_;       // logits rows nobody asked for
     mutable std::mutex mu_;
 };
 

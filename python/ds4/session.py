@@ -8,6 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4 import _core
+from ds4.generation import Generation
 
 if TYPE_CHECKING:
     from ds4.model import Model
@@ -50,6 +51,67 @@ class Session:
         if ids.dtype.kind not in "iu":
             raise TypeError(f"tokens must be integers, got dtype {ids.dtype}")
         return self._s.eval(ids)
+
+    @property
+    def tokens(self) -> list[int]:
+        """Ids of every position the session holds."""
+        return list(self._s.tokens)
+
+    def generate(
+        self,
+        prompt: str | Sequence[int] = "",
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        min_p: float = 0.0,
+        repeat_penalty: float = 1.0,
+        repeat_last_n: int = 64,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        logit_bias: dict[int, float] | None = None,
+        seed: int | None = None,
+        stop: str | Sequence[str] | None = None,
+        stop_at_eog: bool = True,
+        spec: object | None = None,
+        stream: bool = False,
+    ) -> Generation:
+        """Continue the session: append ``prompt`` and sample up to ``max_tokens`` tokens.
+
+        ``prompt`` is text (tokenized with BOS only when the session is empty) or token ids; it
+        may be empty when the session already holds context. ``temperature=0`` is greedy. The
+        sampler applies logit bias, penalties, top-k, top-p, min-p, then temperature (see
+        csrc/sample/sampler.h). Generation ends at ``max_tokens``, at an end-of-generation
+        token (unless ``stop_at_eog=False``), at a ``stop`` string (cut from the text), or when
+        the context is full. Afterwards the session holds the prompt and every sampled token.
+        ``stream=True`` returns at once; iterate over the result for text pieces.
+        """
+        if spec is not None:
+            raise NotImplementedError("speculative decoding (spec=...) is not available in this version of ds4")
+        if isinstance(prompt, str):
+            ids = self.model.tokenize(prompt, add_special=self.n_past == 0) if prompt else []
+        else:
+            ids = [int(t) for t in prompt]
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        params = _core.SamplingParams(
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            min_p=min_p,
+            repeat_penalty=repeat_penalty,
+            repeat_last_n=repeat_last_n,
+            presence_penalty=presence_penalty,
+            frequency_penalty=frequency_penalty,
+            logit_bias=logit_bias,
+            seed=seed,
+        )
+        params.validate(self.model.n_vocab)
+        core = _core.Generator(self._s, self.model._m, np.asarray(ids, dtype=np.int64), max_tokens, params, stops, stop_at_eog)
+        gen = Generation(core)
+        if not stream:
+            core.run()
+        return gen
 
     def truncate(self, n_past: int) -> None:
         """Keep only the first ``n_past`` positions (``0 <= n_past <= self.n_past``)."""

@@ -146,3 +146,9 @@ def test_batch_invariance(gemma: ds4.Model) -> None:
         s = gemma.session()
         parts = np.concatenate([s.eval(ids[i : i + chunk]) for i in range(0, len(ids), chunk)])
         assert np.array_equal(parts, whole), f"chunk {chunk}"
+
+
+def test_generate_greedy_matches_transformers(gemma: ds4.Model, reference: dict[str, Any]) -> None:
+    g = gemma.session().generate(PROMPT, max_tokens=N_GREEDY, stop_at_eog=False)
+    assert g.tokens == reference["greedy"].tolist()
+    assert g.text == gemma.detokenize(g.tokens)

@@ -1,0 +1,151 @@
+// The decode loop; see generate.h.
+#include "model/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include "state/kv_cache.h"
+
+namespace ds4::model {
+
+namespace {
+
+double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Tokens that end a turn in the chat formats of the supported families. Files rarely mark
+// them (Gemma's has no eot key), so they are found by their text, as control tokens.
+const char* const kEogTexts[] = {"<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end|>", "<|eom_id|>"};
+
+std::vector<int32_t> eog_tokens(const tok::Tokenizer& tok) {
+    std::vector<int32_t> ids;
+    if (tok.eos_id() >= 0) ids.push_back(tok.eos_id());
+    for (const char* text : kEogTexts) {
+        const std::vector<int32_t> enc = tok.encode(text, false, true);
+        if (enc.size() == 1 && tok.token_bytes(enc[0]) == text) ids.push_back(enc[0]);
+    }
+    return ids;
+}
+
+}  // namespace
+
+Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<int32_t> prompt, GenerateParams params)
+    : session_(session),
+      tok_(tok),
+      prompt_(std::move(prompt)),
+      params_(std::move(params)),
+      sampler_(params_.sampling, session.n_vocab()),
+      decoder_(tok) {
+    if (params_.max_tokens < 0) throw std::invalid_argument("max_tokens must be >= 0, got " + std::to_string(params_.max_tokens));
+    for (const std::string& s : params_.stop)
+        if (s.empty()) throw std::invalid_argument("stop strings must not be empty");
+    if (prompt_.empty() && session_.n_past() == 0)
+        throw std::invalid_argument("empty prompt and an empty session: there is nothing to continue from");
+    if (params_.stop_at_eog) eog_ = eog_tokens(tok_);
+}
+
+void Generator::start() {
+    started_ = true;
+    // The penalties look back over the context, prompt included, as llama.cpp's do.
+    const std::vector<int32_t> context = session_.tokens();
+    const size_t window = static_cast<size_t>(std::max(0, params_.sampling.repeat_last_n));
+    std::vector<int32_t> recent(context);
+    recent.insert(recent.end(), prompt_.begin(), prompt_.end());
+    for (size_t i = recent.size() - std::min(recent.size(), window); i < recent.size(); ++i) sampler_.accept(recent[i]);
+
+    const double t0 = now();
+    stats_.n_prompt = static_cast<int64_t>(prompt_.size());
+    if (!prompt_.empty()) {
+        logits_.resize(static_cast<size_t>(session_.n_vocab()));
+        session_.eval(prompt_.data(), static_cast<int64_t>(prompt_.size()), logits_.data(), 1);
+    } else {
+        logits_ = session_.last_logits();
+    }
+    stats_.prefill_seconds = now() - t0;
+}
+
+void Generator::finish(const char* reason) {
+    done_ = true;
+    stats_.stop_reason = reason;
+}
+
+bool Generator::release(std::string* piece, bool final) {
+    size_t cut = std::string::npos;
+    for (const std::string& s : params_.stop) cut = std::min(cut, held_.find(s));
+    size_t show = held_.size();
+    if (cut != std::string::npos) {
+        show = cut;
+    } else if (!final) {
+        // Hold back the longest tail that is a proper prefix of a stop string.
+        for (const std::string& s : params_.stop)
+            for (size_t k = std::min(s.size() - 1, held_.size()); k > 0; --k)
+                if (held_.compare(held_.size() - k, k, s, 0, k) == 0) {
+                    show = std::min(show, held_.size() - k);
+                    break;
+                }
+    }
+    text_.append(held_, 0, show);
+    if (piece) piece->append(held_, 0, show);
+    held_.erase(0, cut != std::string::npos ? held_.size() : show);
+    return cut != std::string::npos;
+}
+
+bool Generator::next(std::string* piece) {
+    if (done_) return false;
+    if (!started_) start();
+    while (!done_) {
+        if (static_cast<int64_t>(tokens_.size()) >= params_.max_tokens) {
+            finish("max_tokens");
+            break;
+        }
+        const double t0 = now();
+        const int32_t tok = sampler_.sample(logits_.data(), session_.n_vocab());
+        sampler_.accept(tok);
+        stats_.sample_seconds += now() - t0;
+        ++stats_.n_generated;
+        tokens_.push_back(tok);
+        const bool eog = std::find(eog_.begin(), eog_.end(), tok) != eog_.end();
+        if (!eog) held_ += decoder_.push(tok);
+        const size_t before = text_.size();
+        if (release(piece, eog)) {
+            session_.set_pending(tok);
+            finish("stop");
+            break;
+        }
+        if (eog) {
+            session_.set_pending(tok);
+            finish("eog");
+            break;
+        }
+        if (static_cast<int64_t>(tokens_.size()) >= params_.max_tokens) {
+            session_.set_pending(tok);
+            finish("max_tokens");
+            break;
+        }
+        const double t1 = now();
+        try {
+            session_.eval(&tok, 1, logits_.data(), 1);
+        } catch (const state::ContextOverflow&) {
+            finish("context");
+            break;
+        }
+        stats_.decode_seconds += now() - t1;
+        ++stats_.n_forward;
+        if (text_.size() > before) return true;
+    }
+    // The end: whatever the decoder and the stop-string check still hold is final text.
+    if (stats_.stop_reason != "stop") {
+        held_ += decoder_.flush();
+        release(piece, true);
+    }
+    return false;
+}
+
+void Generator::run() {
+    while (next(nullptr)) {
+    }
+}
+
+}  // namespace ds4::model

@@ -1,0 +1,147 @@
+"""``ds4`` without a subcommand: generate from a prompt (``-p``) or chat interactively.
+
+    ds4 -p "The capital of France is" -n 64 --temp 0.7 --seed 1
+    ds4                                  interactive chat, history kept, /exit to leave
+    ds4 -p "..." --json                  one JSON object: text, tokens, stats
+
+Load time, prefill and decode speed go to stderr at the end, so stdout holds only the text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, Sequence
+
+SUBCOMMANDS_HELP = "subcommands: ds4 inspect FILE | ds4 tokenize TEXT | ds4 convert HF_DIR OUT.gguf (each with -h)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ds4",
+        description="ds4: GGUF inference with lossless speculative decoding. " + SUBCOMMANDS_HELP,
+    )
+    p.add_argument("-m", "--model", help="GGUF file (default: the embedded Gemma 3 270M)")
+    p.add_argument("-p", "--prompt", help="prompt to continue; without it, an interactive chat starts")
+    p.add_argument("-n", "--n-predict", type=int, default=256, help="tokens to generate at most (default 256)")
+    p.add_argument("-t", "--threads", type=int, default=None, help="threads (default: all cores)")
+    p.add_argument("-c", "--ctx-size", type=int, default=None, help="context length (default: the model's, up to 8192)")
+    p.add_argument("--temp", type=float, default=0.0, help="temperature; 0 = greedy (default 0)")
+    p.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0 = off)")
+    p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (1 = off)")
+    p.add_argument("--min-p", type=float, default=0.0, help="drop tokens below min_p x the top probability (0 = off)")
+    p.add_argument("--repeat-penalty", type=float, default=1.0, help="CTRL repetition penalty (1 = off)")
+    p.add_argument("--repeat-last-n", type=int, default=64, help="window of the penalties (default 64)")
+    p.add_argument("--presence-penalty", type=float, default=0.0)
+    p.add_argument("--frequency-penalty", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=None, help="RNG seed (same seed, same output)")
+    p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    p.add_argument("--ignore-eos", action="store_true", help="keep going past end-of-generation tokens")
+    p.add_argument("--json", action="store_true", help="print the generation and its stats as one JSON object")
+    return p
+
+
+def _sampling(args: argparse.Namespace) -> dict[str, Any]:
+    return dict(
+        max_tokens=args.n_predict,
+        temperature=args.temp,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        min_p=args.min_p,
+        repeat_penalty=args.repeat_penalty,
+        repeat_last_n=args.repeat_last_n,
+        presence_penalty=args.presence_penalty,
+        frequency_penalty=args.frequency_penalty,
+        seed=args.seed,
+        stop=args.stop,
+        stop_at_eog=not args.ignore_eos,
+    )
+
+
+def _report(stats: dict[str, Any], load_s: float | None = None) -> None:
+    load = f"load {load_s:.2f} s | " if load_s is not None else ""
+    print(
+        f"\nds4: {load}prefill {stats['n_prompt']} tok, "
+        f"{stats['prefill_tokens_per_second']:.1f} tok/s | decode {stats['n_generated']} tok, "
+        f"{stats['tokens_per_second']:.1f} tok/s | stop: {stats['stop_reason']}",
+        file=sys.stderr,
+    )
+
+
+def _load(args: argparse.Namespace) -> tuple[Any, float]:
+    from ds4 import Model
+
+    t0 = time.perf_counter()
+    n_ctx = args.ctx_size
+    model = Model(args.model, threads=args.threads, n_ctx=n_ctx)
+    if n_ctx is None and model.n_ctx > 8192:
+        # A trained context of 32k-128k would be allowed but is rarely wanted from the CLI; the
+        # KV cache grows with use either way, this only sets where the overflow error comes.
+        model = Model(args.model, threads=args.threads, n_ctx=8192)
+    return model, time.perf_counter() - t0
+
+
+def run_prompt(args: argparse.Namespace) -> int:
+    model, load_s = _load(args)
+    session = model.session()
+    if args.json:
+        g = session.generate(args.prompt, **_sampling(args))
+        out = {"model": model.path, "prompt": args.prompt, "text": g.text, "tokens": g.tokens,
+               "stats": {**g.stats, "load_seconds": load_s}}
+        print(json.dumps(out, ensure_ascii=False))
+        return 0
+    g = session.generate(args.prompt, stream=True, **_sampling(args))
+    sys.stdout.write(args.prompt)
+    sys.stdout.flush()
+    for piece in g:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+    _report(g.stats, load_s)
+    return 0
+
+
+def run_chat(args: argparse.Namespace) -> int:
+    from ds4 import inspect
+    from ds4.chat import apply_chat_template
+
+    model, load_s = _load(args)
+    metadata = inspect(model.path)["metadata"]
+    session = model.session()
+    history: list[dict[str, str]] = []
+    print(f"ds4 chat with {model.path} (loaded in {load_s:.2f} s). /exit or Ctrl-D to leave, /reset to forget.",
+          file=sys.stderr)
+    while True:
+        try:
+            line = input("> ")
+        except EOFError:
+            print(file=sys.stderr)
+            return 0
+        if line.strip() in ("/exit", "/quit"):
+            return 0
+        if line.strip() == "/reset":
+            history.clear()
+            session.truncate(0)
+            continue
+        history.append({"role": "user", "content": line})
+        ids = model.tokenize(apply_chat_template(metadata, history, add_generation_prompt=True), add_special=False)
+        # Reuse the cached prefix the conversation shares with the session; feed only the rest.
+        held = session.tokens
+        common = 0
+        while common < min(len(held), len(ids) - 1) and held[common] == ids[common]:
+            common += 1
+        session.truncate(common)
+        g = session.generate(ids[common:], stream=True, **_sampling(args))
+        for piece in g:
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+        sys.stdout.write("\n")
+        history.append({"role": "assistant", "content": g.text})
+        _report(g.stats)
+
+
+def run(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(argv)
+    return run_prompt(args) if args.prompt is not None else run_chat(args)

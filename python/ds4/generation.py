@@ -1,0 +1,53 @@
+"""``ds4.Generation``: the result (or, streaming, the progress) of ``Session.generate``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ds4 import _core
+
+
+class Generation:
+    """Tokens, text and statistics of one ``generate`` call.
+
+    With ``stream=True`` iterate over it to receive text pieces as they are decoded (never a
+    split UTF-8 character, never part of a stop string); ``tokens``, ``text`` and ``stats``
+    reflect what has been generated so far. Otherwise it is complete when returned.
+
+    ``stats`` holds ``n_prompt``, ``n_generated``, ``n_drafted``, ``n_accepted``,
+    ``n_verify_passes``, ``accepted_per_position``, ``prefill_seconds``, ``decode_seconds``,
+    ``sample_seconds``, ``prefill_tokens_per_second``, ``tokens_per_second`` and
+    ``stop_reason`` (``"max_tokens"``, ``"eog"`` for an end-of-generation token, ``"stop"`` for
+    a stop string, ``"context"`` when the context filled up).
+    """
+
+    def __init__(self, core: _core.Generator) -> None:
+        self._g = core
+
+    def __iter__(self) -> Iterator[str]:
+        while (piece := self._g.next()) is not None:
+            if piece:
+                yield piece
+
+    @property
+    def done(self) -> bool:
+        return self._g.done
+
+    @property
+    def tokens(self) -> list[int]:
+        """Sampled token ids, an end-of-generation token included."""
+        return list(self._g.tokens)
+
+    @property
+    def text(self) -> str:
+        """Text of the sampled tokens, cut before a stop string; special end tokens are not shown."""
+        return self._g.text
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return self._g.stats
+
+    def __repr__(self) -> str:
+        state = "done" if self.done else "running"
+        return f"ds4.Generation({len(self._g.tokens)} tokens, {state}, text={self.text[:40]!r})"
