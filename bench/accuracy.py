@@ -1,0 +1,155 @@
+"""Accuracy against transformers: ds4 and llama.cpp on the embedded Gemma 3 270M Q4_K_M.
+
+Both engines evaluate the same token ids (ds4's tokenisation, BOS included) at every position
+of the texts in tests/model/test_gemma_oracle.py, and are compared with transformers loading
+the same GGUF in fp32 with eager attention. The reference is the test suite's cached summary
+(argmax, top-2 margin, top-20 ids/values and logits at 512 fixed ids per position, 32 greedy
+tokens); if the cache is missing it is built the same way (transformers takes minutes to load).
+
+Per engine: top-1 agreement with the reference argmax (also counted only where the reference
+top-2 margin exceeds 1e-3), mean and max |Δlogit| over the cached ids (top-20 + fixed, as the
+test does), and the first index where 64 greedy tokens after the prompt leave transformers'
+32 (only the first 32 can be checked). Both engines run on 2 threads with n_ctx 512.
+
+    PYTHONPATH=python python bench/accuracy.py
+"""
+
+import importlib.util
+import os
+from pathlib import Path
+
+import numpy as np
+
+import ds4
+from ds4.default_model import cache_dir, default_model_path
+
+N_GEN = 64
+MARGIN = 1e-3
+
+
+def load_oracle():
+    path = Path(__file__).resolve().parent.parent / "tests" / "model" / "test_gemma_oracle.py"
+    spec = importlib.util.spec_from_file_location("test_gemma_oracle", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def reference(oracle, path, model):
+    """The test suite's cached transformers summary, built and cached the same way if missing."""
+    target = cache_dir() / "oracle" / f"gemma3-270m-{oracle._key(path)}.npz"
+    if not target.exists():
+        print(f"building the transformers reference at {target} (minutes)...", flush=True)
+        fixed = np.random.default_rng(0).choice(model.n_vocab, size=oracle.N_FIXED, replace=False)
+        ref = oracle._build_reference(path, model, fixed)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp.npz")
+        np.savez_compressed(tmp, fixed=fixed, **ref)
+        os.replace(tmp, target)
+    with np.load(target) as z:
+        return {k: z[k] for k in z.files}
+
+
+class Ds4:
+    name = "ds4"
+
+    def __init__(self, model):
+        self.model = model
+
+    def logits(self, ids):
+        return self.model.session().eval(ids)
+
+    def greedy(self, prompt, n):
+        s = self.model.session()
+        row = s.eval(prompt)[-1]
+        out = []
+        for _ in range(n):
+            out.append(int(row.argmax()))
+            row = s.eval([out[-1]])[-1]
+        return out
+
+
+class LlamaCpp:
+    name = "llama.cpp"
+
+    def __init__(self, path):
+        import llama_cpp
+
+        self.llm = llama_cpp.Llama(model_path=str(path), n_ctx=512, n_threads=2, logits_all=True, verbose=False)
+
+    def logits(self, ids):
+        # eval takes the ids as given: no BOS of its own is added
+        self.llm.reset()
+        self.llm.eval(ids)
+        return self.llm.scores[: len(ids)].copy()
+
+    def greedy(self, prompt, n):
+        self.llm.reset()
+        self.llm.eval(prompt)
+        out = []
+        for _ in range(n):
+            out.append(int(self.llm.scores[self.llm.n_tokens - 1].argmax()))
+            self.llm.eval([out[-1]])
+        return out
+
+
+def first_divergence(a, b):
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), None)
+
+
+def measure(engine, oracle, model, ref):
+    fixed = ref["fixed"]
+    n_pos = agree = decided = agree_decided = 0
+    diffs = []
+    for i, text in enumerate(oracle.TEXTS):
+        out = engine.logits(model.tokenize(text))
+        hit = out.argmax(1) == ref[f"argmax{i}"]
+        clear = ref[f"margin{i}"] > MARGIN
+        n_pos += len(hit)
+        agree += int(hit.sum())
+        decided += int(clear.sum())
+        agree_decided += int((hit & clear).sum())
+        diffs.append(np.abs(out[:, fixed] - ref[f"fixed{i}"]).ravel())
+        top = np.take_along_axis(out, ref[f"top_ids{i}"], axis=1)
+        diffs.append(np.abs(top - ref[f"top_vals{i}"]).ravel())
+    d = np.concatenate(diffs)
+    tokens = engine.greedy(model.tokenize(oracle.PROMPT), N_GEN)
+    return {
+        "positions": n_pos, "agree": agree, "decided": decided, "agree_decided": agree_decided,
+        "mean": float(d.mean()), "max": float(d.max()), "tokens": tokens,
+        "diverge": first_divergence(tokens, ref["greedy"].tolist()),
+    }
+
+
+def main():
+    oracle = load_oracle()
+    path = default_model_path()
+    model = ds4.Model(str(path), threads=2, n_ctx=512)
+    ref = reference(oracle, path, model)
+    llama = LlamaCpp(path)
+    same_tok = all(llama.llm.tokenize(t.encode(), add_bos=True) == model.tokenize(t) for t in oracle.TEXTS)
+    print(f"{path.name}; llama.cpp's own tokenisation matches ds4's ids: {same_tok}")
+    results = {e.name: measure(e, oracle, model, ref) for e in (Ds4(model), llama)}
+
+    n_ref = len(ref["greedy"])
+    print(f"\n| engine | positions | top-1 agree | top-1 agree, margin > {MARGIN:g} | mean \\|Δ\\| | max \\|Δ\\| "
+          f"| greedy divergence (first {n_ref}) |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for name, r in results.items():
+        div = "none" if r["diverge"] is None else f"token {r['diverge']}"
+        print(f"| {name} | {r['positions']} | {r['agree']}/{r['positions']} ({r['agree'] / r['positions']:.4f}) "
+              f"| {r['agree_decided']}/{r['decided']} ({r['agree_decided'] / r['decided']:.4f}) "
+              f"| {r['mean']:.2e} | {r['max']:.2e} | {div} |")
+    ds, lc = results["ds4"], results["llama.cpp"]
+    print(f"\nllama.cpp mean / ds4 mean = {lc['mean'] / ds['mean']:.1f}x; "
+          f"llama.cpp max / ds4 max = {lc['max'] / ds['max']:.1f}x")
+    both = first_divergence(ds["tokens"], lc["tokens"])
+    print(f"ds4 vs llama.cpp over {N_GEN} greedy tokens: "
+          + ("identical" if both is None else f"first differ at token {both}"))
+    for name, r in results.items():
+        print(f"{name} greedy: {model.detokenize(r['tokens'])!r}")
+
+
+if __name__ == "__main__":
+    main()
