@@ -24,13 +24,10 @@ py::object to_python(const gguf::Value& v) {
             return py::float_(v.num.f);
         case ValueType::BOOL:
             return py::bool_(v.num.b);
-        case ValueType::STRING: {
+        case ValueType::STRING:
             // Metadata strings are UTF-8 by spec; a bad byte becomes U+FFFD rather than failing
             // the whole inspection (keys and names are validated strictly by the reader).
-            PyObject* s = PyUnicode_DecodeUTF8(v.str.data(), static_cast<Py_ssize_t>(v.str.size()), "replace");
-            if (!s) throw py::error_already_set();
-            return py::reinterpret_steal<py::object>(s);
-        }
+            return utf8_str(v.str);
         case ValueType::ARRAY: {
             py::list out(v.arr.size());
             for (size_t i = 0; i < v.arr.size(); i++) out[i] = to_python(v.arr[i]);

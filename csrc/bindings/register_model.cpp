@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,10 @@ std::unique_ptr<Model> load_model(const std::string& path, int threads, int64_t 
     opts.n_ctx = n_ctx;
     opts.kv_type = kv_type;
     m->net = model::Model::load(m->file, opts);
+    // Embeddings may have padding rows past the vocabulary, never fewer rows than tokens.
+    if (m->tokenizer->vocab_size() > m->net->hparams().n_vocab)
+        throw model::Error(path + ": the tokenizer has " + std::to_string(m->tokenizer->vocab_size()) +
+                           " tokens but the embedding only " + std::to_string(m->net->hparams().n_vocab) + " rows");
     return m;
 }
 
@@ -63,12 +68,6 @@ std::vector<int32_t> token_ids(const py::array_t<int64_t, py::array::c_style | p
         ids[i] = static_cast<int32_t>(p[i]);
     }
     return ids;
-}
-
-py::str utf8(const std::string& s) {
-    PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
-    if (!o) throw py::error_already_set();
-    return py::reinterpret_steal<py::str>(o);
 }
 
 py::dict stats_dict(const model::GenerateStats& st) {
@@ -90,8 +89,22 @@ py::dict stats_dict(const model::GenerateStats& st) {
     return d;
 }
 
+// A Generator with the lock that makes it safe to read progress (tokens, text, stats) from one
+// Python thread while another drives it with the GIL released.
+struct GeneratorHandle {
+    std::unique_ptr<model::Generator> g;
+    std::mutex mu;
+
+    template <typename F>
+    auto locked(F&& f) {
+        py::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(mu);
+        return f(*g);
+    }
+};
+
 void register_generate(py::module_& m) {
-    py::class_<model::Generator>(m, "Generator")
+    py::class_<GeneratorHandle>(m, "Generator")
         .def(py::init([](model::Session& s, const Model& mdl,
                          const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& prompt,
                          int64_t max_tokens, const sample::SamplingParams& sampling, std::vector<std::string> stop,
@@ -101,32 +114,32 @@ void register_generate(py::module_& m) {
                  p.sampling = sampling;
                  p.stop = std::move(stop);
                  p.stop_at_eog = stop_at_eog;
-                 return std::make_unique<model::Generator>(s, *mdl.tokenizer, token_ids(prompt, s.n_vocab()), std::move(p));
+                 auto h = std::make_unique<GeneratorHandle>();
+                 h->g = std::make_unique<model::Generator>(s, *mdl.tokenizer, token_ids(prompt, s.n_vocab()), std::move(p));
+                 return h;
              }),
              py::arg("session"), py::arg("model"), py::arg("prompt"), py::arg("max_tokens"), py::arg("sampling"),
              py::arg("stop"), py::arg("stop_at_eog") = true,
              py::keep_alive<1, 2>(), py::keep_alive<1, 3>())
         .def(
             "next",
-            [](model::Generator& g) -> py::object {
-                std::string piece;
-                {
-                    py::gil_scoped_release release;
-                    g.next(&piece);
-                }
-                if (piece.empty() && g.done()) return py::none();
-                return utf8(piece);
+            [](GeneratorHandle& h) -> py::object {
+                auto [piece, done] = h.locked([](model::Generator& g) {
+                    std::string p;
+                    g.next(&p);
+                    return std::make_pair(std::move(p), g.done());
+                });
+                if (piece.empty() && done) return py::none();
+                return utf8_str(piece);
             },
             "The next piece of text, or None once generation has ended.")
-        .def("run",
-             [](model::Generator& g) {
-                 py::gil_scoped_release release;
-                 g.run();
-             })
-        .def_property_readonly("done", &model::Generator::done)
-        .def_property_readonly("tokens", &model::Generator::tokens)
-        .def_property_readonly("text", [](const model::Generator& g) { return utf8(g.text()); })
-        .def_property_readonly("stats", [](const model::Generator& g) { return stats_dict(g.stats()); });
+        .def("run", [](GeneratorHandle& h) { h.locked([](model::Generator& g) { g.run(); }); })
+        .def_property_readonly("done", [](GeneratorHandle& h) { return h.locked([](model::Generator& g) { return g.done(); }); })
+        .def_property_readonly("tokens", [](GeneratorHandle& h) { return h.locked([](model::Generator& g) { return g.tokens(); }); })
+        .def_property_readonly("text", [](GeneratorHandle& h) { return utf8_str(h.locked([](model::Generator& g) { return g.text(); })); })
+        .def_property_readonly("stats", [](GeneratorHandle& h) {
+            return stats_dict(h.locked([](model::Generator& g) { return g.stats(); }));
+        });
 }
 
 void register_session(py::module_& m) {
@@ -212,10 +225,7 @@ void register_model(py::module_& m) {
                     py::gil_scoped_release release;
                     bytes = self.tokenizer->decode(ids);
                 }
-                // Invalid or truncated UTF-8 (ids cut mid-character) becomes U+FFFD, not an error.
-                PyObject* s = PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "replace");
-                if (!s) throw py::error_already_set();
-                return py::reinterpret_steal<py::str>(s);
+                return utf8_str(bytes);  // ids cut mid-character give U+FFFD, not an error
             },
             py::arg("ids"))
         .def_property_readonly("bos_id", [](const Model& self) { return self.tokenizer->bos_id(); })

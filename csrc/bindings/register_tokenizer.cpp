@@ -29,12 +29,6 @@ struct PyStreamDecoder {
     explicit PyStreamDecoder(std::shared_ptr<PyTokenizer> o) : owner(std::move(o)), dec(*owner->tok) {}
 };
 
-py::str utf8_str(const std::string& bytes) {
-    PyObject* s = PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "replace");
-    if (!s) throw py::error_already_set();
-    return py::reinterpret_steal<py::str>(s);
-}
-
 }  // namespace
 
 void register_tokenizer(py::module_& m) {

@@ -441,8 +441,10 @@ void File::parse(int split, const std::string& path, int n_splits_expected) {
         if (a.type != ValueType::UINT32)
             throw Error(path + ": metadata 'general.alignment' must be uint32, found " + value_type_name(a.type));
         alignment = a.num.u;
-        if (alignment == 0 || (alignment & (alignment - 1)) != 0)
-            throw Error(path + ": metadata 'general.alignment' is " + std::to_string(alignment) + ", not a power of two");
+        // The spec asks for a multiple of 8; less would let weights sit at misaligned addresses.
+        if (alignment < 8 || (alignment & (alignment - 1)) != 0)
+            throw Error(path + ": metadata 'general.alignment' is " + std::to_string(alignment) +
+                        ", not a power of two of at least 8");
     }
 
     struct Pending {

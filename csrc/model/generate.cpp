@@ -47,14 +47,6 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
 }
 
 void Generator::start() {
-    started_ = true;
-    // The penalties look back over the context, prompt included, as llama.cpp's do.
-    const std::vector<int32_t> context = session_.tokens();
-    const size_t window = static_cast<size_t>(std::max(0, params_.sampling.repeat_last_n));
-    std::vector<int32_t> recent(context);
-    recent.insert(recent.end(), prompt_.begin(), prompt_.end());
-    for (size_t i = recent.size() - std::min(recent.size(), window); i < recent.size(); ++i) sampler_.accept(recent[i]);
-
     const double t0 = now();
     stats_.n_prompt = static_cast<int64_t>(prompt_.size());
     if (!prompt_.empty()) {
@@ -64,6 +56,19 @@ void Generator::start() {
         logits_ = session_.last_logits();
     }
     stats_.prefill_seconds = now() - t0;
+    // Only now, with the prefill done (it may throw and be retried), is the generator started.
+    started_ = true;
+    // The penalties look back over the context, prompt included, as llama.cpp's do.
+    const std::vector<int32_t> context = session_.tokens();
+    const size_t window = static_cast<size_t>(std::max(0, params_.sampling.repeat_last_n));
+    for (size_t i = context.size() - std::min(context.size(), window); i < context.size(); ++i)
+        sampler_.accept(context[i]);
+}
+
+void Generator::hold(int32_t tok) {
+    // The session keeps the last sampled token pending, unless the context has no room left
+    // for it: then, as when the context fills mid-way, the token is returned but not held.
+    if (session_.n_past() < session_.n_ctx()) session_.set_pending(tok);
 }
 
 void Generator::finish(const char* reason) {
@@ -107,20 +112,21 @@ bool Generator::next(std::string* piece) {
         ++stats_.n_generated;
         tokens_.push_back(tok);
         const bool eog = std::find(eog_.begin(), eog_.end(), tok) != eog_.end();
-        if (!eog) held_ += decoder_.push(tok);
+        // Ids past the tokenizer's vocabulary (padding rows of the embedding) have no text.
+        if (!eog && tok < tok_.vocab_size()) held_ += decoder_.push(tok);
         const size_t before = text_.size();
         if (release(piece, eog)) {
-            session_.set_pending(tok);
+            hold(tok);
             finish("stop");
             break;
         }
         if (eog) {
-            session_.set_pending(tok);
+            hold(tok);
             finish("eog");
             break;
         }
         if (static_cast<int64_t>(tokens_.size()) >= params_.max_tokens) {
-            session_.set_pending(tok);
+            hold(tok);
             finish("max_tokens");
             break;
         }

@@ -51,6 +51,7 @@ public:
 
 private:
     void start();
+    void hold(int32_t tok);
     void finish(const char* reason);
     // Moves what can safely be shown from held_ to text_ (and *piece): everything except a
     // tail that could still become a stop string. Returns true if a stop string was found.

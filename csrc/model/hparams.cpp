@@ -26,17 +26,19 @@ double get_float(const gguf::File& file, const std::string& arch, const std::str
 
 namespace {
 
+// Sizes are checked against generous ceilings before anything is allocated from them or
+// narrowed to int: a hostile file must get an error, not a division by zero or a huge allocation.
 int64_t get_int(const gguf::File& file, const std::string& arch, const std::string& suffix, int64_t dflt,
-                bool required) {
+                bool required, int64_t max = int64_t{1} << 20) {
     const gguf::Value* v = find_key(file, arch, suffix);
     if (!v) {
         if (required) throw Error(file.path() + ": metadata key '" + arch + "." + suffix + "' is missing");
         return dflt;
     }
     const int64_t x = v->as_int();
-    if (x <= 0) {
-        throw Error(file.path() + ": metadata key '" + arch + "." + suffix + "' must be positive, got " +
-                    std::to_string(x));
+    if (x <= 0 || x > max) {
+        throw Error(file.path() + ": metadata key '" + arch + "." + suffix + "' must be in [1, " +
+                    std::to_string(max) + "], got " + std::to_string(x));
     }
     return x;
 }
@@ -54,13 +56,17 @@ HParams read_hparams(const gguf::File& file, const ArchDefaults& d) {
     hp.head_dim = static_cast<int>(
         get_int(file, a, "attention.key_length", d.head_dim > 0 ? d.head_dim : hp.n_embd / hp.n_head, false));
     const int64_t v_dim = get_int(file, a, "attention.value_length", hp.head_dim, false);
-    hp.n_ff = get_int(file, a, "feed_forward_length", 0, true);
-    hp.n_ctx_train = get_int(file, a, "context_length", d.n_ctx_train, false);
+    hp.n_ff = get_int(file, a, "feed_forward_length", 0, true, int64_t{1} << 24);
+    hp.n_ctx_train = get_int(file, a, "context_length", d.n_ctx_train, false, int64_t{1} << 30);
     hp.norm_eps = static_cast<float>(get_float(file, a, "attention.layer_norm_rms_epsilon", d.norm_eps));
     hp.rope_base = static_cast<float>(get_float(file, a, "rope.freq_base", d.rope_base));
     hp.rope_dims = static_cast<int>(get_int(file, a, "rope.dimension_count", hp.head_dim, false));
 
     const std::string where = file.path() + ": ";
+    if (static_cast<size_t>(hp.n_layer) > file.tensors().size()) {
+        throw Error(where + a + ".block_count (" + std::to_string(hp.n_layer) + ") exceeds the " +
+                    std::to_string(file.tensors().size()) + " tensors in the file");
+    }
     if (v_dim != hp.head_dim) {
         throw Error(where + a + ".attention.value_length (" + std::to_string(v_dim) +
                     ") differs from key_length (" + std::to_string(hp.head_dim) + "): not supported");

@@ -77,7 +77,7 @@ std::vector<int32_t> Session::tokens() const {
     return all;
 }
 
-const std::vector<float>& Session::last_logits() {
+std::vector<float> Session::last_logits() {
     std::lock_guard<std::mutex> lock(mu_);
     if (pending_ >= 0) {
         eval_locked(nullptr, 0, nullptr, 0);
@@ -85,10 +85,18 @@ const std::vector<float>& Session::last_logits() {
         if (tokens_.empty()) throw Error("the session holds no tokens: there is nothing to continue from");
         // Re-run the last position to recover its logits (after a truncate or restore).
         const int32_t last = tokens_.back();
-        kv_->truncate(kv_->n_past() - 1);
+        const int64_t n = kv_->n_past();
+        kv_->truncate(n - 1);
         tokens_.pop_back();
         scratch_.resize(static_cast<size_t>(model_->hparams().n_vocab));
-        eval_locked(&last, 1, scratch_.data(), 1);
+        try {
+            eval_locked(&last, 1, scratch_.data(), 1);
+        } catch (...) {
+            // The cache rows of position n-1 are still there (a re-run writes the same values).
+            kv_->commit(n);
+            tokens_.push_back(last);
+            throw;
+        }
     }
     return last_logits_;
 }

@@ -47,9 +47,10 @@ public:
     void set_pending(int32_t id);
     // The ids of every position held, pending token included.
     std::vector<int32_t> tokens() const;
-    // Logits of the last position held [n_vocab]: evaluates the pending token, or recomputes
-    // the last position after a truncate/restore dropped them. Throws Error if n_past() == 0.
-    const std::vector<float>& last_logits();
+    // Logits of the last position held [n_vocab] (a copy, so other threads may go on using
+    // the session): evaluates the pending token, or recomputes the last position after a
+    // truncate/restore dropped them. Throws Error if n_past() == 0.
+    std::vector<float> last_logits();
     std::shared_ptr<const Snapshot> snapshot() const;
     // Throws Error if the snapshot comes from a session of another model or KV type.
     void restore(const Snapshot& snap);

@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--prompt", help="prompt to continue; without it, an interactive chat starts")
     p.add_argument("-n", "--n-predict", type=int, default=256, help="tokens to generate at most (default 256)")
     p.add_argument("-t", "--threads", type=int, default=None, help="threads (default: all cores)")
-    p.add_argument("-c", "--ctx-size", type=int, default=None, help="context length (default: the model's, up to 8192)")
+    p.add_argument("-c", "--ctx-size", type=int, default=None, help="context length (default: the model's trained context)")
     p.add_argument("--temp", type=float, default=0.0, help="temperature; 0 = greedy (default 0)")
     p.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0 = off)")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (1 = off)")
@@ -74,12 +74,8 @@ def _load(args: argparse.Namespace) -> tuple[Any, float]:
     from ds4 import Model
 
     t0 = time.perf_counter()
-    n_ctx = args.ctx_size
-    model = Model(args.model, threads=args.threads, n_ctx=n_ctx)
-    if n_ctx is None and model.n_ctx > 8192:
-        # A trained context of 32k-128k would be allowed but is rarely wanted from the CLI; the
-        # KV cache grows with use either way, this only sets where the overflow error comes.
-        model = Model(args.model, threads=args.threads, n_ctx=8192)
+    # The KV cache grows with use, so the model's full trained context costs nothing up front.
+    model = Model(args.model, threads=args.threads, n_ctx=args.ctx_size)
     return model, time.perf_counter() - t0
 
 

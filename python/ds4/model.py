@@ -25,8 +25,8 @@ class Model:
         length of each session (default: the model's trained length; the KV cache grows with
         use); ``kv_type``: KV cache precision, ``"f32"`` or ``"f16"`` (half the memory,
         logits close to but not identical with f32)."""
-        if threads is not None and threads < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
+        if threads is not None and not 1 <= threads <= 1024:
+            raise ValueError(f"threads must be in [1, 1024], got {threads}")
         if n_ctx is not None and n_ctx < 1:
             raise ValueError(f"n_ctx must be >= 1, got {n_ctx}")
         self.path = os.fspath(path) if path is not None else str(default_model_path())

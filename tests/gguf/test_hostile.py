@@ -283,6 +283,8 @@ def test_bool_out_of_range_in_array(tmp_path):
     (UINT32, scalar(UINT32, 0), "is 0, not a power of two"),
     (UINT32, scalar(UINT32, 3), "is 3, not a power of two"),
     (UINT32, scalar(UINT32, 48), "is 48, not a power of two"),
+    (UINT32, scalar(UINT32, 4), "is 4, not a power of two of at least 8"),
+    (UINT32, scalar(UINT32, 1), "is 1, not a power of two of at least 8"),
     (UINT64, scalar(UINT64, 64), "must be uint32, found uint64"),
     (STRING, scalar(STRING, "32"), "must be uint32, found string"),
     (INT32, scalar(INT32, 32), "must be uint32, found int32"),

@@ -113,3 +113,46 @@ def test_bad_arguments(gemma: ds4.Model) -> None:
         s.generate([gemma.n_vocab + 5])
     assert s.n_past == 0  # none of the failures touched the session
     assert np.isfinite(s.eval(gemma.tokenize(PROMPT))).all()
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_generation_that_fills_the_context_exactly(gemma_path: Path, extra: int) -> None:
+    m = ds4.Model(str(gemma_path), threads=2, n_ctx=12)
+    n_prompt = len(m.tokenize(PROMPT))
+    s = m.session()
+    g = s.generate(PROMPT, max_tokens=12 - n_prompt + extra, stop_at_eog=False)
+    assert g.stats["stop_reason"] == "max_tokens" and len(g.tokens) == 12 - n_prompt + extra
+    # The last token is held (pending) only when the context has room for it.
+    assert s.n_past == 12
+    assert s.tokens[n_prompt:] == g.tokens[: 12 - n_prompt]
+
+
+def test_failed_prefill_can_be_retried_without_harm(gemma_path: Path) -> None:
+    m = ds4.Model(str(gemma_path), threads=2, n_ctx=8)
+    s = m.session()
+    g = s.generate(PROMPT * 4, max_tokens=4, stream=True)
+    for _ in range(2):
+        with pytest.raises(ds4.ContextOverflowError):
+            next(iter(g))
+    assert s.n_past == 0 and not g.done
+
+
+def test_progress_can_be_read_from_another_thread(gemma: ds4.Model) -> None:
+    import threading
+
+    g = gemma.session().generate(PROMPT, max_tokens=24, stream=True, stop_at_eog=False)
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            seen.append(len(g.tokens))
+            _ = g.stats, g.text
+
+    t = threading.Thread(target=watch)
+    t.start()
+    text = "".join(g)
+    stop.set()
+    t.join()
+    assert text == g.text and len(g.tokens) == 24
+    assert seen == sorted(seen) and max(seen) <= 24

@@ -137,9 +137,9 @@ def test_bad_options(path: Path) -> None:
 
 def rewrite(src: Path, dst: Path, arch: str | None = None,
             tensor: Callable[[str, np.ndarray], np.ndarray | None] | None = None,
-            drop_key: str | None = None) -> Path:
-    """Copy src to dst, renaming the architecture, dropping a metadata key and passing each
-    tensor through `tensor` (None drops it)."""
+            drop_key: str | None = None, override: dict[str, Any] | None = None) -> Path:
+    """Copy src to dst, renaming the architecture, dropping a metadata key, replacing the values
+    of `override` (as uint64) and passing each tensor through `tensor` (None drops it)."""
     r = gguf.GGUFReader(src)
     old_arch = str(r.fields["general.architecture"].contents())
     new_arch = arch or old_arch
@@ -149,6 +149,9 @@ def rewrite(src: Path, dst: Path, arch: str | None = None,
             continue
         types = field.types
         sub = types[1] if types[0] == gguf.GGUFValueType.ARRAY else None
+        if override and name in override:
+            w.add_key_value(name, override[name], gguf.GGUFValueType.UINT64)
+            continue
         w.add_key_value(name.replace(old_arch + ".", new_arch + ".", 1), field.contents(), types[0], sub_type=sub)
     for t in r.tensors:
         data = np.array(t.data)
@@ -189,4 +192,25 @@ def test_copy_is_faithful(path: Path, tmp_path: Path) -> None:
 def test_missing_key(path: Path, tmp_path: Path) -> None:
     bad = rewrite(path, tmp_path / "nokey.gguf", drop_key="llama.block_count")
     with pytest.raises(ds4.ModelError, match="metadata key 'llama.block_count' is missing"):
+        ds4.Model(str(bad))
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("llama.attention.head_count_kv", 2**32, r"head_count_kv' must be in \[1, 1048576\], got 4294967296"),
+    ("llama.attention.head_count", 2**32, r"head_count' must be in \[1, 1048576\]"),
+    ("llama.block_count", 2**31 - 1, r"block_count' must be in \[1, 1048576\]"),
+    ("llama.block_count", 100_000, r"block_count \(100000\) exceeds the \d+ tensors in the file"),
+    ("llama.context_length", 2**40, r"context_length' must be in \[1, 1073741824\]"),
+])
+def test_hostile_hyperparameters(path: Path, tmp_path: Path, key: str, value: int, needle: str) -> None:
+    """Sizes from metadata are bounded before they size an allocation or divide anything."""
+    bad = rewrite(path, tmp_path / "hostile.gguf", override={key: value})
+    with pytest.raises(ds4.ModelError, match=needle):
+        ds4.Model(str(bad))
+
+
+def test_tokenizer_larger_than_embedding(path: Path, tmp_path: Path) -> None:
+    bad = rewrite(path, tmp_path / "small_embd.gguf",
+                  tensor=lambda n, a: a[:-8] if n in ("token_embd.weight", "output.weight") else a)
+    with pytest.raises(ds4.ModelError, match="the tokenizer has 320 tokens but the embedding only 312 rows"):
         ds4.Model(str(bad))

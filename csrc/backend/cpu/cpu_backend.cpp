@@ -3,9 +3,10 @@
 // A matmul dequantises a tile of weight rows (exactly, with the quant kernels' dequant) and
 // takes one float dot per output element, so the dequantisation is shared by every activation
 // row of a prefill and a row's result never depends on how many rows share the call (batch
-// invariance). The quant kernels' own dot accumulates in double, exact but far too slow for a
-// forward pass; once SIMD dot kernels land this is where a type would switch to them. Threads split output rows of a matmul, rows of elementwise ops and
-// (query row, head) pairs of attention; no reduction is ever split.
+// invariance). The quant kernels' SIMD dots are not used here yet: their summation order
+// differs from dot_f32's, and switching a format to them (for decode speed) must keep every
+// row count on the same kernel. Threads split output rows of a matmul, rows of elementwise
+// ops and (query row, head) pairs of attention; no reduction is ever split.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -21,7 +21,18 @@ inline void cpu_relax() {
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
     threads_.reserve(static_cast<size_t>(n_threads_ - 1));
-    for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+    try {
+        for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+    } catch (...) {
+        // Joinable threads must not be destroyed: stop and join those that started.
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            stop_ = true;
+        }
+        wake_.notify_all();
+        for (std::thread& t : threads_) t.join();
+        throw;
+    }
 }
 
 ThreadPool::~ThreadPool() {
