@@ -31,6 +31,30 @@ struct block_iq4_nl { f16_bits d; uint8_t qs[QK4_NL / 2]; };
 struct block_iq4_xs { f16_bits d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; };
 struct block_mxfp4 { uint8_t e; uint8_t qs[QK_MXFP4 / 2]; };
 
+// 6-bit scale and min of sub-block j (0..7) of Q4_K / Q5_K, packed in `scales`: j < 4 in the
+// low 6 bits of bytes j and j + 4; j >= 4 from the nibbles of byte j + 4 and the top two bits
+// of bytes j - 4 (scale) and j (min).
+inline void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+// d1[j] = d * scale_j and negm1[j] = -(dmin * min_j) for the 8 sub-blocks: both exact floats
+// (11 + 6 bits), so every kernel that builds weights from them rounds like the reference.
+inline void k4_scales(const uint8_t* q, float d, float dmin, float* d1, float* negm1) {
+    for (int j = 0; j < 8; ++j) {
+        int sc, m;
+        scale_min_k4(j, q, &sc, &m);
+        d1[j] = d * static_cast<float>(sc);
+        negm1[j] = -(dmin * static_cast<float>(m));
+    }
+}
+
 static_assert(sizeof(block_q4_0) == 18, "block_q4_0 size");
 static_assert(sizeof(block_q4_1) == 20, "block_q4_1 size");
 static_assert(sizeof(block_q5_0) == 22, "block_q5_0 size");

@@ -137,7 +137,7 @@ float dot_q4_0(const void* w, const float* x, int64_t n) {
     return fold_pairs(n / QK4_0, block);
 }
 
-// Q4_K: 8 sub-blocks of 32 with 6-bit scale and min (packing as in kquants_avx2.cpp); qs[32j + l]
+// Q4_K: 8 sub-blocks of 32 with 6-bit scale and min (k4_scales in blocks.h); qs[32j + l]
 // holds element 64j + l (low nibble) and 64j + 32 + l (high nibble).
 float dot_q4_K(const void* w, const float* x, int64_t n) {
     const auto* p = static_cast<const uint8_t*>(w);
@@ -145,16 +145,8 @@ float dot_q4_K(const void* w, const float* x, int64_t n) {
     float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
     for (int64_t i = 0; i < n / QK_K; ++i, p += sizeof(block_q4_K), x += QK_K) {
         const float d = load_f16(p + offsetof(block_q4_K, d)), dmin = load_f16(p + offsetof(block_q4_K, dmin));
-        const uint8_t* s = p + offsetof(block_q4_K, scales);
         float d1[8], negm1[8];
-        for (int j = 0; j < 4; ++j) {
-            d1[j] = d * static_cast<float>(s[j] & 63);
-            negm1[j] = -(dmin * static_cast<float>(s[j + 4] & 63));
-        }
-        for (int j = 4; j < 8; ++j) {
-            d1[j] = d * static_cast<float>((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
-            negm1[j] = -(dmin * static_cast<float>((s[j + 4] >> 4) | ((s[j] >> 6) << 4)));
-        }
+        k4_scales(p + offsetof(block_q4_K, scales), d, dmin, d1, negm1);
         const uint8_t* qs = p + offsetof(block_q4_K, qs);
         for (int j = 0; j < 4; ++j) {
             for (int half = 0; half < 2; ++half) {  // bytes l = 16 half .. 16 half + 15

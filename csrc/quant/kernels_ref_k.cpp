@@ -42,18 +42,6 @@ void decode_q3_K(const block_q3_K& b, float* y) {
     }
 }
 
-// 6-bit scale and min of sub-block j (0..7) of Q4_K / Q5_K: j < 4 in the low 6 bits of
-// bytes j and j + 4; j >= 4 from the nibbles of byte j + 4 and the top bits of bytes j - 4, j.
-static void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
-        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 // Q4_K: 8 sub-blocks of 32; sub-block j = 2 c + s is nibble s of qs[32 c .. 32 c + 31].
 void decode_q4_K(const block_q4_K& b, float* y) {
     const float d = fp16(b.d), dmin = fp16(b.dmin);

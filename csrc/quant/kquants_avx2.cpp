@@ -14,20 +14,6 @@
 namespace ds4::quant::avx2 {
 namespace {
 
-// Q4_K / Q5_K: 8 six-bit scales and mins packed in 12 bytes (sub-block j of 32 elements):
-// j < 4: sc = s[j] & 63, m = s[j+4] & 63; j >= 4: low 4 bits from s[j+4], top 2 from s[j-4] / s[j].
-// d1[j] = d * sc and m1[j] = -(dmin * m) are exact floats (11 + 6 bits).
-inline void k4_scales(const uint8_t* s, float d, float dmin, float* d1, float* negm1) {
-    for (int j = 0; j < 4; ++j) {
-        d1[j] = d * static_cast<float>(s[j] & 63);
-        negm1[j] = -(dmin * static_cast<float>(s[j + 4] & 63));
-    }
-    for (int j = 4; j < 8; ++j) {
-        d1[j] = d * static_cast<float>((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
-        negm1[j] = -(dmin * static_cast<float>((s[j + 4] >> 4) | ((s[j] >> 6) << 4)));
-    }
-}
-
 // Q4_K: qs[32 j + l] holds element 64 j + l (low nibble, sub-block 2j) and 64 j + 32 + l (high
 // nibble, sub-block 2j+1).  f(slot, offset, w) receives 8 weights starting at element `offset`;
 // slot k < 4 is the k-th 8-lane group of both halves.  Loops are unrolled so that the

@@ -50,18 +50,6 @@ inline __m512 iota16() {
 
 inline __m512i shr(__m512i v, int c) { return _mm512_srl_epi32(v, _mm_cvtsi32_si128(c)); }
 
-// Q4_K / Q5_K scales, as in kquants_avx2.cpp: d1 = d * sc, negm1 = -(dmin * m), both exact.
-inline void k4_scales(const uint8_t* s, float d, float dmin, float* d1, float* negm1) {
-    for (int j = 0; j < 4; ++j) {
-        d1[j] = d * static_cast<float>(s[j] & 63);
-        negm1[j] = -(dmin * static_cast<float>(s[j + 4] & 63));
-    }
-    for (int j = 4; j < 8; ++j) {
-        d1[j] = d * static_cast<float>((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
-        negm1[j] = -(dmin * static_cast<float>((s[j + 4] >> 4) | ((s[j] >> 6) << 4)));
-    }
-}
-
 // Q4_K: qs[32j + l] holds element 64j + l (low nibble) and 64j + 32 + l (high nibble).
 // f(slot, offset, w) receives 16 weights from element `offset`.
 template <class F>
