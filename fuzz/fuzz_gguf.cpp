@@ -31,7 +31,14 @@ uint64_t walk(const ds4::gguf::Value& v) {
             for (char ch : v.str) h = h * 31 + static_cast<unsigned char>(ch);
             break;
         case ValueType::ARRAY:
-            for (const auto& e : v.arr) h = h * 31 + walk(e);
+            for (size_t k = 0; k < v.arr.size(); k++) {
+                if (v.arr.elem_type() == ValueType::STRING)
+                    for (char ch : v.arr.string_at(k)) h = h * 31 + static_cast<unsigned char>(ch);
+                else if (v.arr.elem_type() == ValueType::ARRAY)
+                    h = h * 31 + walk(v.arr.array_at(k));
+                else
+                    h = h * 31 + walk(v.arr[k]);
+            }
             break;
         case ValueType::BOOL:
             h += v.as_bool();

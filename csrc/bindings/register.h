@@ -4,12 +4,13 @@
 #include <pybind11/pybind11.h>
 
 #include <string>
+#include <string_view>
 
 namespace ds4::bindings {
 
 // UTF-8 bytes as a Python str; invalid or truncated sequences become U+FFFD instead of raising
 // (model text, token pieces and metadata strings need not be valid UTF-8).
-inline pybind11::str utf8_str(const std::string& bytes) {
+inline pybind11::str utf8_str(std::string_view bytes) {
     PyObject* s = PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "replace");
     if (!s) throw pybind11::error_already_set();
     return pybind11::reinterpret_steal<pybind11::str>(s);

@@ -29,8 +29,14 @@ py::object to_python(const gguf::Value& v) {
             // the whole inspection (keys and names are validated strictly by the reader).
             return utf8_str(v.str);
         case ValueType::ARRAY: {
-            py::list out(v.arr.size());
-            for (size_t i = 0; i < v.arr.size(); i++) out[i] = to_python(v.arr[i]);
+            const gguf::Array& a = v.arr;
+            py::list out(a.size());
+            // Strings and nested arrays are read in place: no per-element copy into a Value.
+            for (size_t i = 0; i < a.size(); i++) {
+                if (a.elem_type() == ValueType::STRING) out[i] = utf8_str(a.string_at(i));
+                else if (a.elem_type() == ValueType::ARRAY) out[i] = to_python(a.array_at(i));
+                else out[i] = to_python(a[i]);
+            }
             return std::move(out);
         }
     }

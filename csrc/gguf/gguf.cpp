@@ -31,9 +31,10 @@ namespace {
 
 constexpr int kMaxDims = 4;         // ggml tensors have at most 4 dimensions
 constexpr int kMaxArrayDepth = 16;  // nested arrays deeper than this are not a real model
-// A parsed Value costs ~80 bytes however small its encoding (1 byte for a uint8), so a corrupt
-// count that is merely bounded by the file size could still ask for ~80x the file in memory.
-// Real vocabularies are under 1M entries; 2^25 array elements per file is far above any model.
+// Arrays of scalars and strings stay in the map, but a consumer may still expand every element
+// (inspect() builds a Python list; nested arrays are parsed Values), so a corrupt count that is
+// merely bounded by the file size could ask for many times the file in memory. Real
+// vocabularies are under 1M entries; 2^25 array elements per file is far above any model.
 constexpr uint64_t kMaxArrayElements = uint64_t{1} << 25;
 // Counts are only bounds until the entries are read: reserve no more than this up front.
 constexpr uint64_t kMaxReserve = 4096;
@@ -103,31 +104,43 @@ public:
         throw Error(format("%s: %s at byte %" PRIu64 ": %s", path_.c_str(), field.c_str(), at, what.c_str()));
     }
 
-    void need(uint64_t n, const std::string& field) const {
+    // `suffix` is appended to `field` only when failing, so per-element reads build no strings.
+    void need(uint64_t n, const std::string& field, const char* suffix = "") const {
         if (n > remaining())
-            fail(pos_, field, format("truncated: needs %" PRIu64 " bytes, only %" PRIu64 " left in the %" PRIu64 "-byte file",
-                                     n, remaining(), size_));
+            fail(pos_, field + suffix,
+                 format("truncated: needs %" PRIu64 " bytes, only %" PRIu64 " left in the %" PRIu64 "-byte file", n,
+                        remaining(), size_));
     }
 
     template <typename T>
-    T read(const std::string& field) {
-        need(sizeof(T), field);
+    T read(const std::string& field, const char* suffix = "") {
+        need(sizeof(T), field, suffix);
         T v;
         std::memcpy(&v, base_ + pos_, sizeof(T));
         pos_ += sizeof(T);
         return v;
     }
 
-    std::string read_string(const std::string& field) {
+    // Steps over one length-prefixed string; returns where its bytes start.
+    const uint8_t* skip_string(const std::string& field) {
         uint64_t at = pos_;
-        uint64_t len = read<uint64_t>(field + " length");
+        uint64_t len = read<uint64_t>(field, " length");
         if (len > remaining())
             fail(at, field, format("string length %" PRIu64 " runs past the end of the file (%" PRIu64 " bytes left)",
                                    len, remaining()));
-        std::string s(reinterpret_cast<const char*>(base_ + pos_), len);
+        const uint8_t* p = base_ + pos_;
         pos_ += len;
-        return s;
+        return p;
     }
+
+    std::string read_string(const std::string& field) {
+        uint64_t start = pos_;
+        const uint8_t* p = skip_string(field);
+        return std::string(reinterpret_cast<const char*>(p), pos_ - start - sizeof(uint64_t));
+    }
+
+    const uint8_t* here() const { return base_ + pos_; }
+    void skip(uint64_t n) { pos_ += n; }  // n already checked with need()
 
 private:
     const std::string& path_;
@@ -136,20 +149,36 @@ private:
     uint64_t pos_ = 0;
 };
 
+// A scalar of type t from its encoding at p (bounds already checked).
+Value scalar_at(ValueType t, const uint8_t* p) {
+    Value v;
+    v.type = t;
+    auto get = [p](auto x) {
+        std::memcpy(&x, p, sizeof x);
+        return x;
+    };
+    switch (t) {
+        case ValueType::UINT8: v.num.u = get(uint8_t{}); break;
+        case ValueType::INT8: v.num.i = get(int8_t{}); break;
+        case ValueType::UINT16: v.num.u = get(uint16_t{}); break;
+        case ValueType::INT16: v.num.i = get(int16_t{}); break;
+        case ValueType::UINT32: v.num.u = get(uint32_t{}); break;
+        case ValueType::INT32: v.num.i = get(int32_t{}); break;
+        case ValueType::UINT64: v.num.u = get(uint64_t{}); break;
+        case ValueType::INT64: v.num.i = get(int64_t{}); break;
+        case ValueType::FLOAT32: v.num.f = get(float{}); break;
+        case ValueType::FLOAT64: v.num.f = get(double{}); break;
+        case ValueType::BOOL: v.num.b = *p != 0; break;
+        case ValueType::STRING: case ValueType::ARRAY: break;  // not scalars
+    }
+    return v;
+}
+
 Value read_value(Cursor& c, ValueType type, const std::string& field, int depth) {
     Value v;
     v.type = type;
     switch (type) {
-        case ValueType::UINT8: v.num.u = c.read<uint8_t>(field); break;
-        case ValueType::INT8: v.num.i = c.read<int8_t>(field); break;
-        case ValueType::UINT16: v.num.u = c.read<uint16_t>(field); break;
-        case ValueType::INT16: v.num.i = c.read<int16_t>(field); break;
-        case ValueType::UINT32: v.num.u = c.read<uint32_t>(field); break;
-        case ValueType::INT32: v.num.i = c.read<int32_t>(field); break;
-        case ValueType::UINT64: v.num.u = c.read<uint64_t>(field); break;
-        case ValueType::INT64: v.num.i = c.read<int64_t>(field); break;
-        case ValueType::FLOAT32: v.num.f = c.read<float>(field); break;
-        case ValueType::FLOAT64: v.num.f = c.read<double>(field); break;
+        case ValueType::STRING: v.str = c.read_string(field); break;
         case ValueType::BOOL: {
             uint64_t at = c.pos();
             uint8_t b = c.read<uint8_t>(field);
@@ -157,27 +186,60 @@ Value read_value(Cursor& c, ValueType type, const std::string& field, int depth)
             v.num.b = b != 0;
             break;
         }
-        case ValueType::STRING: v.str = c.read_string(field); break;
         case ValueType::ARRAY: {
             if (depth >= kMaxArrayDepth) c.fail(c.pos(), field, "arrays nested too deeply");
             uint64_t at = c.pos();
             uint32_t et = c.read<uint32_t>(field + " element type");
             if (et > static_cast<uint32_t>(ValueType::FLOAT64))
                 c.fail(at, field, format("unknown array element type %u", et));
-            v.elem_type = static_cast<ValueType>(et);
+            const auto elem = static_cast<ValueType>(et);
             at = c.pos();
             uint64_t count = c.read<uint64_t>(field + " element count");
-            uint64_t min_size = min_encoded_size(v.elem_type);
+            uint64_t min_size = min_encoded_size(elem);
             if (count > c.remaining() / min_size)
                 c.fail(at, field, format("array of %" PRIu64 " %s elements cannot fit in the %" PRIu64 " bytes left",
-                                         count, value_type_name(v.elem_type), c.remaining()));
+                                         count, value_type_name(elem), c.remaining()));
             if (count > kMaxArrayElements - c.array_elements)
                 c.fail(at, field, format("array of %" PRIu64 " %s elements exceeds the limit of %" PRIu64
                                          " array elements per file",
-                                         count, value_type_name(v.elem_type), kMaxArrayElements));
+                                         count, value_type_name(elem), kMaxArrayElements));
             c.array_elements += count;
-            v.arr.reserve(std::min(count, kMaxReserve));
-            for (uint64_t k = 0; k < count; k++) v.arr.push_back(read_value(c, v.elem_type, field, depth + 1));
+            const uint8_t* data = c.here();
+            if (elem == ValueType::STRING) {
+                // Validate every length first, so the offsets are allocated only for a sound array.
+                for (uint64_t k = 0; k < count; k++) c.skip_string(field);
+                std::vector<uint64_t> offsets(count + 1);
+                uint64_t off = 0;
+                for (uint64_t k = 0; k < count; k++) {
+                    offsets[k] = off;
+                    uint64_t len;
+                    std::memcpy(&len, data + off, sizeof len);
+                    off += sizeof len + len;
+                }
+                offsets[count] = off;
+                v.arr = Array(data, std::move(offsets));
+            } else if (elem == ValueType::ARRAY) {
+                std::vector<Value> nested;
+                nested.reserve(std::min(count, kMaxReserve));
+                for (uint64_t k = 0; k < count; k++) nested.push_back(read_value(c, elem, field, depth + 1));
+                v.arr = Array(std::move(nested));
+            } else {
+                // count * size fits: count <= remaining / size was checked above.
+                if (elem == ValueType::BOOL) {
+                    for (uint64_t k = 0; k < count; k++)
+                        if (data[k] > 1)
+                            c.fail(c.pos() + k, field, format("bool value %u is neither 0 nor 1", data[k]));
+                }
+                c.skip(count * min_size);
+                v.arr = Array(elem, count, data);
+            }
+            break;
+        }
+        default: {
+            const uint64_t size = min_encoded_size(type);  // a scalar's exact size
+            c.need(size, field);
+            v = scalar_at(type, c.here());
+            c.skip(size);
             break;
         }
     }
@@ -285,9 +347,62 @@ const std::string& Value::as_string() const {
     return str;
 }
 
-const std::vector<Value>& Value::as_array() const {
+const Array& Value::as_array() const {
     if (type != ValueType::ARRAY) throw Error(std::string("expected an array, found ") + value_type_name(type));
     return arr;
+}
+
+Array::Array(ValueType elem_type, size_t count, const uint8_t* data)
+    : elem_type_(elem_type), size_(count), data_(data) {}
+
+Array::Array(const uint8_t* data, std::vector<uint64_t> offsets)
+    : elem_type_(ValueType::STRING), size_(offsets.size() - 1), data_(data), offsets_(std::move(offsets)) {}
+
+Array::Array(std::vector<Value> nested)
+    : elem_type_(ValueType::ARRAY), size_(nested.size()), nested_(std::move(nested)) {}
+
+Value Array::operator[](size_t i) const {
+    switch (elem_type_) {
+        case ValueType::STRING: {
+            Value v;
+            v.type = ValueType::STRING;
+            v.str = std::string(string_at(i));
+            return v;
+        }
+        case ValueType::ARRAY: return nested_[i];
+        default: return scalar_at(elem_type_, data_ + i * min_encoded_size(elem_type_));
+    }
+}
+
+int64_t Array::int_at(size_t i) const {
+    if (elem_type_ == ValueType::INT32) {  // the common case (token types), read in place
+        int32_t x;
+        std::memcpy(&x, data_ + i * sizeof x, sizeof x);
+        return x;
+    }
+    return (*this)[i].as_int();
+}
+
+double Array::float_at(size_t i) const {
+    if (elem_type_ == ValueType::FLOAT32) {  // the common case (scores), read in place
+        float f;
+        std::memcpy(&f, data_ + i * sizeof f, sizeof f);
+        return f;
+    }
+    return (*this)[i].as_float();
+}
+
+std::string_view Array::string_at(size_t i) const {
+    if (elem_type_ != ValueType::STRING)
+        throw Error(std::string("expected a string, found ") + value_type_name(elem_type_));
+    const uint64_t at = offsets_[i] + sizeof(uint64_t);  // past the length prefix
+    return {reinterpret_cast<const char*>(data_ + at), static_cast<size_t>(offsets_[i + 1] - at)};
+}
+
+const Value& Array::array_at(size_t i) const {
+    if (elem_type_ != ValueType::ARRAY)
+        throw Error(std::string("expected an array, found ") + value_type_name(elem_type_));
+    return nested_[i];
 }
 
 int64_t TensorInfo::n_elements() const {

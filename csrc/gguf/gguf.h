@@ -10,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -27,6 +28,41 @@ enum class ValueType : uint32_t {
 
 const char* value_type_name(ValueType t);
 
+struct Value;
+
+// The elements of an array value. Scalar and string elements stay in the mapped file (a typed
+// pointer; one offset per string), so a 262k-entry vocabulary costs one allocation instead of
+// a parsed Value per entry; only nested arrays are held as Values. Like TensorInfo::data, it
+// points into the map: valid while the File lives.
+class Array {
+public:
+    Array() = default;
+    // Built by the reader, which has validated the bytes: `count` packed scalars at `data`;
+    // strings whose length prefixes start at data + offsets[i] (offsets[count]: the end); or
+    // nested arrays.
+    Array(ValueType elem_type, size_t count, const uint8_t* data);
+    Array(const uint8_t* data, std::vector<uint64_t> offsets);
+    explicit Array(std::vector<Value> nested);
+
+    ValueType elem_type() const { return elem_type_; }
+    size_t size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+    // Element i (< size()) as a Value; a string element is copied, a nested array too. The
+    // typed accessors below read in place and check the element type like Value's accessors.
+    Value operator[](size_t i) const;
+    int64_t int_at(size_t i) const;
+    double float_at(size_t i) const;
+    std::string_view string_at(size_t i) const;
+    const Value& array_at(size_t i) const;
+
+private:
+    ValueType elem_type_ = ValueType::UINT8;
+    size_t size_ = 0;
+    const uint8_t* data_ = nullptr;
+    std::vector<uint64_t> offsets_;  // STRING elements
+    std::vector<Value> nested_;      // ARRAY elements
+};
+
 // One metadata value. Scalars keep their exact type; arrays keep their element type and
 // may nest (an array of arrays).
 struct Value {
@@ -38,8 +74,7 @@ struct Value {
         bool b;
     } num{};
     std::string str;                 // STRING
-    ValueType elem_type = ValueType::UINT8;  // ARRAY
-    std::vector<Value> arr;          // ARRAY
+    Array arr;                       // ARRAY
 
     bool is_integer() const;
     bool is_float() const { return type == ValueType::FLOAT32 || type == ValueType::FLOAT64; }
@@ -49,7 +84,7 @@ struct Value {
     double as_float() const;         // integers convert too
     bool as_bool() const;
     const std::string& as_string() const;
-    const std::vector<Value>& as_array() const;
+    const Array& as_array() const;
 };
 
 struct TensorInfo {

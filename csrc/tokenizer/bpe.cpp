@@ -14,7 +14,7 @@ namespace {
 
 // The bytes a token spelled in the byte alphabet stands for; false if some character is
 // outside the alphabet (such tokens, e.g. mislabelled control tokens, stand for their UTF-8).
-bool unspell(const std::string& tok, std::string* raw) {
+bool unspell(std::string_view tok, std::string* raw) {
     raw->clear();
     for (size_t i = 0; i < tok.size();) {
         size_t len = 0;
@@ -59,30 +59,33 @@ public:
         split_ = pre_split_for(f);
         const size_t n = tokens_.size();
         // HF's vocabulary is keyed by the byte-alphabet spelling; later duplicates win.
-        std::unordered_map<std::string, int32_t> id_of;
-        id_of.reserve(n * 2);
-        bytes_.resize(n);
+        StringTable keys;
+        keys.reserve(n, tokens_.bytes());
+        bytes_.reserve(n, tokens_.bytes());
         std::vector<bool> spelled(n);
+        std::string raw;
         for (size_t i = 0; i < n; ++i) {
-            spelled[i] = unspell(tokens_[i], &bytes_[i]);
-            if (!spelled[i]) bytes_[i] = tokens_[i];
-            id_of[spelled[i] ? tokens_[i] : spell(tokens_[i])] = static_cast<int32_t>(i);
+            const std::string_view t = tokens_[i];
+            spelled[i] = unspell(t, &raw);
+            bytes_.push_back(spelled[i] ? std::string_view(raw) : t);
+            if (spelled[i]) keys.push_back(t);
+            else keys.push_back(spell(t));
         }
-        for (int b = 0; b < 256; ++b) {
-            auto it = id_of.find(spell(std::string(1, static_cast<char>(b))));
-            byte_id_[b] = it == id_of.end() ? -1 : it->second;
-        }
+        const StringIndex id_of(std::move(keys));
+        for (int b = 0; b < 256; ++b) byte_id_[b] = id_of.find(spell(std::string(1, static_cast<char>(b))));
         const auto& merges = meta_array(f, "tokenizer.ggml.merges", 0);
         merges_.reserve(merges.size() * 2);
+        std::string joined;
         for (size_t r = 0; r < merges.size(); ++r) {
-            const std::string& m = merges[r].as_string();
+            const std::string_view m = merges.string_at(r);
             size_t sp = m.find(' ');
-            if (sp == std::string::npos) throw Error(f.path() + ": tokenizer.ggml.merges[" + std::to_string(r) + "] has no space");
-            auto a = id_of.find(m.substr(0, sp));
-            auto b = id_of.find(m.substr(sp + 1));
-            auto ab = id_of.find(m.substr(0, sp) + m.substr(sp + 1));
-            if (a == id_of.end() || b == id_of.end() || ab == id_of.end()) continue;  // cannot apply
-            merges_[key(a->second, b->second)] = {static_cast<uint32_t>(r), ab->second};
+            if (sp == std::string_view::npos)
+                throw Error(f.path() + ": tokenizer.ggml.merges[" + std::to_string(r) + "] has no space");
+            const int32_t a = id_of.find(m.substr(0, sp)), b = id_of.find(m.substr(sp + 1));
+            joined.assign(m.substr(0, sp)).append(m.substr(sp + 1));
+            const int32_t ab = id_of.find(joined);
+            if (a < 0 || b < 0 || ab < 0) continue;  // cannot apply
+            merges_[key(a, b)] = {static_cast<uint32_t>(r), ab};
         }
         // Control tokens are special; user-defined ones are matched too but are not special.
         // Tokens outside the byte alphabet are left out, as transformers does.
@@ -90,7 +93,7 @@ public:
             bool listed = static_cast<int32_t>(i) == bos_ || static_cast<int32_t>(i) == eos_ ||
                           static_cast<int32_t>(i) == unk_ || static_cast<int32_t>(i) == pad_;
             if (!spelled[i] || !(listed || types_[i] == kControl || types_[i] == kUserDefined)) continue;
-            add_added_token(tokens_[i], id_of[tokens_[i]], listed || types_[i] == kControl);
+            add_added_token(tokens_[i], id_of.find(tokens_[i]), listed || types_[i] == kControl);
         }
     }
 

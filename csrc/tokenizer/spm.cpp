@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <unordered_map>
 
 #include "tokenizer/bpe_merge.h"
 #include "tokenizer/unicode.h"
@@ -23,6 +22,8 @@ const char kSpaceMark[] = "\xE2\x96\x81";  // U+2581
 // Python's str.isspace(): White_Space plus the four information separators.
 bool py_isspace(uint32_t cp) { return uni::is_white_space(cp) || (cp >= 0x1C && cp <= 0x1F); }
 
+int hex_digit(char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; }  // c is a hex digit
+
 class SpmTokenizer final : public VocabTokenizer {
 public:
     explicit SpmTokenizer(const gguf::File& f) {
@@ -34,47 +35,53 @@ public:
 
         // Gemma files store tokens of several spaces as real spaces; HF respells every
         // all-whitespace token that has a space as that many U+2581.
-        text_.resize(n);
+        StringTable text;
+        text.reserve(n, tokens_.bytes() + 64);
+        std::string respelled;
         for (size_t i = 0; i < n; ++i) {
-            text_[i] = tokens_[i];
-            if (!gemma_ || tokens_[i].find(' ') == std::string::npos) continue;
+            const std::string_view t = tokens_[i];
+            if (!gemma_ || t.find(' ') == std::string_view::npos) {
+                text.push_back(t);
+                continue;
+            }
             bool all_space = true;
             size_t chars = 0;
-            for (size_t k = 0; k < tokens_[i].size(); ++chars) {
+            for (size_t k = 0; k < t.size(); ++chars) {
                 size_t len = 0;
-                uint32_t cp = uni::decode_utf8(tokens_[i], k, &len);
+                uint32_t cp = uni::decode_utf8(t, k, &len);
                 all_space = all_space && cp != uni::kInvalid && py_isspace(cp);
                 k += len;
             }
-            if (all_space) {
-                text_[i].clear();
-                for (size_t k = 0; k < chars; ++k) text_[i] += kSpaceMark;
-            }
+            respelled.clear();
+            for (size_t k = 0; all_space && k < chars; ++k) respelled += kSpaceMark;
+            text.push_back(all_space ? std::string_view(respelled) : t);
         }
         // Lookup by spelling; a later duplicate wins (a Python dict built in file order).
-        id_of_.reserve(n * 2);
-        std::unordered_map<std::string_view, int32_t> first;
-        first.reserve(n * 2);
+        id_of_ = StringIndex(std::move(text));
+        std::vector<int32_t> last(n), first(n, -1);  // per id: its spelling's last and first ids
         for (size_t i = 0; i < n; ++i) {
-            id_of_[text_[i]] = static_cast<int32_t>(i);
-            first.emplace(text_[i], static_cast<int32_t>(i));
+            last[i] = id_of_.find(id_of_.keys()[i]);
+            if (first[static_cast<size_t>(last[i])] < 0) first[static_cast<size_t>(last[i])] = static_cast<int32_t>(i);
         }
 
         std::vector<float> scores(n, 0.0f);
         if (!gemma_) {
             const auto& sc = meta_array(f, "tokenizer.ggml.scores", n);
-            for (size_t i = 0; i < n; ++i) scores[i] = static_cast<float>(sc[i].as_float());
+            for (size_t i = 0; i < n; ++i) scores[i] = static_cast<float>(sc.float_at(i));
         }
         order_.assign(n, 0);
         std::vector<int32_t> canon;  // ids that their spelling maps to
+        canon.reserve(n);
         for (size_t i = 0; i < n; ++i) {
-            if (id_of_[text_[i]] != static_cast<int32_t>(i)) continue;
+            if (last[i] != static_cast<int32_t>(i)) continue;
             canon.push_back(static_cast<int32_t>(i));
-            order_[i] = static_cast<uint32_t>(first[text_[i]]);
+            order_[i] = static_cast<uint32_t>(first[i]);
         }
         // Dense rank of the merged token's score, best first (ties share a rank).
         auto score = [&](int32_t t) { return gemma_ ? -static_cast<double>(t) : static_cast<double>(scores[t]); };
-        std::stable_sort(canon.begin(), canon.end(), [&](int32_t x, int32_t y) { return score(x) > score(y); });
+        auto better = [&](int32_t x, int32_t y) { return score(x) > score(y); };
+        // Gemma's order is file order, which canon already has: skip the O(n log n) sort.
+        if (!std::is_sorted(canon.begin(), canon.end(), better)) std::stable_sort(canon.begin(), canon.end(), better);
         score_rank_.assign(n, 0);
         uint32_t rank = 0;
         for (size_t k = 0; k < canon.size(); ++k) {
@@ -82,31 +89,29 @@ public:
             score_rank_[canon[k]] = rank;
         }
 
-        bytes_.resize(n);
+        bytes_.reserve(n, id_of_.keys().bytes());
+        std::string b;
         for (size_t i = 0; i < n; ++i) {
-            const std::string& t = text_[i];
-            unsigned hex = 0;
-            char tail = 0;
-            if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && std::sscanf(t.c_str() + 3, "%2x%c", &hex, &tail) == 2 &&
-                tail == '>' && std::isxdigit(static_cast<unsigned char>(t[3])) && std::isxdigit(static_cast<unsigned char>(t[4]))) {
-                bytes_[i] = std::string(1, static_cast<char>(hex));
-                continue;
-            }
-            std::string& b = bytes_[i];
-            for (size_t k = 0; k < t.size();) {
-                if (t.compare(k, 3, kSpaceMark) == 0) {
+            const std::string_view t = id_of_.keys()[i];
+            b.clear();
+            if (t.size() == 6 && t.substr(0, 3) == "<0x" && std::isxdigit(static_cast<unsigned char>(t[3])) &&
+                std::isxdigit(static_cast<unsigned char>(t[4])) && t[5] == '>') {
+                b += static_cast<char>(hex_digit(t[3]) << 4 | hex_digit(t[4]));
+            } else {
+                for (size_t k = 0; k < t.size();) {
+                    const size_t mark = std::min(t.find(kSpaceMark, k), t.size());
+                    b.append(t, k, mark - k);
+                    if (mark == t.size()) break;
                     b += ' ';
-                    k += 3;
-                } else {
-                    b += t[k++];
+                    k = mark + 3;
                 }
             }
+            bytes_.push_back(b);
         }
-        for (int b = 0; b < 256; ++b) {
+        for (int c = 0; c < 256; ++c) {
             char name[8];
-            std::snprintf(name, sizeof name, "<0x%02X>", b);
-            auto it = id_of_.find(name);
-            byte_tok_[b] = it == id_of_.end() ? -1 : it->second;
+            std::snprintf(name, sizeof name, "<0x%02X>", c);
+            byte_tok_[c] = id_of_.find(name);
         }
         // LlamaTokenizer prepends U+2581 (Metaspace, prepend_scheme "first") and its decoder
         // strips one leading space; GemmaTokenizer does neither.
@@ -118,8 +123,9 @@ public:
             bool listed = static_cast<int32_t>(i) == bos_ || static_cast<int32_t>(i) == eos_ ||
                           static_cast<int32_t>(i) == unk_ || static_cast<int32_t>(i) == pad_ ||
                           (gemma_ && tokens_[i] == "<mask>");  // GemmaTokenizer's default mask token
-            if (text_[i] != tokens_[i] || !(listed || types_[i] == kControl || types_[i] == kUserDefined)) continue;
-            add_added_token(tokens_[i], id_of_[tokens_[i]], listed || types_[i] == kControl);
+            if (id_of_.keys()[i] != tokens_[i] || !(listed || types_[i] == kControl || types_[i] == kUserDefined))
+                continue;
+            add_added_token(tokens_[i], id_of_.find(tokens_[i]), listed || types_[i] == kControl);
         }
     }
 
@@ -139,9 +145,9 @@ protected:
             uint32_t cp = uni::decode_utf8(norm, i, &len);
             const uint32_t s = static_cast<uint32_t>(i), e = static_cast<uint32_t>(i + len);
             if (cp != uni::kInvalid) {
-                auto it = id_of_.find(std::string_view(norm).substr(i, len));
-                if (it != id_of_.end()) {
-                    syms.push_back(BpeSymbol{it->second, s, e, 1, true});
+                const int32_t id = id_of_.find(std::string_view(norm).substr(i, len));
+                if (id >= 0) {
+                    syms.push_back(BpeSymbol{id, s, e, 1, true});
                     i += len;
                     continue;
                 }
@@ -163,9 +169,8 @@ protected:
         bpe_merge(
             syms,
             [this, &norm](const BpeSymbol& l, const BpeSymbol& r, PairRank* pr) {
-                auto it = id_of_.find(std::string_view(norm).substr(l.start, r.end - l.start));
-                if (it == id_of_.end()) return false;
-                const int32_t t = it->second;
+                const int32_t t = id_of_.find(std::string_view(norm).substr(l.start, r.end - l.start));
+                if (t < 0) return false;
                 const uint64_t nl = std::min<uint32_t>(l.nchars, 0xFFFF), nr = std::min<uint32_t>(r.nchars, 0xFFFF);
                 pr->a = (static_cast<uint64_t>(score_rank_[t]) << 32) | ((0xFFFF - nl) << 16) | (0xFFFF - nr);
                 pr->b = (static_cast<uint64_t>(order_[t]) << 42) | (static_cast<uint64_t>(l.id) << 21) |
@@ -178,8 +183,7 @@ protected:
 
 private:
     bool gemma_ = false;
-    std::vector<std::string> text_;  // HF's spelling of each token
-    std::unordered_map<std::string_view, int32_t> id_of_;
+    StringIndex id_of_;  // keyed by HF's spelling of each token
     std::vector<uint32_t> score_rank_, order_;
     int32_t byte_tok_[256];
 };

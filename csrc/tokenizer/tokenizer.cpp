@@ -2,6 +2,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "tokenizer/unicode.h"
 #include "tokenizer/vocab.h"
@@ -17,7 +18,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
     throw Error(file.path() + ": tokenizer.ggml.model '" + name + "' is not supported (supported: llama, gpt2)");
 }
 
-const std::vector<gguf::Value>& meta_array(const gguf::File& f, const std::string& key, size_t expect_size) {
+const gguf::Array& meta_array(const gguf::File& f, const std::string& key, size_t expect_size) {
     const gguf::Value* v = f.find(key);
     if (!v) throw Error(f.path() + ": missing " + key);
     if (v->type != gguf::ValueType::ARRAY) throw Error(f.path() + ": " + key + " is not an array");
@@ -32,12 +33,14 @@ void VocabTokenizer::load_common(const gguf::File& f, bool add_bos_default) {
     const auto& toks = meta_array(f, "tokenizer.ggml.tokens", 0);
     if (toks.empty()) throw Error(f.path() + ": tokenizer.ggml.tokens is empty");
     if (toks.size() > (1u << 21)) throw Error(f.path() + ": tokenizer.ggml.tokens has more than 2^21 entries");
-    tokens_.reserve(toks.size());
-    for (const auto& t : toks) tokens_.push_back(t.as_string());
+    size_t bytes = 0;
+    for (size_t i = 0; i < toks.size(); ++i) bytes += toks.string_at(i).size();
+    tokens_.reserve(toks.size(), bytes);
+    for (size_t i = 0; i < toks.size(); ++i) tokens_.push_back(toks.string_at(i));
     types_.assign(tokens_.size(), kNormal);
     if (f.find("tokenizer.ggml.token_type")) {
         const auto& tt = meta_array(f, "tokenizer.ggml.token_type", tokens_.size());
-        for (size_t i = 0; i < tt.size(); ++i) types_[i] = static_cast<int32_t>(tt[i].as_int());
+        for (size_t i = 0; i < tt.size(); ++i) types_[i] = static_cast<int32_t>(tt.int_at(i));
     }
     auto id_key = [&](const char* key) -> int32_t {
         const gguf::Value* v = f.find(key);
@@ -59,7 +62,31 @@ void VocabTokenizer::load_common(const gguf::File& f, bool add_bos_default) {
     add_eos_ = (ae ? ae->as_bool() : false) && eos_ >= 0;
 }
 
-void VocabTokenizer::add_added_token(const std::string& text, int32_t id, bool special) {
+StringIndex::StringIndex(StringTable keys) : keys_(std::move(keys)) {
+    size_t cap = 16;
+    while (cap < 2 * keys_.size()) cap *= 2;
+    slots_.resize(cap);
+    const size_t mask = cap - 1;
+    for (size_t i = 0; i < keys_.size(); ++i) {
+        const std::string_view k = keys_[i];
+        const auto h = static_cast<uint32_t>(std::hash<std::string_view>{}(k));
+        size_t at = h & mask;
+        while (slots_[at].id >= 0 && !(slots_[at].hash == h && keys_[static_cast<size_t>(slots_[at].id)] == k))
+            at = (at + 1) & mask;
+        slots_[at] = Slot{h, static_cast<int32_t>(i)};
+    }
+}
+
+int32_t StringIndex::find(std::string_view s) const {
+    if (slots_.empty()) return -1;
+    const auto h = static_cast<uint32_t>(std::hash<std::string_view>{}(s));
+    const size_t mask = slots_.size() - 1;
+    for (size_t at = h & mask; slots_[at].id >= 0; at = (at + 1) & mask)
+        if (slots_[at].hash == h && keys_[static_cast<size_t>(slots_[at].id)] == s) return slots_[at].id;
+    return -1;
+}
+
+void VocabTokenizer::add_added_token(std::string_view text, int32_t id, bool special) {
     if (text.empty()) return;
     uint32_t node = 0;
     for (unsigned char c : text) {
@@ -121,14 +148,14 @@ std::string VocabTokenizer::token_bytes(int32_t id) const {
     if (id < 0 || id >= vocab_size())
         throw std::out_of_range("token id " + std::to_string(id) + " is outside the vocabulary of " +
                                 std::to_string(vocab_size()));
-    return bytes_[id];
+    return std::string(bytes_[static_cast<size_t>(id)]);
 }
 
 std::string VocabTokenizer::decode(const std::vector<int32_t>& ids) const {
     std::string out;
     for (int32_t id : ids) {
         if (id < 0 || id >= vocab_size()) token_bytes(id);  // throws
-        out += bytes_[id];
+        out += bytes_[static_cast<size_t>(id)];
     }
     if (strip_leading_space_ && !out.empty() && out[0] == ' ') out.erase(0, 1);
     return out;
