@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+import ds4
 from ds4 import _core
 
-PYTHON_DIR = str(Path(__file__).resolve().parents[2] / "python")
+# The ds4 this test imported (installed, or the source tree in a dev build), for subprocesses.
+PYTHON_DIR = str(Path(ds4.__file__).resolve().parents[1])
 
 
 def run_with_env(simd: str | None, code: str) -> subprocess.CompletedProcess:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import ds4
 from ds4 import _core
 
 gq = pytest.importorskip("gguf.quants")
@@ -144,7 +145,8 @@ def test_dot_rows_match_dot(t):
 
 def _python_with_env(env_extra, code):
     env = dict(os.environ, **env_extra)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), env.get("PYTHONPATH", "")])
+    # the ds4 this test imported (installed, or the source tree in a dev build)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(ds4.__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
 
 
