@@ -28,9 +28,9 @@ namespace {
 // Output rows of a matmul dequantised per tile (reference-dot formats): the float tile stays in
 // cache while every activation row streams past it.
 constexpr int64_t kMatmulTile = 16;
-// Weight bytes per block of the SIMD-dot path: small enough to stay in L1/L2 while the
+// Weight bytes per block of the SIMD-dot path: small enough to stay in L2 while the
 // activation rows stream past (each activation row is then reused from L1 across the block).
-constexpr size_t kDotBlockBytes = 16 * 1024;
+constexpr size_t kDotBlockBytes = 128 * 1024;
 // Elementwise ops below this many elements run on the calling thread only.
 constexpr int64_t kParallelMin = 1 << 14;
 
