@@ -92,3 +92,23 @@ def test_kv_f16(family: dict[str, Any]) -> None:
     print(f"{family['name']}: kv f16 vs f32 max|diff|/max|logit| = {ratio:.2e}")
     assert not np.array_equal(out16, out32)  # the f16 path really ran
     assert ratio < 1e-2
+
+
+def test_batch_invariance_scalar_isa(family: dict[str, Any]) -> None:
+    """With only the reference dots (scalar ISA) matmul takes its dequantise-a-tile path; that
+    path must be batch-invariant too, and close to the SIMD-dot path."""
+    from ds4 import _core
+
+    m = family["model"]
+    ids = sequences(m.n_vocab)[0]
+    simd = m.session().eval(ids)
+    prev = _core.simd_active()
+    _core.set_simd("scalar")
+    try:
+        whole = m.session().eval(ids)
+        s = m.session()
+        parts = np.concatenate([s.eval(ids[i : i + 3]) for i in range(0, len(ids), 3)])
+    finally:
+        _core.set_simd(prev)
+    assert np.array_equal(parts, whole)
+    assert float(np.abs(whole - simd).max() / np.abs(simd).max()) <= REL_TOL

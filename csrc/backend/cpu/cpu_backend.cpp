@@ -1,12 +1,17 @@
 // The CPU backend: every op of backend.h on the host, threaded with ThreadPool.
 //
-// A matmul dequantises a tile of weight rows (exactly, with the quant kernels' dequant) and
-// takes one float dot per output element, so the dequantisation is shared by every activation
-// row of a prefill and a row's result never depends on how many rows share the call (batch
-// invariance). The quant kernels' SIMD dots are not used here yet: their summation order
-// differs from dot_f32's, and switching a format to them (for decode speed) must keep every
-// row count on the same kernel. Threads split output rows of a matmul, rows of elementwise
-// ops and (query row, head) pairs of attention; no reduction is ever split.
+// Matmul: every output element y[r][o] is one call of the quant module's dispatched dot kernel
+// on (weight row o, activation row r), whatever the number of rows n, so a row's result never
+// depends on how many rows share the call (batch invariance: decode, verify blocks and prefill
+// agree bit for bit). The SIMD dots read the block format directly (no dequantised copy) and
+// stream the weights at memory speed, which is what decode needs. Threads split the output rows
+// (weight rows) into contiguous ranges, never the reduction; within a range, weight rows are
+// taken in blocks that stay in L1/L2 while every activation row streams past them, so a prefill
+// reads each weight byte from memory once. A format (under the active ISA) that has only the
+// scalar reference dot, which accumulates in double and is slow, instead dequantises a tile of
+// weight rows and takes dot_f32 per element; that choice depends only on the format and ISA,
+// never on n. Threads also split rows of elementwise ops and (query row, head) pairs of
+// attention; no reduction is ever split.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -20,9 +25,12 @@ namespace ds4::backend {
 
 namespace {
 
-// Output rows of a matmul handled per tile: their weight rows stay in cache while every
-// activation row streams past them.
+// Output rows of a matmul dequantised per tile (reference-dot formats): the float tile stays in
+// cache while every activation row streams past it.
 constexpr int64_t kMatmulTile = 16;
+// Weight bytes per block of the SIMD-dot path: small enough to stay in L2 while the
+// activation rows stream past (each activation row is then reused from L1 across the block).
+constexpr size_t kDotBlockBytes = 128 * 1024;
 // Elementwise ops below this many elements run on the calling thread only.
 constexpr int64_t kParallelMin = 1 << 14;
 
@@ -55,36 +63,23 @@ public:
 
     bool supports_op(Op op, quant::Type type) const override {
         switch (op) {
-            case Op::matmul:
+            // Either matmul path may run (the ISA can change after load with set_isa), so
+            // require what both need: the reference dequant and dot, which every supported
+            // format has.
+            case Op::matmul: return quant::is_supported(type);
             case Op::get_rows: return quant::kernels(type).dequant != nullptr;
             default: return true;
         }
     }
 
     void matmul(const Weight& w, const float* x, int64_t n, float* y) override {
-        const quant::DequantFn dequant = quant::kernels(w.type).dequant;
-        const bool is_f32 = w.type == quant::Type::F32;
-        const auto* base = static_cast<const uint8_t*>(w.data);
-        const int64_t n_tiles = (w.n_out + kMatmulTile - 1) / kMatmulTile;
-        pool_.parallel_for(n_tiles, [&](int64_t t0, int64_t t1) {
-            std::vector<float> tile(is_f32 ? 0 : static_cast<size_t>(kMatmulTile * w.n_in));  // [tile, n_in]
-            const int64_t o_end = std::min(w.n_out, t1 * kMatmulTile);
-            for (int64_t o0 = t0 * kMatmulTile; o0 < o_end; o0 += kMatmulTile) {
-                const int64_t o1 = std::min(o_end, o0 + kMatmulTile);
-                const float* wt = reinterpret_cast<const float*>(base + static_cast<size_t>(o0) * w.row_bytes);
-                if (!is_f32) {
-                    for (int64_t o = o0; o < o1; ++o) {
-                        dequant(base + static_cast<size_t>(o) * w.row_bytes, tile.data() + (o - o0) * w.n_in, w.n_in);
-                    }
-                    wt = tile.data();
-                }
-                for (int64_t r = 0; r < n; ++r) {
-                    const float* xr = x + r * w.n_in;
-                    float* yr = y + r * w.n_out;
-                    for (int64_t o = o0; o < o1; ++o) yr[o] = dot_f32(wt + (o - o0) * w.n_in, xr, w.n_in);
-                }
-            }
-        });
+        const quant::Kernels& k = quant::kernels(w.type);
+        // A SIMD dot exists iff the active ISA's dot is not the scalar reference's.
+        if (k.dot != quant::kernels_for(w.type, quant::Isa::scalar).dot) {
+            matmul_dot(w, k.dot, x, n, y);
+        } else {
+            matmul_tile(w, k.dequant, x, n, y);
+        }
     }
 
     void get_rows(const Weight& w, const int32_t* ids, int64_t n, float* y) override {
@@ -234,6 +229,53 @@ public:
     }
 
 private:
+    // y[r][o] = dot(weight row o, x row r) for every (r, o). Each thread takes a contiguous range
+    // of weight rows; within it, blocks of kDotBlockBytes of weights are reused by all n rows
+    // from cache. The blocking changes only the order of independent dot calls, not any result.
+    void matmul_dot(const Weight& w, quant::DotFn dot, const float* x, int64_t n, float* y) {
+        const auto* base = static_cast<const uint8_t*>(w.data);
+        const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kDotBlockBytes / w.row_bytes));
+        pool_.parallel_for(w.n_out, [&](int64_t o_begin, int64_t o_end) {
+            for (int64_t o0 = o_begin; o0 < o_end; o0 += block) {
+                const int64_t o1 = std::min(o_end, o0 + block);
+                for (int64_t r = 0; r < n; ++r) {
+                    const float* xr = x + r * w.n_in;
+                    float* yr = y + r * w.n_out;
+                    for (int64_t o = o0; o < o1; ++o) {
+                        yr[o] = dot(base + static_cast<size_t>(o) * w.row_bytes, xr, w.n_in);
+                    }
+                }
+            }
+        });
+    }
+
+    // Formats with only the reference dot: dequantise a tile of weight rows (exactly) once and
+    // take dot_f32 per element, shared by every activation row.
+    void matmul_tile(const Weight& w, quant::DequantFn dequant, const float* x, int64_t n, float* y) {
+        const bool is_f32 = w.type == quant::Type::F32;
+        const auto* base = static_cast<const uint8_t*>(w.data);
+        const int64_t n_tiles = (w.n_out + kMatmulTile - 1) / kMatmulTile;
+        pool_.parallel_for(n_tiles, [&](int64_t t0, int64_t t1) {
+            std::vector<float> tile(is_f32 ? 0 : static_cast<size_t>(kMatmulTile * w.n_in));  // [tile, n_in]
+            const int64_t o_end = std::min(w.n_out, t1 * kMatmulTile);
+            for (int64_t o0 = t0 * kMatmulTile; o0 < o_end; o0 += kMatmulTile) {
+                const int64_t o1 = std::min(o_end, o0 + kMatmulTile);
+                const float* wt = reinterpret_cast<const float*>(base + static_cast<size_t>(o0) * w.row_bytes);
+                if (!is_f32) {
+                    for (int64_t o = o0; o < o1; ++o) {
+                        dequant(base + static_cast<size_t>(o) * w.row_bytes, tile.data() + (o - o0) * w.n_in, w.n_in);
+                    }
+                    wt = tile.data();
+                }
+                for (int64_t r = 0; r < n; ++r) {
+                    const float* xr = x + r * w.n_in;
+                    float* yr = y + r * w.n_out;
+                    for (int64_t o = o0; o < o1; ++o) yr[o] = dot_f32(wt + (o - o0) * w.n_in, xr, w.n_in);
+                }
+            }
+        });
+    }
+
     // fn(r) for each of n rows of dim elements, threaded when the block is large.
     template <class F>
     void rows(int64_t n, int64_t dim, F&& fn) {
