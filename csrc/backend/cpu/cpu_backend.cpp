@@ -10,14 +10,16 @@
 // reads each weight byte from memory once. A format (under the active ISA) that has only the
 // scalar reference dot, which accumulates in double and is slow, instead dequantises a tile of
 // weight rows and takes dot_f32 per element; that choice depends only on the format and ISA,
-// never on n. Threads also split rows of elementwise ops and (query row, head) pairs of
-// attention; no reduction is ever split.
+// never on n. Threads also split rows of elementwise ops and (query row, head group) units of
+// attention, whose SIMD inner kernels (attn.h) keep one order per (row, head); no reduction is
+// ever split.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/attn.h"
 #include "backend/cpu/thread_pool.h"
 #include "quant/kernels.h"
 
@@ -48,11 +50,6 @@ float dot_f32(const float* a, const float* b, int64_t n) {
         for (int j = 0; j < width; ++j) acc[j] += acc[j + width];
     }
     return acc[0];
-}
-
-float kv_at(const void* base, KvType type, int64_t i) {
-    if (type == KvType::f32) return static_cast<const float*>(base)[i];
-    return quant::f16_to_f32(static_cast<const uint16_t*>(base)[i]);
 }
 
 class CpuBackend final : public Backend {
@@ -136,42 +133,50 @@ public:
 
     void attention(const float* q, int64_t n, const int32_t* pos, const KvView& kv,
                    const AttnParams& p, float* out) override {
+        const cpu::AttnKernels& kern = cpu::attn_kernels();
         const int64_t hd = p.head_dim;
         const int64_t kv_stride = static_cast<int64_t>(p.n_head_kv) * hd;
         const int group = p.n_head / p.n_head_kv;
-        pool_.parallel_for(n * p.n_head, [&](int64_t t0, int64_t t1) {
+        const size_t kv_elem = kv.type == KvType::f32 ? sizeof(float) : sizeof(uint16_t);
+        // A unit of work is one query row and `heads` query heads of one KV group: taking the
+        // whole group loads each K/V row once for all its heads. When that leaves fewer units
+        // than threads (decode), heads go one per unit instead. The kernels compute every
+        // (row, head) the same way in both cases, so results never depend on n or threads.
+        const int heads = n * p.n_head_kv >= pool_.size() ? group : 1;
+        const int64_t units_per_row = p.n_head / heads;
+        pool_.parallel_for(n * units_per_row, [&](int64_t t0, int64_t t1) {
             std::vector<float> score;
             for (int64_t t = t0; t < t1; ++t) {
-                const int64_t r = t / p.n_head;
-                const int h = static_cast<int>(t % p.n_head);
-                const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
-                const float* qh = q + (r * p.n_head + h) * hd;
-                float* oh = out + (r * p.n_head + h) * hd;
+                const int64_t r = t / units_per_row;
+                const int h0 = static_cast<int>(t % units_per_row) * heads;
+                const size_t kv_off = static_cast<size_t>(h0 / group) * static_cast<size_t>(hd) * kv_elem;
+                const float* qh = q + (r * p.n_head + h0) * hd;
+                float* oh = out + (r * p.n_head + h0) * hd;
                 const int64_t last = pos[r];
                 const int64_t first = p.window > 0 ? std::max<int64_t>(0, last - p.window + 1) : 0;
-                score.resize(static_cast<size_t>(last - first + 1));
-                // Scores in ascending key order: the same order for every block size.
-                float mx = -INFINITY;
-                for (int64_t j = first; j <= last; ++j) {
-                    const int64_t kb = j * kv_stride + kv_off;
-                    float s = 0.0f;
-                    for (int64_t d = 0; d < hd; ++d) s += qh[d] * kv_at(kv.k, kv.type, kb + d);
-                    s *= p.scale;
-                    if (p.softcap > 0.0f) s = std::tanh(s / p.softcap) * p.softcap;
-                    score[static_cast<size_t>(j - first)] = s;
-                    mx = std::max(mx, s);
+                const int64_t len = last - first + 1;
+                score.resize(static_cast<size_t>(heads * len));
+                // Raw q·k in ascending key order, then softmax per head, then the weighted V sum.
+                kern.scores(qh, heads, static_cast<const uint8_t*>(kv.k) + kv_off, kv.type, kv_stride,
+                            first, last, hd, score.data(), len);
+                for (int h = 0; h < heads; ++h) {
+                    float* sh = score.data() + h * len;
+                    float mx = -INFINITY;
+                    for (int64_t j = 0; j < len; ++j) {
+                        float s = sh[j] * p.scale;
+                        if (p.softcap > 0.0f) s = std::tanh(s / p.softcap) * p.softcap;
+                        sh[j] = s;
+                        mx = std::max(mx, s);
+                    }
+                    float sum = 0.0f;
+                    for (int64_t j = 0; j < len; ++j) {
+                        sh[j] = std::exp(sh[j] - mx);
+                        sum += sh[j];
+                    }
+                    for (int64_t j = 0; j < len; ++j) sh[j] /= sum;
                 }
-                float sum = 0.0f;
-                for (float& s : score) {
-                    s = std::exp(s - mx);
-                    sum += s;
-                }
-                std::fill(oh, oh + hd, 0.0f);
-                for (int64_t j = first; j <= last; ++j) {
-                    const float pj = score[static_cast<size_t>(j - first)] / sum;
-                    const int64_t vb = j * kv_stride + kv_off;
-                    for (int64_t d = 0; d < hd; ++d) oh[d] += pj * kv_at(kv.v, kv.type, vb + d);
-                }
+                kern.mix(score.data(), heads, static_cast<const uint8_t*>(kv.v) + kv_off, kv.type,
+                         kv_stride, first, last, hd, oh, len);
             }
         });
     }
