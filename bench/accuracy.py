@@ -15,13 +15,12 @@ test does), and the first index where 64 greedy tokens after the prompt leave tr
 """
 
 import importlib.util
-import os
 from pathlib import Path
 
 import numpy as np
 
 import ds4
-from ds4.default_model import cache_dir, default_model_path
+from ds4.default_model import default_model_path
 
 N_GEN = 64
 MARGIN = 1e-3
@@ -36,18 +35,8 @@ def load_oracle():
 
 
 def reference(oracle, path, model):
-    """The test suite's cached transformers summary, built and cached the same way if missing."""
-    target = cache_dir() / "oracle" / f"gemma3-270m-{oracle._key(path)}.npz"
-    if not target.exists():
-        print(f"building the transformers reference at {target} (minutes)...", flush=True)
-        fixed = np.random.default_rng(0).choice(model.n_vocab, size=oracle.N_FIXED, replace=False)
-        ref = oracle._build_reference(path, model, fixed)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp.npz")
-        np.savez_compressed(tmp, fixed=fixed, **ref)
-        os.replace(tmp, target)
-    with np.load(target) as z:
-        return {k: z[k] for k in z.files}
+    """The test suite's cached transformers summary (built the same way if missing: minutes)."""
+    return oracle.load_reference(path, model)
 
 
 class Ds4:

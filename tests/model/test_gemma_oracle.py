@@ -90,9 +90,14 @@ def gemma(gemma_path: Path) -> ds4.Model:
 
 @pytest.fixture(scope="module")
 def reference(gemma_path: Path, gemma: ds4.Model) -> dict[str, Any]:
-    fixed = np.random.default_rng(0).choice(gemma.n_vocab, size=N_FIXED, replace=False)
+    return load_reference(gemma_path, gemma)
+
+
+def load_reference(gemma_path: Path, gemma: ds4.Model) -> dict[str, Any]:
+    """The cached transformers summary (built and cached on first use); bench/accuracy.py shares it."""
     target = cache_dir() / "oracle" / f"gemma3-270m-{_key(gemma_path)}.npz"
     if not target.exists():
+        fixed = np.random.default_rng(0).choice(gemma.n_vocab, size=N_FIXED, replace=False)
         ref = _build_reference(gemma_path, gemma, fixed)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp.npz")
