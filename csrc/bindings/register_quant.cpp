@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -202,6 +203,51 @@ py::array_t<float> dot_rows(const std::string& type_name, const py::buffer& data
     return out;
 }
 
+// X (nx, n) against n_rows weight rows through one of the kernel paths a matmul can take:
+// "dot" (one call per pair), "rows" (dot_rows in chunks of up to kDotRowsMax activation rows,
+// the last chunk shorter) or "gemm" (decode_groups of every weight row, then one gemm_groups).
+// All three must agree bit for bit; tests compare them. Returns Y (nx, n_rows).
+py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& data, int64_t n_rows,
+                               const py::array& x_obj, const std::string& path, const std::optional<std::string>& isa) {
+    const TypeRef t = supported_type(type_name);
+    if (!py::isinstance<py::array_t<float>>(x_obj) || x_obj.itemsize() != 4 || x_obj.dtype().kind() != 'f' ||
+        x_obj.ndim() != 2 || !(x_obj.flags() & py::array::c_style)) {
+        throw py::type_error("x must be a C-contiguous 2-D float32 array");
+    }
+    const auto nx = static_cast<int64_t>(x_obj.shape(0));
+    const Bytes b = bytes_of(data);
+    const int64_t n = check_rows(t, b, n_rows, static_cast<int64_t>(x_obj.shape(1)));
+    const Kernels& k = kernels_of(t.type, isa);
+    if (path != "dot" && path != "rows" && path != "gemm") {
+        throw py::value_error("path must be 'dot', 'rows' or 'gemm', got '" + path + "'");
+    }
+    if (path == "rows" && !k.dot_rows) throw py::value_error(type_name + " has no dot_rows kernel on this ISA");
+    if (path == "gemm" && !k.decode_groups) throw py::value_error(type_name + " has no gemm_groups kernel on this ISA");
+    const size_t row = quant::row_bytes(*t.info, n);
+    py::array_t<float> out({nx, n_rows});
+    float* y = out.mutable_data();
+    const auto* xp = static_cast<const float*>(x_obj.data());
+    {
+        py::gil_scoped_release release;
+        if (path == "dot") {
+            for (int64_t r = 0; r < nx; ++r)
+                for (int64_t o = 0; o < n_rows; ++o) y[r * n_rows + o] = k.dot(b.ptr + static_cast<size_t>(o) * row, xp + r * n, n);
+        } else if (path == "rows") {
+            for (int64_t o = 0; o < n_rows; ++o)
+                for (int64_t r = 0; r < nx; r += quant::kDotRowsMax) {
+                    const int m = static_cast<int>(std::min<int64_t>(quant::kDotRowsMax, nx - r));
+                    k.dot_rows(b.ptr + static_cast<size_t>(o) * row, xp + r * n, n, m, n, y + r * n_rows + o, n_rows);
+                }
+        } else if (n_rows > 0) {
+            std::vector<float> u(static_cast<size_t>(n_rows * n)), sc(static_cast<size_t>(n_rows * (n / k.group_len)));
+            for (int64_t o = 0; o < n_rows; ++o)
+                k.decode_groups(b.ptr + static_cast<size_t>(o) * row, n, u.data() + o * n, sc.data() + o * (n / k.group_len));
+            k.gemm_groups(u.data(), sc.data(), static_cast<int>(n_rows), xp, n, static_cast<int>(nx), n, k.group_len, y, n_rows);
+        }
+    }
+    return out;
+}
+
 py::bytes quantize_q8_0(const py::array& x_obj) {
     if (!py::isinstance<py::array_t<float>>(x_obj) || x_obj.itemsize() != 4 || x_obj.dtype().kind() != 'f') {
         throw py::type_error("x must be a float32 numpy array, got dtype " + py::str(x_obj.dtype()).cast<std::string>());
@@ -231,6 +277,9 @@ void register_quant(py::module_& m) {
           "sum_i w[i] * x[i] for one row of weights in block format and a float32 row x.");
     m.def("dot_rows", &dot_rows, py::arg("type_name"), py::arg("data"), py::arg("n_rows"), py::arg("x"),
           py::arg("isa") = py::none(), "Dot of x with each of n_rows consecutive weight rows.");
+    m.def("matmul_path", &matmul_path, py::arg("type_name"), py::arg("data"), py::arg("n_rows"), py::arg("x"),
+          py::arg("path"), py::arg("isa") = py::none(),
+          "Y (nx, n_rows) = X (nx, n) against n_rows weight rows via one kernel path: dot, rows or gemm.");
     m.def("quantize_q8_0", &quantize_q8_0, py::arg("x"),
           "Q8_0 blocks of x (float32, size a multiple of 32), byte-identical to ggml's reference.");
     m.def("simd_available", [] {

@@ -125,7 +125,15 @@ Dispatch* make_dispatch() {
             for (Isa c : chain) {
                 const Kernels& e = d->exact[static_cast<size_t>(c)][t];
                 if (!k.dequant) k.dequant = e.dequant;
-                if (!k.dot) k.dot = e.dot;
+                if (!k.dot && e.dot) {  // the accelerations come with the dot they must match
+                    k.dot = e.dot;
+                    k.dot_rows = e.dot_rows;
+                    if (e.decode_groups && e.gemm_groups && e.group_len > 0) {
+                        k.decode_groups = e.decode_groups;
+                        k.gemm_groups = e.gemm_groups;
+                        k.group_len = e.group_len;
+                    }
+                }
             }
             d->resolved[static_cast<size_t>(isa)][t] = k;
         }

@@ -20,9 +20,35 @@ using DequantFn = void (*)(const void* src, float* dst, int64_t n);
 // sum_i w[i] * x[i] over one row of n weights in the block format against float activations.
 using DotFn = float (*)(const void* w, const float* x, int64_t n);
 
+// Several activation rows against one weight row: for r < nx, y[r * ldy] = dot(w, x + r * ldx, n),
+// bit for bit what the dot kernel of the same table returns (one order of operations per (weight
+// row, activation row), so a row's result never depends on how many rows share the call).
+// 1 <= nx <= kDotRowsMax. The weight row is decoded once for all nx rows.
+constexpr int kDotRowsMax = 4;
+using DotRowsFn = void (*)(const void* w, const float* x, int64_t ldx, int nx, int64_t n, float* y,
+                           int64_t ldy);
+
+// One weight row as its table's dot kernel sees it: n floats u[] and one scale per group of
+// group_len elements, such that the dot kernel's result equals the grouped sum described in
+// simd_x86.h computed from (u, scales). Lets a prefill decode a tile of weight rows once and
+// reuse it for every activation row (GemmGroupsFn) with results bit-identical to dot.
+using DecodeGroupsFn = void (*)(const void* w, int64_t n, float* u, float* scales);
+// For o < nw, r < nx: y[r * ldy + o] = the grouped dot of decoded weight row o (u + o * n,
+// scales + o * (n / group_len)) with x + r * ldx; bit-identical to the dot kernel of the table
+// whose decode_groups produced the rows.
+using GemmGroupsFn = void (*)(const float* u, const float* scales, int nw, const float* x, int64_t ldx,
+                              int nx, int64_t n, int group_len, float* y, int64_t ldy);
+
+// The members after `dot` are optional accelerations, and they always come from the same ISA's
+// table as `dot` (dispatch never mixes them across ISAs, which would break bit-identity):
+// without dot_rows a caller loops over dot; without decode_groups it uses dot_rows.
 struct Kernels {
     DequantFn dequant = nullptr;
     DotFn dot = nullptr;
+    DotRowsFn dot_rows = nullptr;
+    DecodeGroupsFn decode_groups = nullptr;
+    GemmGroupsFn gemm_groups = nullptr;
+    int group_len = 0;
 };
 
 enum class Isa { scalar = 0, avx2 = 1, avx512 = 2, neon = 3 };

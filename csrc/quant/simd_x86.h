@@ -13,20 +13,26 @@
 // factorisation into d_s Σ q x - m_s Σ x, whose cancellation would loosen the bound below from
 // Σ|w x| to Σ(|d_s q x| + |m_s x|).  That costs one fma per weight; it is the price of exactness.
 //
-// Summation order.  A row is processed front to back.  Each of L lanes (8 for AVX2, 16 for
-// AVX-512) of A vector accumulators holds a fixed subset of the positions; per scale group a lane
-// forms at most G sequential roundings (the partial sum Σ q x, then one fma by d_s into the
-// accumulator), accumulators advance once per group, and at the end the A accumulators are added
-// pairwise and the L lanes reduced as a tree (log2 A + log2 L additions).  So every product w_i x_i
-// passes through at most h roundings on its way to the result, with
-//     h <= n / L + 16          (G <= 4 group-internal steps, log2 A <= 3, log2 L <= 4, +1 spare),
+// Summation order (one canonical order per ISA, shared by dot, dot_rows and gemm_groups, so that
+// decode, verify blocks and prefill agree bit for bit).  With L lanes (8 for AVX2, 16 for
+// AVX-512), a row of a quantised format is cut into groups of g elements (g = the format's
+// group_len: 32, or 16 for Q2_K / Q3_K / Q6_K); group k is G = g / L vectors u_0..u_{G-1} of
+// exactly representable floats and one scale s_k (u = q 2^24 with s = d_s 2^-24, or u = q - c with
+// s = d_s, or for the formats with a minimum u = w itself and s = 1).  For one activation row x:
+//     t   = u_0 * x_0;   t = fma(u_j, x_j, t) for j = 1..G-1      (lane-wise, in order)
+//     acc = fma(t, s_k, acc)                                     (one accumulator, from zero)
+// and the result is the lanes of acc reduced by hsum (x86_avx2_util.h / x86_avx512_util.h).
+// The float formats use the same form with g = 4 L, u = w, s = 1, and a zero-padded last group.
+// Per group a lane forms at most G + 1 <= 5 roundings and the accumulator advances once, so every
+// product w_i x_i passes through at most h roundings on its way to the result, with
+//     h <= n / L + 16          (G + 1 <= 5 group steps, log2 L <= 4 lane-tree steps, + spare),
 // and by the standard bound for any summation tree of depth h (Higham, Accuracy and Stability of
 // Numerical Algorithms, 2nd ed., §4.2 and Lemma 3.1):
 //     |dot_simd - Σ_i w_i x_i| <= γ_h Σ_i |w_i x_i|,   γ_h = h u / (1 - h u),   u = 2^-24.
 // The reference is the exact sum rounded once (kernels_ref.h), so against it
 //     |dot_simd - dot_ref| <= γ_h Σ_i |w_i x_i| + u |dot_ref| (+ γ64(n) Σ|w_i x_i|, negligible).
-// tests/quant/test_simd_kernels.py and simd_check.cpp check exactly this bound per case; the largest
-// error seen there is ~6% of it (random rows, n up to 16384, cancellation cases included).
+// tests/quant/test_simd_kernels.py and simd_check.cpp check exactly this bound per case, and that
+// dot_rows and gemm_groups reproduce dot bit for bit.
 //
 // No kernel here reads past its row, and all loads are unaligned-safe (loadu / memcpy): GGUF gives
 // no alignment beyond the block's own size.  (The AVX2 K-quant and legacy kernels issue prefetch
@@ -36,6 +42,10 @@
 #include <cstdint>
 
 namespace ds4::quant {
+
+#define DS4_X86_DECLARE_ROWS(fmt) \
+    void dot_rows_##fmt(const void* w, const float* x, int64_t ldx, int nx, int64_t n, float* y, int64_t ldy);
+#define DS4_X86_DECLARE_GROUPS(fmt) void groups_##fmt(const void* w, int64_t n, float* u, float* scales);
 
 #define DS4_X86_DECLARE_KERNELS                                              \
     float dot_f32(const void* w, const float* x, int64_t n);                 \
@@ -54,7 +64,18 @@ namespace ds4::quant {
     void dequant_q5_0(const void* src, float* dst, int64_t n);               \
     void dequant_q8_0(const void* src, float* dst, int64_t n);               \
     void dequant_q4_K(const void* src, float* dst, int64_t n);               \
-    void dequant_q6_K(const void* src, float* dst, int64_t n);
+    void dequant_q6_K(const void* src, float* dst, int64_t n); \
+    DS4_X86_DECLARE_ROWS(f32) DS4_X86_DECLARE_ROWS(f16) DS4_X86_DECLARE_ROWS(bf16)     \
+    DS4_X86_DECLARE_ROWS(q4_0) DS4_X86_DECLARE_ROWS(q4_1) DS4_X86_DECLARE_ROWS(q5_0)   \
+    DS4_X86_DECLARE_ROWS(q5_1) DS4_X86_DECLARE_ROWS(q8_0) DS4_X86_DECLARE_ROWS(q2_K)   \
+    DS4_X86_DECLARE_ROWS(q3_K) DS4_X86_DECLARE_ROWS(q4_K) DS4_X86_DECLARE_ROWS(q5_K)   \
+    DS4_X86_DECLARE_ROWS(q6_K)                                                         \
+    DS4_X86_DECLARE_GROUPS(q4_0) DS4_X86_DECLARE_GROUPS(q4_1) DS4_X86_DECLARE_GROUPS(q5_0) \
+    DS4_X86_DECLARE_GROUPS(q5_1) DS4_X86_DECLARE_GROUPS(q8_0) DS4_X86_DECLARE_GROUPS(q2_K) \
+    DS4_X86_DECLARE_GROUPS(q3_K) DS4_X86_DECLARE_GROUPS(q4_K) DS4_X86_DECLARE_GROUPS(q5_K) \
+    DS4_X86_DECLARE_GROUPS(q6_K)                                                       \
+    void gemm_groups(const float* u, const float* scales, int nw, const float* x, int64_t ldx, int nx, \
+                     int64_t n, int group_len, float* y, int64_t ldy);
 
 namespace avx2 { DS4_X86_DECLARE_KERNELS }
 namespace avx512 { DS4_X86_DECLARE_KERNELS }
