@@ -1,18 +1,21 @@
 // The CPU backend: every op of backend.h on the host, threaded with ThreadPool.
 //
-// Matmul: every output element y[r][o] is one call of the quant module's dispatched dot kernel
-// on (weight row o, activation row r), whatever the number of rows n, so a row's result never
-// depends on how many rows share the call (batch invariance: decode, verify blocks and prefill
-// agree bit for bit). The SIMD dots read the block format directly (no dequantised copy) and
-// stream the weights at memory speed, which is what decode needs. Threads split the output rows
-// (weight rows) into contiguous ranges, never the reduction; within a range, weight rows are
-// taken in blocks that stay in L1/L2 while every activation row streams past them, so a prefill
-// reads each weight byte from memory once. A format (under the active ISA) that has only the
-// scalar reference dot, which accumulates in double and is slow, instead dequantises a tile of
-// weight rows and takes dot_f32 per element; that choice depends only on the format and ISA,
-// never on n. Threads also split rows of elementwise ops and (query row, head group) units of
-// attention, whose SIMD inner kernels (attn.h) keep one order per (row, head); no reduction is
-// ever split.
+// Matmul: every output element y[r][o] is the dot of weight row o and activation row r in the
+// one order of operations the active ISA defines for that format (quant/simd_x86.h), whichever of
+// three kernel paths computes it, so a row's result never depends on how many rows share the
+// call (batch invariance: decode, verify blocks and prefill agree bit for bit):
+//   - a few rows (decode, verify): dot_rows streams each weight row once per chunk of up to
+//     kDotRowsMax activation rows, decoding it once for the chunk, straight from the mmap;
+//   - many rows (prefill): a tile of weight rows is decoded once into floats (decode_groups) and
+//     a register-tiled GEMM (gemm_groups) runs every activation row against it;
+//   - a format with only the scalar reference dot (slow, accumulates in double) dequantises a
+//     tile of weight rows and takes dot_f32 per element; that choice depends only on the format
+//     and ISA, never on n.
+// Threads split the output rows (weight rows) into contiguous ranges, never the reduction; within
+// a range, weight rows are taken in blocks that stay in L2 while the activation rows stream past
+// them, so a prefill reads each weight byte from memory once. Threads also split rows of
+// elementwise ops and (query row, head group) units of attention, whose SIMD inner kernels
+// (attn.h) keep one order per (row, head); no reduction is ever split.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -21,6 +24,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/attn.h"
 #include "backend/cpu/thread_pool.h"
+#include "backend/cpu/vmath.h"
 #include "quant/kernels.h"
 
 namespace ds4::backend {
@@ -30,9 +34,15 @@ namespace {
 // Output rows of a matmul dequantised per tile (reference-dot formats): the float tile stays in
 // cache while every activation row streams past it.
 constexpr int64_t kMatmulTile = 16;
-// Weight bytes per block of the SIMD-dot path: small enough to stay in L2 while the
+// Weight bytes per block of the dot_rows path: small enough to stay in L2 while the
 // activation rows stream past (each activation row is then reused from L1 across the block).
 constexpr size_t kDotBlockBytes = 128 * 1024;
+// From this many activation rows on, decoding weight tiles for the GEMM beats dot_rows.
+constexpr int64_t kGemmMinRows = 8;
+// GEMM blocking: weight rows decoded per tile (a multiple of the 3-row register tile) and
+// activation rows per pass over a tile (their floats stay in L2 next to the decoded tile).
+constexpr int64_t kGemmTileRows = 24;
+constexpr int64_t kGemmRowBlock = 32;
 // Elementwise ops below this many elements run on the calling thread only.
 constexpr int64_t kParallelMin = 1 << 14;
 
@@ -72,10 +82,12 @@ public:
     void matmul(const Weight& w, const float* x, int64_t n, float* y) override {
         const quant::Kernels& k = quant::kernels(w.type);
         // A SIMD dot exists iff the active ISA's dot is not the scalar reference's.
-        if (k.dot != quant::kernels_for(w.type, quant::Isa::scalar).dot) {
-            matmul_dot(w, k.dot, x, n, y);
-        } else {
+        if (k.dot == quant::kernels_for(w.type, quant::Isa::scalar).dot) {
             matmul_tile(w, k.dequant, x, n, y);
+        } else if (n >= kGemmMinRows && k.decode_groups) {
+            matmul_gemm(w, k, x, n, y);
+        } else {
+            matmul_rows(w, k, x, n, y);
         }
     }
 
@@ -134,6 +146,7 @@ public:
     void attention(const float* q, int64_t n, const int32_t* pos, const KvView& kv,
                    const AttnParams& p, float* out) override {
         const cpu::AttnKernels& kern = cpu::attn_kernels();
+        const cpu::VecMath& vm = cpu::vec_math();
         const int64_t hd = p.head_dim;
         const int64_t kv_stride = static_cast<int64_t>(p.n_head_kv) * hd;
         const int group = p.n_head / p.n_head_kv;
@@ -144,9 +157,20 @@ public:
         // (row, head) the same way in both cases, so results never depend on n or threads.
         const int heads = n * p.n_head_kv >= pool_.size() ? group : 1;
         const int64_t units_per_row = p.n_head / heads;
-        pool_.parallel_for(n * units_per_row, [&](int64_t t0, int64_t t1) {
-            std::vector<float> score;
-            for (int64_t t = t0; t < t1; ++t) {
+        // Score rows per thread, sized here so that no worker allocates.
+        int64_t max_len = 0;
+        for (int64_t r = 0; r < n; ++r) {
+            const int64_t first = p.window > 0 ? std::max<int64_t>(0, pos[r] - p.window + 1) : 0;
+            max_len = std::max(max_len, pos[r] - first + 1);
+        }
+        const size_t per_thread = static_cast<size_t>(heads * max_len);
+        if (scratch_.size() < per_thread * static_cast<size_t>(pool_.size())) {
+            scratch_.resize(per_thread * static_cast<size_t>(pool_.size()));
+        }
+        const int64_t units = n * units_per_row;
+        pool_.run([&](int thread, int threads) {
+            float* score = scratch_.data() + per_thread * static_cast<size_t>(thread);
+            for (int64_t t = units * thread / threads; t < units * (thread + 1) / threads; ++t) {
                 const int64_t r = t / units_per_row;
                 const int h0 = static_cast<int>(t % units_per_row) * heads;
                 const size_t kv_off = static_cast<size_t>(h0 / group) * static_cast<size_t>(hd) * kv_elem;
@@ -155,27 +179,11 @@ public:
                 const int64_t last = pos[r];
                 const int64_t first = p.window > 0 ? std::max<int64_t>(0, last - p.window + 1) : 0;
                 const int64_t len = last - first + 1;
-                score.resize(static_cast<size_t>(heads * len));
                 // Raw q·k in ascending key order, then softmax per head, then the weighted V sum.
                 kern.scores(qh, heads, static_cast<const uint8_t*>(kv.k) + kv_off, kv.type, kv_stride,
-                            first, last, hd, score.data(), len);
-                for (int h = 0; h < heads; ++h) {
-                    float* sh = score.data() + h * len;
-                    float mx = -INFINITY;
-                    for (int64_t j = 0; j < len; ++j) {
-                        float s = sh[j] * p.scale;
-                        if (p.softcap > 0.0f) s = std::tanh(s / p.softcap) * p.softcap;
-                        sh[j] = s;
-                        mx = std::max(mx, s);
-                    }
-                    float sum = 0.0f;
-                    for (int64_t j = 0; j < len; ++j) {
-                        sh[j] = std::exp(sh[j] - mx);
-                        sum += sh[j];
-                    }
-                    for (int64_t j = 0; j < len; ++j) sh[j] /= sum;
-                }
-                kern.mix(score.data(), heads, static_cast<const uint8_t*>(kv.v) + kv_off, kv.type,
+                            first, last, hd, score, len);
+                for (int h = 0; h < heads; ++h) vm.softmax(score + h * len, len, p.scale, p.softcap);
+                kern.mix(score, heads, static_cast<const uint8_t*>(kv.v) + kv_off, kv.type,
                          kv_stride, first, last, hd, oh, len);
             }
         });
@@ -204,20 +212,12 @@ public:
     }
 
     void glu(const float* gate, const float* up, int64_t n, Act act, float* y) override {
-        if (act == Act::silu) {
-            elementwise(n, [&](int64_t i) {
-                const float g = gate[i];
-                y[i] = g / (1.0f + std::exp(-g)) * up[i];
-            });
-        } else {
-            // GELU, tanh approximation (PyTorch's gelu(approximate="tanh"), Gemma's activation)
-            const float k0 = 0.7978845608028654f;  // sqrt(2 / pi)
-            elementwise(n, [&](int64_t i) {
-                const float g = gate[i];
-                const float inner = k0 * (g + 0.044715f * g * g * g);
-                y[i] = 0.5f * g * (1.0f + std::tanh(inner)) * up[i];
-            });
+        const cpu::VecMath& vm = cpu::vec_math();
+        if (n < kParallelMin) {
+            vm.glu(gate, up, n, act, y);
+            return;
         }
+        pool_.parallel_for(n, [&](int64_t i0, int64_t i1) { vm.glu(gate + i0, up + i0, i1 - i0, act, y + i0); });
     }
 
     void softcap(float* x, int64_t n, float cap) override {
@@ -234,21 +234,58 @@ public:
     }
 
 private:
-    // y[r][o] = dot(weight row o, x row r) for every (r, o). Each thread takes a contiguous range
-    // of weight rows; within it, blocks of kDotBlockBytes of weights are reused by all n rows
-    // from cache. The blocking changes only the order of independent dot calls, not any result.
-    void matmul_dot(const Weight& w, quant::DotFn dot, const float* x, int64_t n, float* y) {
+    // y[r][o] = dot(weight row o, x row r) for every (r, o) via dot_rows (or dot where the ISA
+    // has no dot_rows for the format). Each thread takes a contiguous range of weight rows;
+    // within it, blocks of kDotBlockBytes of weights are reused by all n rows from cache.
+    void matmul_rows(const Weight& w, const quant::Kernels& k, const float* x, int64_t n, float* y) {
         const auto* base = static_cast<const uint8_t*>(w.data);
         const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kDotBlockBytes / w.row_bytes));
         pool_.parallel_for(w.n_out, [&](int64_t o_begin, int64_t o_end) {
             for (int64_t o0 = o_begin; o0 < o_end; o0 += block) {
                 const int64_t o1 = std::min(o_end, o0 + block);
-                for (int64_t r = 0; r < n; ++r) {
+                for (int64_t r = 0; r < n; r += quant::kDotRowsMax) {
+                    const int m = static_cast<int>(std::min<int64_t>(quant::kDotRowsMax, n - r));
                     const float* xr = x + r * w.n_in;
                     float* yr = y + r * w.n_out;
                     for (int64_t o = o0; o < o1; ++o) {
-                        yr[o] = dot(base + static_cast<size_t>(o) * w.row_bytes, xr, w.n_in);
+                        const uint8_t* wo = base + static_cast<size_t>(o) * w.row_bytes;
+                        if (k.dot_rows) {
+                            k.dot_rows(wo, xr, w.n_in, m, w.n_in, yr + o, w.n_out);
+                        } else {
+                            for (int i = 0; i < m; ++i) yr[i * w.n_out + o] = k.dot(wo, xr + i * w.n_in, w.n_in);
+                        }
                     }
+                }
+            }
+        });
+    }
+
+    // Prefill: each thread decodes tiles of kGemmTileRows weight rows of its range into its own
+    // scratch (sized here, on the calling thread, so no worker allocates) and runs the GEMM of
+    // every activation row against the tile, kGemmRowBlock rows at a time.
+    void matmul_gemm(const Weight& w, const quant::Kernels& k, const float* x, int64_t n, float* y) {
+        const auto* base = static_cast<const uint8_t*>(w.data);
+        const int64_t groups = w.n_in / k.group_len;
+        const size_t per_thread = static_cast<size_t>(kGemmTileRows * (w.n_in + groups));
+        if (scratch_.size() < per_thread * static_cast<size_t>(pool_.size())) {
+            scratch_.resize(per_thread * static_cast<size_t>(pool_.size()));
+        }
+        const int64_t n_tiles = (w.n_out + kGemmTileRows - 1) / kGemmTileRows;
+        pool_.run([&](int t, int threads) {
+            const int64_t t0 = n_tiles * t / threads, t1 = n_tiles * (t + 1) / threads;
+            float* u = scratch_.data() + per_thread * static_cast<size_t>(t);
+            float* sc = u + kGemmTileRows * w.n_in;
+            for (int64_t tile = t0; tile < t1; ++tile) {
+                const int64_t o0 = tile * kGemmTileRows;
+                const int nw = static_cast<int>(std::min(kGemmTileRows, w.n_out - o0));
+                for (int i = 0; i < nw; ++i) {
+                    k.decode_groups(base + static_cast<size_t>(o0 + i) * w.row_bytes, w.n_in, u + i * w.n_in,
+                                    sc + i * groups);
+                }
+                for (int64_t r = 0; r < n; r += kGemmRowBlock) {
+                    const int m = static_cast<int>(std::min(kGemmRowBlock, n - r));
+                    k.gemm_groups(u, sc, nw, x + r * w.n_in, w.n_in, m, w.n_in, k.group_len, y + r * w.n_out + o0,
+                                  w.n_out);
                 }
             }
         });
@@ -305,6 +342,7 @@ private:
     }
 
     cpu::ThreadPool pool_;
+    std::vector<float> scratch_;  // per-thread GEMM tiles / score rows, grown on the calling thread
 };
 
 }  // namespace

@@ -1,0 +1,57 @@
+// Scalar row ops (every ISA without a SIMD variant) and the dispatcher; see vmath.h.
+#include "backend/cpu/vmath.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "quant/kernels.h"
+
+namespace ds4::backend::cpu {
+
+namespace {
+
+void softmax_scalar(float* s, int64_t n, float scale, float softcap) {
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) {
+        float v = s[j] * scale;
+        if (softcap > 0.0f) v = std::tanh(v / softcap) * softcap;
+        s[j] = v;
+        mx = std::max(mx, v);
+    }
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+        s[j] = std::exp(s[j] - mx);
+        sum += s[j];
+    }
+    for (int64_t j = 0; j < n; ++j) s[j] /= sum;
+}
+
+void glu_scalar(const float* gate, const float* up, int64_t n, Act act, float* y) {
+    if (act == Act::silu) {
+        for (int64_t i = 0; i < n; ++i) y[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+        return;
+    }
+    const float k0 = 0.7978845608028654f;  // sqrt(2 / pi)
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = gate[i];
+        const float inner = k0 * (g + 0.044715f * g * g * g);
+        y[i] = 0.5f * g * (1.0f + std::tanh(inner)) * up[i];
+    }
+}
+
+}  // namespace
+
+const VecMath& vec_math_scalar() {
+    static const VecMath k{softmax_scalar, glu_scalar};
+    return k;
+}
+
+const VecMath& vec_math() {
+#if defined(DS4_X86)
+    const quant::Isa isa = quant::active_isa();
+    if (isa == quant::Isa::avx2 || isa == quant::Isa::avx512) return vec_math_avx2();
+#endif
+    return vec_math_scalar();
+}
+
+}  // namespace ds4::backend::cpu

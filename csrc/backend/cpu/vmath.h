@@ -1,0 +1,31 @@
+// Vectorised transcendental row ops of the CPU backend: the softmax of attention scores and the
+// gated activations (GELU-tanh, SiLU) of the feed-forward block.
+//
+// Batch invariance: every element is computed by the same instruction sequence wherever it sits
+// in a row (tails go through the same vector code, padded and masked), and the softmax of a row
+// depends only on that row; so results never depend on how rows are batched or split over
+// threads. The SIMD exp is the classic range reduction + degree-6 polynomial (within ~2 ulp of
+// the correctly rounded value on the inputs these ops can produce); tanh(x) = 1 - 2 / (e^2x + 1).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace ds4::backend::cpu {
+
+struct VecMath {
+    // s[0..n) <- softmax(cap(scale * s)), cap(v) = tanh(v / softcap) * softcap when softcap > 0.
+    void (*softmax)(float* s, int64_t n, float scale, float softcap);
+    // y[i] = act(gate[i]) * up[i] for i < n (act: SiLU, or GELU with the tanh approximation).
+    void (*glu)(const float* gate, const float* up, int64_t n, Act act, float* y);
+};
+
+const VecMath& vec_math_scalar();
+#if defined(DS4_X86)
+const VecMath& vec_math_avx2();  // vmath_avx2.cpp; also used when AVX-512 is active
+#endif
+// The kernels of the active ISA (quant::active_isa()), scalar where no SIMD variant exists.
+const VecMath& vec_math();
+
+}  // namespace ds4::backend::cpu

@@ -1,0 +1,106 @@
+// AVX2 + FMA row ops: softmax and gated activations, 8 lanes; see vmath.h.
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "backend/cpu/vmath.h"
+
+namespace ds4::backend::cpu {
+
+namespace {
+
+// e^x: x = k ln2 + r with |r| <= ln2 / 2 (ln2 split in two so k ln2 is exact enough), e^r by
+// its degree-6 Taylor-like minimax polynomial, then 2^k through the exponent bits. x is clamped
+// to [-87.3, 88.3] so 2^k stays a normal float (e^x below the clamp is < 2^-125, which callers
+// either mask or add to 1).
+inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+// tanh(x) = 1 - 2 / (e^2x + 1); |x| clamped to 9, where tanh rounds to +-1 in float.
+inline __m256 tanh8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-9.0f)), _mm256_set1_ps(9.0f));
+    const __m256 e = exp8(_mm256_add_ps(x, x));
+    const __m256 one = _mm256_set1_ps(1.0f);
+    return _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+}
+
+// Mask of the first m < 8 lanes.
+inline __m256i head_mask(int64_t m) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(m)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// Applies f to s[0..n) 8 lanes at a time, the tail through a masked load / store of the same f.
+template <class F>
+inline void map8(float* s, int64_t n, F&& f) {
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, f(_mm256_loadu_ps(s + j), _mm256_set1_epi32(-1)));
+    if (j < n) {
+        const __m256i m = head_mask(n - j);
+        _mm256_maskstore_ps(s + j, m, f(_mm256_maskload_ps(s + j, m), m));
+    }
+}
+
+void softmax_avx2(float* s, int64_t n, float scale, float softcap) {
+    const __m256 vs = _mm256_set1_ps(scale), cap = _mm256_set1_ps(softcap), inv_cap = _mm256_set1_ps(1.0f / softcap);
+    __m256 mx = _mm256_set1_ps(-INFINITY);
+    map8(s, n, [&](__m256 v, __m256i m) {
+        v = _mm256_mul_ps(v, vs);
+        if (softcap > 0.0f) v = _mm256_mul_ps(tanh8(_mm256_mul_ps(v, inv_cap)), cap);
+        mx = _mm256_max_ps(mx, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, _mm256_castsi256_ps(m)));
+        return v;
+    });
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const __m256 vmax = _mm256_broadcastss_ps(m4);
+    __m256 sum = _mm256_setzero_ps();
+    map8(s, n, [&](__m256 v, __m256i m) {
+        const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(v, vmax)), _mm256_castsi256_ps(m));
+        sum = _mm256_add_ps(sum, e);
+        return e;
+    });
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+    s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+    const __m256 total = _mm256_broadcastss_ps(s4);
+    map8(s, n, [&](__m256 v, __m256i) { return _mm256_div_ps(v, total); });
+}
+
+void glu_avx2(const float* gate, const float* up, int64_t n, Act act, float* y) {
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    const __m256 k0 = _mm256_set1_ps(0.7978845608028654f), k1 = _mm256_set1_ps(0.044715f);
+    auto f = [&](__m256 g, __m256 u) {
+        if (act == Act::silu) return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g)))), u);
+        const __m256 inner = _mm256_mul_ps(k0, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(k1, g), g), g, g));
+        return _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(half, g), _mm256_add_ps(one, tanh8(inner))), u);
+    };
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, f(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    if (i < n) {
+        const __m256i m = head_mask(n - i);
+        _mm256_maskstore_ps(y + i, m, f(_mm256_maskload_ps(gate + i, m), _mm256_maskload_ps(up + i, m)));
+    }
+}
+
+}  // namespace
+
+const VecMath& vec_math_avx2() {
+    static const VecMath k{softmax_avx2, glu_avx2};
+    return k;
+}
+
+}  // namespace ds4::backend::cpu
