@@ -79,6 +79,11 @@ public:
 
     // y[n, w.n_out] = x[n, w.n_in] · wᵀ
     virtual void matmul(const Weight& w, const float* x, int64_t n, float* y) = 0;
+    // Greedy head: for each of the n rows, idx[r] = the lowest index of the largest value of
+    // row r of x · wᵀ, after cap * tanh(v / cap) when cap > 0 — exactly the argmax of what
+    // matmul (then softcap) would write, without materialising the rows. Throws
+    // std::domain_error if a value is NaN or +inf.
+    virtual void matmul_argmax(const Weight& w, const float* x, int64_t n, float cap, int32_t* idx) = 0;
     // y[n, w.n_in] = rows ids[0..n) of w, dequantised; ids are checked by the caller
     virtual void get_rows(const Weight& w, const int32_t* ids, int64_t n, float* y) = 0;
     // y[n, dim] = x / rms(x) * w per row of dim; w[dim] or nullptr; y may equal x

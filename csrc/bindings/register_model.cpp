@@ -168,6 +168,18 @@ void register_session(py::module_& m) {
             },
             py::arg("tokens"))
         .def(
+            "eval_argmax",
+            [](model::Session& s, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens) {
+                const std::vector<int32_t> ids = token_ids(tokens, s.model().hparams().n_vocab);
+                std::vector<int32_t> best;
+                {
+                    py::gil_scoped_release release;
+                    best = s.eval_argmax(ids.data(), static_cast<int64_t>(ids.size()));
+                }
+                return py::array_t<int32_t>(static_cast<py::ssize_t>(best.size()), best.data());
+            },
+            py::arg("tokens"))
+        .def(
             "truncate",
             [](model::Session& s, int64_t n) {
                 py::gil_scoped_release release;

@@ -154,12 +154,17 @@ Weight output_weight(const Loader& ld, const HParams& hp) {
     return ld.matrix(name, hp.n_embd, hp.n_vocab);
 }
 
-void head(Backend& be, const Weight& out_w, const std::vector<float>& norm, float eps, const float* x,
-          int64_t n, int64_t n_out, float* logits) {
+void head(Backend& be, const Weight& out_w, const std::vector<float>& norm, float eps, float cap, const float* x,
+          int64_t n, int64_t n_out, float* logits, int32_t* argmax) {
     const float* last = x + (n - n_out) * out_w.n_in;
     std::vector<float> h(static_cast<size_t>(n_out * out_w.n_in));  // [n_out, n_embd]
     be.rms_norm(last, norm.data(), n_out, out_w.n_in, eps, h.data());
+    if (argmax) {
+        be.matmul_argmax(out_w, h.data(), n_out, cap, argmax);
+        return;
+    }
     be.matmul(out_w, h.data(), n_out, logits);
+    if (cap > 0.0f) be.softcap(logits, n_out * out_w.n_out, cap);
 }
 
 }  // namespace ds4::model::blocks

@@ -84,9 +84,11 @@ void ffn(Backend& be, const FfnWeights& w, backend::Act act, const float* x, int
 // The output projection: `output.weight`, or token_embd when the file has none (tied).
 Weight output_weight(const Loader& ld, const HParams& hp);
 
-// logits[n_out, n_vocab] = out_w · rms_norm(last n_out rows of x[n, n_embd], norm). Skipping
-// the rows nobody reads saves the output projection, the largest matmul, for most of a prefill.
-void head(Backend& be, const Weight& out_w, const std::vector<float>& norm, float eps, const float* x,
-          int64_t n, int64_t n_out, float* logits);
+// logits[n_out, n_vocab] = out_w · rms_norm(last n_out rows of x[n, n_embd], norm), then
+// cap * tanh(v / cap) when cap > 0. Skipping the rows nobody reads saves the output projection,
+// the largest matmul, for most of a prefill. With argmax non-null, writes each row's greedy token
+// there instead (the rows themselves are never materialised).
+void head(Backend& be, const Weight& out_w, const std::vector<float>& norm, float eps, float cap, const float* x,
+          int64_t n, int64_t n_out, float* logits, int32_t* argmax);
 
 }  // namespace ds4::model::blocks

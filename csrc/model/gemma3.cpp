@@ -119,8 +119,7 @@ private:
             be().add(x.data(), y.data(), n * d);
         }
         // 4. final norm, output projection (tied), final soft-cap if configured
-        blocks::head(be(), output_, out_norm_, eps, x.data(), n, b.n_out, b.logits);
-        if (final_softcap_ > 0.0f) be().softcap(b.logits, b.n_out * hp_.n_vocab, final_softcap_);
+        blocks::head(be(), output_, out_norm_, eps, final_softcap_, x.data(), n, b.n_out, b.logits, b.argmax);
     }
 
     backend::Weight tok_embd_, output_;

@@ -44,6 +44,14 @@ std::unique_ptr<state::KvCache> Model::new_cache() const {
 }
 
 void Model::eval(state::KvCache& kv, const int32_t* tokens, int64_t n, float* logits, int64_t n_out) {
+    run(kv, tokens, n, n_out, logits, nullptr);
+}
+
+void Model::eval_argmax(state::KvCache& kv, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out) {
+    run(kv, tokens, n, n_out, nullptr, ids);
+}
+
+void Model::run(state::KvCache& kv, const int32_t* tokens, int64_t n, int64_t n_out, float* logits, int32_t* ids) {
     for (int64_t i = 0; i < n; ++i) {
         if (tokens[i] < 0 || tokens[i] >= hp_.n_vocab) {
             throw Error("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
@@ -58,7 +66,9 @@ void Model::eval(state::KvCache& kv, const int32_t* tokens, int64_t n, float* lo
     kv.reserve(n_past + n);  // throws ContextOverflow before anything is written
     std::vector<int32_t> pos(static_cast<size_t>(n));
     std::iota(pos.begin(), pos.end(), static_cast<int32_t>(n_past));
-    forward(Batch{tokens, pos.data(), n, kv, n_out, logits});
+    Batch b{tokens, pos.data(), n, kv, n_out, logits};
+    b.argmax = ids;
+    forward(b);
     kv.commit(n_past + n);
 }
 

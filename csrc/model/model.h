@@ -40,7 +40,8 @@ struct Batch {
     int64_t n;
     state::KvCache& kv;      // positions [0, pos[n-1]] reserved; [0, pos[0]) valid
     int64_t n_out;           // logits wanted for the last n_out rows only (1 <= n_out <= n)
-    float* logits;           // [n_out, n_vocab] out
+    float* logits;           // [n_out, n_vocab] out (unused when argmax is set)
+    int32_t* argmax = nullptr;  // [n_out] out: each row's greedy token instead of its logits
 };
 
 class Model {
@@ -63,6 +64,10 @@ public:
     // touching the cache (Error / state::ContextOverflow); calls from several sessions are
     // serialised, since they share the backend's threads.
     void eval(state::KvCache& kv, const int32_t* tokens, int64_t n, float* logits, int64_t n_out = -1);
+    // The same, writing for each of the last n_out rows the id of its largest logit (lowest id
+    // on ties) instead of the logits: what greedy decoding and greedy verification need, without
+    // the n_out x n_vocab rows. Bit-consistent with eval: argmax of the very same logits.
+    void eval_argmax(state::KvCache& kv, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out = -1);
 
 protected:
     Model(std::shared_ptr<const gguf::File> file, HParams hp, const Options& opts);
@@ -77,6 +82,8 @@ protected:
     std::unique_ptr<backend::Backend> backend_;
 
 private:
+    void run(state::KvCache& kv, const int32_t* tokens, int64_t n, int64_t n_out, float* logits, int32_t* ids);
+
     std::mutex mu_;
 };
 

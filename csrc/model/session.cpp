@@ -44,6 +44,22 @@ void Session::eval_locked(const int32_t* tokens, int64_t n, float* logits, int64
     last_logits_.assign(last, last + n_vocab);
 }
 
+std::vector<int32_t> Session::eval_argmax(const int32_t* tokens, int64_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<int32_t> feed;
+    feed.reserve(static_cast<size_t>(n + 1));
+    if (pending_ >= 0) feed.push_back(pending_);
+    feed.insert(feed.end(), tokens, tokens + n);
+    std::vector<int32_t> ids(feed.size());
+    if (feed.empty()) return ids;
+    const auto m = static_cast<int64_t>(feed.size());
+    model_->eval_argmax(*kv_, feed.data(), m, ids.data(), m);
+    tokens_.insert(tokens_.end(), feed.begin(), feed.end());
+    pending_ = -1;
+    last_logits_.clear();  // not computed; last_logits() re-runs the last position if asked
+    return ids;
+}
+
 void Session::truncate(int64_t n) {
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t held = kv_->n_past() + (pending_ >= 0 ? 1 : 0);

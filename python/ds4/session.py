@@ -43,6 +43,10 @@ class Session:
         ``ds4.ContextOverflowError`` when the session would exceed ``n_ctx``; either way the
         session is left as it was.
         """
+        return self._s.eval(self._ids(tokens))
+
+    @staticmethod
+    def _ids(tokens: Sequence[int] | npt.NDArray[np.integer]) -> npt.NDArray[np.integer]:
         ids = np.asarray(tokens)
         if ids.size == 0:
             ids = ids.astype(np.int64)
@@ -50,7 +54,18 @@ class Session:
             raise ValueError(f"tokens must be a 1-D sequence of token ids, got shape {ids.shape}")
         if ids.dtype.kind not in "iu":
             raise TypeError(f"tokens must be integers, got dtype {ids.dtype}")
-        return self._s.eval(ids)
+        return ids
+
+    def eval_argmax(self, tokens: Sequence[int] | npt.NDArray[np.integer]) -> npt.NDArray[np.int32]:
+        """Append ``tokens`` and return the greedy next token after every position evaluated.
+
+        The argmax (lowest id on ties) of exactly the logits :meth:`eval` would return, without
+        building them: what greedy decoding and the verification of a drafted block need. One id
+        per position this call evaluates: when the session holds a pending token (generation
+        leaves its last sampled token pending) that position comes first, so the result has
+        ``len(tokens) + 1`` entries; otherwise ``len(tokens)``. Errors as :meth:`eval`.
+        """
+        return self._s.eval_argmax(self._ids(tokens))
 
     @property
     def tokens(self) -> list[int]:

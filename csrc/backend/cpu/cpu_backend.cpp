@@ -18,7 +18,9 @@
 // (attn.h) keep one order per (row, head); no reduction is ever split.
 #include <algorithm>
 #include <cmath>
+#include <atomic>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "backend/backend.h"
@@ -43,6 +45,8 @@ constexpr int64_t kGemmMinRows = 8;
 // activation rows per pass over a tile (their floats stay in L2 next to the decoded tile).
 constexpr int64_t kGemmTileRows = 24;
 constexpr int64_t kGemmRowBlock = 32;
+// Weight rows per block of the fused argmax head (a multiple of kGemmTileRows and kMatmulTile).
+constexpr int64_t kArgmaxBlock = 240;
 // Elementwise ops below this many elements run on the calling thread only.
 constexpr int64_t kParallelMin = 1 << 14;
 
@@ -80,14 +84,57 @@ public:
     }
 
     void matmul(const Weight& w, const float* x, int64_t n, float* y) override {
-        const quant::Kernels& k = quant::kernels(w.type);
-        // A SIMD dot exists iff the active ISA's dot is not the scalar reference's.
-        if (k.dot == quant::kernels_for(w.type, quant::Isa::scalar).dot) {
-            matmul_tile(w, k.dequant, x, n, y);
-        } else if (n >= kGemmMinRows && k.decode_groups) {
-            matmul_gemm(w, k, x, n, y);
-        } else {
-            matmul_rows(w, k, x, n, y);
+        const Path path = path_of(w, n);
+        const int64_t tile = tile_rows(path);
+        const int64_t n_tiles = (w.n_out + tile - 1) / tile;
+        reserve_scratch(path_scratch(path, w));
+        pool_.run([&](int t, int threads) {
+            float* scratch = thread_scratch(t);
+            const int64_t t0 = n_tiles * t / threads, t1 = n_tiles * (t + 1) / threads;
+            const int64_t o0 = t0 * tile, o1 = std::min(w.n_out, t1 * tile);
+            if (o0 < o1) compute(path, w, x, n, o0, o1, y + o0, w.n_out, scratch);
+        });
+    }
+
+    void matmul_argmax(const Weight& w, const float* x, int64_t n, float cap, int32_t* idx) override {
+        const Path path = path_of(w, n);
+        // Logits are made kArgmaxBlock weight rows at a time into per-thread scratch (a multiple
+        // of every path's tile), capped, and folded into a running (max, index) per row.
+        const int64_t block = kArgmaxBlock;
+        const size_t logits = static_cast<size_t>(n * block);
+        reserve_scratch(path_scratch(path, w) + logits);
+        const int threads = pool_.size();
+        best_.assign(static_cast<size_t>(n * threads), {-INFINITY, -1});
+        std::atomic<bool> bad{false};
+        const int64_t n_blocks = (w.n_out + block - 1) / block;
+        pool_.run([&](int t, int nt) {
+            float* ys = thread_scratch(t);
+            float* scratch = ys + logits;
+            Best* best = best_.data() + t * n;
+            for (int64_t bi = n_blocks * t / nt; bi < n_blocks * (t + 1) / nt; ++bi) {
+                const int64_t o0 = bi * block, o1 = std::min(w.n_out, o0 + block);
+                compute(path, w, x, n, o0, o1, ys, block, scratch);
+                for (int64_t r = 0; r < n; ++r) {
+                    float* yr = ys + r * block;
+                    if (cap > 0.0f) {
+                        for (int64_t o = 0; o < o1 - o0; ++o) yr[o] = softcapped(yr[o], cap);
+                    }
+                    Best& b = best[r];
+                    for (int64_t o = 0; o < o1 - o0; ++o) {
+                        if (!(yr[o] < INFINITY)) bad.store(true, std::memory_order_relaxed);
+                        if (yr[o] > b.value) b = {yr[o], static_cast<int32_t>(o0 + o)};  // strict: lowest id wins
+                    }
+                }
+            }
+        });
+        if (bad.load()) throw std::domain_error("matmul_argmax: a logit is NaN or +inf");
+        for (int64_t r = 0; r < n; ++r) {
+            Best b{-INFINITY, -1};
+            for (int t = 0; t < threads; ++t) {  // thread ranges ascend, so strict > keeps the lowest id
+                if (best_[static_cast<size_t>(t * n + r)].value > b.value) b = best_[static_cast<size_t>(t * n + r)];
+            }
+            if (b.index < 0) throw std::domain_error("matmul_argmax: every logit is -inf");
+            idx[r] = b.index;
         }
     }
 
@@ -163,13 +210,10 @@ public:
             const int64_t first = p.window > 0 ? std::max<int64_t>(0, pos[r] - p.window + 1) : 0;
             max_len = std::max(max_len, pos[r] - first + 1);
         }
-        const size_t per_thread = static_cast<size_t>(heads * max_len);
-        if (scratch_.size() < per_thread * static_cast<size_t>(pool_.size())) {
-            scratch_.resize(per_thread * static_cast<size_t>(pool_.size()));
-        }
+        reserve_scratch(static_cast<size_t>(heads * max_len));
         const int64_t units = n * units_per_row;
         pool_.run([&](int thread, int threads) {
-            float* score = scratch_.data() + per_thread * static_cast<size_t>(thread);
+            float* score = thread_scratch(thread);
             for (int64_t t = units * thread / threads; t < units * (thread + 1) / threads; ++t) {
                 const int64_t r = t / units_per_row;
                 const int h0 = static_cast<int>(t % units_per_row) * heads;
@@ -221,7 +265,7 @@ public:
     }
 
     void softcap(float* x, int64_t n, float cap) override {
-        elementwise(n, [&](int64_t i) { x[i] = std::tanh(x[i] / cap) * cap; });
+        elementwise(n, [&](int64_t i) { x[i] = softcapped(x[i], cap); });
     }
 
     void store_kv(void* dst, KvType type, const float* src, int64_t n, int64_t dim) override {
@@ -234,88 +278,102 @@ public:
     }
 
 private:
-    // y[r][o] = dot(weight row o, x row r) for every (r, o) via dot_rows (or dot where the ISA
-    // has no dot_rows for the format). Each thread takes a contiguous range of weight rows;
-    // within it, blocks of kDotBlockBytes of weights are reused by all n rows from cache.
-    void matmul_rows(const Weight& w, const quant::Kernels& k, const float* x, int64_t n, float* y) {
+    enum class Path { rows, gemm, reference };
+    struct Best {
+        float value;
+        int32_t index;
+    };
+
+    static Path path_of(const Weight& w, int64_t n) {
+        const quant::Kernels& k = quant::kernels(w.type);
+        // A SIMD dot exists iff the active ISA's dot is not the scalar reference's.
+        if (k.dot == quant::kernels_for(w.type, quant::Isa::scalar).dot) return Path::reference;
+        return n >= kGemmMinRows && k.decode_groups ? Path::gemm : Path::rows;
+    }
+    // Granularity of the threads' weight-row ranges (whole tiles of the tiled paths).
+    static int64_t tile_rows(Path path) {
+        if (path == Path::gemm) return kGemmTileRows;
+        if (path == Path::reference) return kMatmulTile;
+        return 1;
+    }
+    // Floats of per-thread scratch a path needs.
+    static size_t path_scratch(Path path, const Weight& w) {
+        if (path == Path::gemm) {
+            return static_cast<size_t>(kGemmTileRows * (w.n_in + w.n_in / quant::kernels(w.type).group_len));
+        }
+        if (path == Path::reference) return static_cast<size_t>(kMatmulTile * w.n_in);
+        return 0;
+    }
+    // Per-thread scratch of `floats` each, sized on the calling thread so that no worker allocates.
+    void reserve_scratch(size_t floats) {
+        scratch_stride_ = floats;
+        if (scratch_.size() < floats * static_cast<size_t>(pool_.size())) {
+            scratch_.resize(floats * static_cast<size_t>(pool_.size()));
+        }
+    }
+    float* thread_scratch(int t) { return scratch_.data() + scratch_stride_ * static_cast<size_t>(t); }
+
+    static float softcapped(float v, float cap) { return std::tanh(v / cap) * cap; }
+
+    // y[r * ldy + (o - o0)] = dot(weight row o, x row r) for o in [o0, o1), r < n, by `path`;
+    // every path gives the same floats (the dot kernel's order), so the choice is free.
+    static void compute(Path path, const Weight& w, const float* x, int64_t n, int64_t o0, int64_t o1, float* y,
+                        int64_t ldy, float* scratch) {
+        const quant::Kernels& k = quant::kernels(w.type);
         const auto* base = static_cast<const uint8_t*>(w.data);
-        const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kDotBlockBytes / w.row_bytes));
-        pool_.parallel_for(w.n_out, [&](int64_t o_begin, int64_t o_end) {
-            for (int64_t o0 = o_begin; o0 < o_end; o0 += block) {
-                const int64_t o1 = std::min(o_end, o0 + block);
+        if (path == Path::rows) {
+            // Weight rows in blocks that stay in L2 while the activation rows stream past.
+            const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kDotBlockBytes / w.row_bytes));
+            for (int64_t b0 = o0; b0 < o1; b0 += block) {
+                const int64_t b1 = std::min(o1, b0 + block);
                 for (int64_t r = 0; r < n; r += quant::kDotRowsMax) {
                     const int m = static_cast<int>(std::min<int64_t>(quant::kDotRowsMax, n - r));
-                    const float* xr = x + r * w.n_in;
-                    float* yr = y + r * w.n_out;
-                    for (int64_t o = o0; o < o1; ++o) {
+                    for (int64_t o = b0; o < b1; ++o) {
                         const uint8_t* wo = base + static_cast<size_t>(o) * w.row_bytes;
+                        float* yo = y + r * ldy + (o - o0);
                         if (k.dot_rows) {
-                            k.dot_rows(wo, xr, w.n_in, m, w.n_in, yr + o, w.n_out);
+                            k.dot_rows(wo, x + r * w.n_in, w.n_in, m, w.n_in, yo, ldy);
                         } else {
-                            for (int i = 0; i < m; ++i) yr[i * w.n_out + o] = k.dot(wo, xr + i * w.n_in, w.n_in);
+                            for (int i = 0; i < m; ++i) yo[i * ldy] = k.dot(wo, x + (r + i) * w.n_in, w.n_in);
                         }
                     }
                 }
             }
-        });
-    }
-
-    // Prefill: each thread decodes tiles of kGemmTileRows weight rows of its range into its own
-    // scratch (sized here, on the calling thread, so no worker allocates) and runs the GEMM of
-    // every activation row against the tile, kGemmRowBlock rows at a time.
-    void matmul_gemm(const Weight& w, const quant::Kernels& k, const float* x, int64_t n, float* y) {
-        const auto* base = static_cast<const uint8_t*>(w.data);
-        const int64_t groups = w.n_in / k.group_len;
-        const size_t per_thread = static_cast<size_t>(kGemmTileRows * (w.n_in + groups));
-        if (scratch_.size() < per_thread * static_cast<size_t>(pool_.size())) {
-            scratch_.resize(per_thread * static_cast<size_t>(pool_.size()));
+            return;
         }
-        const int64_t n_tiles = (w.n_out + kGemmTileRows - 1) / kGemmTileRows;
-        pool_.run([&](int t, int threads) {
-            const int64_t t0 = n_tiles * t / threads, t1 = n_tiles * (t + 1) / threads;
-            float* u = scratch_.data() + per_thread * static_cast<size_t>(t);
+        if (path == Path::gemm) {
+            // Tiles of weight rows decoded once, then every activation row, kGemmRowBlock at a time.
+            const int64_t groups = w.n_in / k.group_len;
+            float* u = scratch;
             float* sc = u + kGemmTileRows * w.n_in;
-            for (int64_t tile = t0; tile < t1; ++tile) {
-                const int64_t o0 = tile * kGemmTileRows;
-                const int nw = static_cast<int>(std::min(kGemmTileRows, w.n_out - o0));
+            for (int64_t t0 = o0; t0 < o1; t0 += kGemmTileRows) {
+                const int nw = static_cast<int>(std::min(kGemmTileRows, o1 - t0));
                 for (int i = 0; i < nw; ++i) {
-                    k.decode_groups(base + static_cast<size_t>(o0 + i) * w.row_bytes, w.n_in, u + i * w.n_in,
+                    k.decode_groups(base + static_cast<size_t>(t0 + i) * w.row_bytes, w.n_in, u + i * w.n_in,
                                     sc + i * groups);
                 }
                 for (int64_t r = 0; r < n; r += kGemmRowBlock) {
                     const int m = static_cast<int>(std::min(kGemmRowBlock, n - r));
-                    k.gemm_groups(u, sc, nw, x + r * w.n_in, w.n_in, m, w.n_in, k.group_len, y + r * w.n_out + o0,
-                                  w.n_out);
+                    k.gemm_groups(u, sc, nw, x + r * w.n_in, w.n_in, m, w.n_in, k.group_len, y + r * ldy + (t0 - o0), ldy);
                 }
             }
-        });
-    }
-
-    // Formats with only the reference dot: dequantise a tile of weight rows (exactly) once and
-    // take dot_f32 per element, shared by every activation row.
-    void matmul_tile(const Weight& w, quant::DequantFn dequant, const float* x, int64_t n, float* y) {
-        const bool is_f32 = w.type == quant::Type::F32;
-        const auto* base = static_cast<const uint8_t*>(w.data);
-        const int64_t n_tiles = (w.n_out + kMatmulTile - 1) / kMatmulTile;
-        pool_.parallel_for(n_tiles, [&](int64_t t0, int64_t t1) {
-            std::vector<float> tile(is_f32 ? 0 : static_cast<size_t>(kMatmulTile * w.n_in));  // [tile, n_in]
-            const int64_t o_end = std::min(w.n_out, t1 * kMatmulTile);
-            for (int64_t o0 = t0 * kMatmulTile; o0 < o_end; o0 += kMatmulTile) {
-                const int64_t o1 = std::min(o_end, o0 + kMatmulTile);
-                const float* wt = reinterpret_cast<const float*>(base + static_cast<size_t>(o0) * w.row_bytes);
-                if (!is_f32) {
-                    for (int64_t o = o0; o < o1; ++o) {
-                        dequant(base + static_cast<size_t>(o) * w.row_bytes, tile.data() + (o - o0) * w.n_in, w.n_in);
-                    }
-                    wt = tile.data();
+            return;
+        }
+        // Formats with only the reference dot: dequantise a tile of weight rows (exactly) once
+        // and take dot_f32 per element, shared by every activation row.
+        for (int64_t t0 = o0; t0 < o1; t0 += kMatmulTile) {
+            const int64_t t1 = std::min(o1, t0 + kMatmulTile);
+            const float* wt = reinterpret_cast<const float*>(base + static_cast<size_t>(t0) * w.row_bytes);
+            if (w.type != quant::Type::F32) {
+                for (int64_t o = t0; o < t1; ++o) {
+                    k.dequant(base + static_cast<size_t>(o) * w.row_bytes, scratch + (o - t0) * w.n_in, w.n_in);
                 }
-                for (int64_t r = 0; r < n; ++r) {
-                    const float* xr = x + r * w.n_in;
-                    float* yr = y + r * w.n_out;
-                    for (int64_t o = o0; o < o1; ++o) yr[o] = dot_f32(wt + (o - o0) * w.n_in, xr, w.n_in);
-                }
+                wt = scratch;
             }
-        });
+            for (int64_t r = 0; r < n; ++r) {
+                for (int64_t o = t0; o < t1; ++o) y[r * ldy + (o - o0)] = dot_f32(wt + (o - t0) * w.n_in, x + r * w.n_in, w.n_in);
+            }
+        }
     }
 
     // fn(r) for each of n rows of dim elements, threaded when the block is large.
@@ -343,6 +401,8 @@ private:
 
     cpu::ThreadPool pool_;
     std::vector<float> scratch_;  // per-thread GEMM tiles / score rows, grown on the calling thread
+    size_t scratch_stride_ = 0;   // floats of scratch_ per thread in the current op
+    std::vector<Best> best_;      // matmul_argmax: per (thread, row) running maximum
 };
 
 }  // namespace
