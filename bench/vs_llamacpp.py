@@ -10,10 +10,12 @@ What is measured, per engine (each in its own subprocess, so peak RSS is that en
   single-token forwards, wall time. ds4: wall time of that ``generate`` call minus its prefill;
   llama.cpp: a ``llm.sample(temp=0)`` / ``llm.eval([tok])`` loop.
 - **verify k** (ms): one pass over k new tokens after the prompt, the cache truncated back to the
-  prompt before each pass (median of ``--verify-reps``). ds4: ``session.eval(block)``, which returns
-  all k logits rows; llama.cpp, the same work: the k tokens decoded in one batch asking for all k
-  logits rows, copied into numpy (``verify k``), and also plain ``llm.eval(block)``, which computes
-  only the last row (``llm.eval k``, for reference; no ratio against ds4).
+  prompt before each pass (median of ``--verify-reps``), computing what greedy acceptance needs:
+  every row's greedy token. ds4: ``session.eval_argmax(block)`` (argmax fused into the output
+  projection, no logits rows built); llama.cpp, which has no such call: the k tokens decoded in one
+  batch asking for all k logits rows, copied into numpy (``verify k``). For reference (no ratio):
+  ds4's ``session.eval(block)`` returning all k rows (``eval k``) and llama.cpp's plain
+  ``llm.eval(block)``, which computes only the last row (``llm.eval k``).
 - **peak RSS**: the worker's ``ru_maxrss`` (mapped weights it touched included), and the same minus
   the RSS before the model was loaded (interpreter, numpy and the engine's library).
 
@@ -131,11 +133,15 @@ class Ds4Engine:
         return prefill, wall - prefill, g.tokens
 
     def verify_fns(self, n_prompt: int, block: list[int]):
-        def full() -> None:
+        def greedy() -> None:  # what greedy acceptance needs: each row's argmax, fused in C++
+            self.s.truncate(n_prompt)
+            self.s.eval_argmax(block)
+
+        def full() -> None:  # all k logits rows, returned to Python
             self.s.truncate(n_prompt)
             self.s.eval(block)
 
-        return {"verify": full}
+        return {"verify": greedy, "eval": full}
 
 
 class LlamaCppEngine:
@@ -319,8 +325,13 @@ def print_table(name: str, path: Path, args: argparse.Namespace, bandwidth: floa
     print("|---|---:|---:|---:|")
     for label, a, b, fmt in rows:
         print(f"| {label} | {fmt.format(a)} | {fmt.format(b)} | {a / b:.2f} |")
-    print("\nllama.cpp `llm.eval` of k tokens (last logits row only), ms: " + ", ".join(
+    print("\nds4 `session.eval` of k tokens (all k logits rows to numpy), ms: " + ", ".join(
+        f"k={k} {median_of(ds, 'verify_ms', f'eval k={k}'):.1f}" for k in VERIFY_KS))
+    print("llama.cpp `llm.eval` of k tokens (last logits row only), ms: " + ", ".join(
         f"k={k} {median_of(lc, 'verify_ms', f'llm.eval k={k}'):.1f}" for k in VERIFY_KS))
+    c1 = median_of(ds, "verify_ms", "verify k=1")
+    print("ds4 verify cost curve cost(k) / cost(1): " + ", ".join(
+        f"k={k} {median_of(ds, 'verify_ms', f'verify k={k}') / c1:.2f}" for k in VERIFY_KS[1:]))
     print(f"Greedy tokens, ds4 vs llama.cpp (round 1): first difference at {first_divergence(ds[0]['tokens'], lc[0]['tokens'])}.")
     print("Per round (ds4 | llama.cpp), prefill / decode tok/s: " + "; ".join(
         f"{d['prefill_tok_s']:.1f}/{d['decode_tok_s']:.1f} | {l['prefill_tok_s']:.1f}/{l['decode_tok_s']:.1f}"
