@@ -21,5 +21,6 @@ void register_quant(pybind11::module_& m);  // dequantise, dot kernels, SIMD dis
 void register_model(pybind11::module_& m);  // Model: tokenizer now, forward pass later
 void register_tokenizer(pybind11::module_& m);  // standalone Tokenizer + StreamDecoder
 void register_sample(pybind11::module_& m);     // SamplingParams, Sampler (samplers + RNG)
+void register_vmath(pybind11::module_& m);      // backend row ops (softmax, GLU), for tests
 
 }  // namespace ds4::bindings

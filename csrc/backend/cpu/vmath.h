@@ -5,7 +5,8 @@
 // in a row (tails go through the same vector code, padded and masked), and the softmax of a row
 // depends only on that row; so results never depend on how rows are batched or split over
 // threads. The SIMD exp is the classic range reduction + degree-6 polynomial (within ~2 ulp of
-// the correctly rounded value on the inputs these ops can produce); tanh(x) = 1 - 2 / (e^2x + 1).
+// the correctly rounded value on the inputs these ops can produce); tanh is an odd polynomial
+// near 0 and 1 - 2 / (e^2x + 1) elsewhere.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,60 @@
+// Row-op bindings (tests): the CPU backend's softmax and gated activations of any available ISA,
+// so tests can compare the SIMD variants with the scalar ones and with numpy.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "backend/cpu/vmath.h"
+#include "bindings/register.h"
+#include "quant/kernels.h"
+
+namespace py = pybind11;
+
+namespace ds4::bindings {
+
+namespace {
+
+using backend::cpu::VecMath;
+
+const VecMath& vec_math_of(const std::optional<std::string>& isa) {
+    if (!isa) return backend::cpu::vec_math();
+    const quant::Isa i = quant::parse_isa(*isa);
+    const std::vector<quant::Isa> have = quant::available_isas();
+    if (std::find(have.begin(), have.end(), i) == have.end()) throw py::value_error("ISA " + *isa + " is not available here");
+#if defined(DS4_X86)
+    if (i == quant::Isa::avx2 || i == quant::Isa::avx512) return backend::cpu::vec_math_avx2();
+#endif
+    return backend::cpu::vec_math_scalar();
+}
+
+using F32Array = py::array_t<float, py::array::c_style | py::array::forcecast>;
+
+}  // namespace
+
+void register_vmath(py::module_& m) {
+    m.def("softmax", [](const F32Array& x, float scale, float softcap, const std::optional<std::string>& isa) {
+        const VecMath& vm = vec_math_of(isa);
+        if (x.ndim() != 1) throw py::value_error("x must be 1-D");
+        F32Array y(x.size());
+        std::copy(x.data(), x.data() + x.size(), y.mutable_data());
+        vm.softmax(y.mutable_data(), static_cast<int64_t>(x.size()), scale, softcap);
+        return y;
+    }, py::arg("x"), py::arg("scale") = 1.0f, py::arg("softcap") = 0.0f, py::arg("isa") = py::none(),
+       "softmax(cap(scale * x)) with the backend's row kernel.");
+    m.def("glu", [](const F32Array& gate, const F32Array& up, const std::string& act, const std::optional<std::string>& isa) {
+        const VecMath& vm = vec_math_of(isa);
+        if (gate.ndim() != 1 || up.ndim() != 1 || gate.size() != up.size()) throw py::value_error("gate and up must be 1-D of one length");
+        if (act != "silu" && act != "gelu_tanh") throw py::value_error("act must be 'silu' or 'gelu_tanh'");
+        F32Array y(gate.size());
+        vm.glu(gate.data(), up.data(), static_cast<int64_t>(gate.size()), act == "silu" ? backend::Act::silu : backend::Act::gelu_tanh,
+               y.mutable_data());
+        return y;
+    }, py::arg("gate"), py::arg("up"), py::arg("act"), py::arg("isa") = py::none(),
+       "act(gate) * up with the backend's row kernel (act: silu or gelu_tanh).");
+}
+
+}  // namespace ds4::bindings
