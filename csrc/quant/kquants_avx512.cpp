@@ -24,6 +24,30 @@
 namespace ds4::quant::avx512 {
 namespace {
 
+// Per-256-bit-half constants: byte b0 (or qword c0) in the low half, b1 (c1) in the high half.
+inline __m512i halves_epi8(uint8_t b0, uint8_t b1) {
+    const auto r0 = static_cast<long long>(0x0101010101010101ull * b0);
+    const auto r1 = static_cast<long long>(0x0101010101010101ull * b1);
+    return _mm512_set_epi64(r1, r1, r1, r1, r0, r0, r0, r0);
+}
+inline __m512i halves_epi64(long long c0, long long c1) { return _mm512_set_epi64(c1, c1, c1, c1, c0, c0, c0, c0); }
+
+// 32 bytes at p in both 256-bit halves.
+DS4_AVX512_INLINE __m512i bcast32(const uint8_t* p) {
+    return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// The 16 groups of a block whose signed quants were assembled as bytes q[0..256): u = the quants,
+// s = dsc[g].
+template <class F>
+DS4_AVX512_INLINE void int8_groups16(const int8_t* q, const float* dsc, F& f) {
+    #pragma GCC unroll 16
+    for (int g = 0; g < 16; ++g) {
+        const __m512 u = _mm512_cvtepi32_ps(i8x16(reinterpret_cast<const uint8_t*>(q) + 16 * g));
+        f(16 * g, &u, _mm512_set1_ps(dsc[g]));
+    }
+}
+
 // ---- Q4_K / Q5_K: 8 sub-blocks of 32 with a 6-bit scale and min each ----
 
 // Lanes 0..7: d * scale_j; lanes 8..15: -(dmin * min_j) (scale_min_k4; exact products).  p is the
@@ -59,6 +83,7 @@ struct Q4_K {
     static DS4_AVX512_INLINE void block(const uint8_t* p, F&& f) {
         alignas(64) float sm[16];
         _mm512_store_ps(sm, k4_scales(p));
+        keep_in_memory(sm);
         const uint8_t* qs = p + offsetof(block_q4_K, qs);
         const __m512 iota = iota16(), one = _mm512_set1_ps(1.0f);
         #pragma GCC unroll 4
@@ -75,8 +100,11 @@ struct Q4_K {
     }
 };
 
-// Q5_K: Q4_K plus a fifth bit, bit j of qh[l] for element l of sub-block j; two tables per
-// sub-block (q < 16, q >= 16), the second picked by a vptestmd lane mask (masked vpermps).
+// Q5_K: Q4_K plus a fifth bit, bit j of qh[l] for element l of sub-block j.  The 5-bit quants are
+// assembled as bytes, two sub-blocks (64) per step: the nibbles by a per-half qword shift of qs,
+// the fifth bit rotated to bit 4 per half, merged by one vpternlogd; bits 5..7 keep junk, which
+// vpermt2ps ignores (it reads 5 index bits).  Each 16 weights are then one zero-extension and one
+// two-table permute of fma(d, q, m), q = 0..31.
 struct Q5_K {
     static constexpr int kElems = QK_K, kBytes = sizeof(block_q5_K), kGroup = 32;
     static constexpr bool kUnitScale = true;
@@ -84,20 +112,24 @@ struct Q5_K {
     static DS4_AVX512_INLINE void block(const uint8_t* p, F&& f) {
         alignas(64) float sm[16];
         _mm512_store_ps(sm, k4_scales(p));
-        const uint8_t* qs = p + offsetof(block_q5_K, qs);
-        const __m512i h0 = u8x16(p + offsetof(block_q5_K, qh)), h1 = u8x16(p + offsetof(block_q5_K, qh) + 16);
+        keep_in_memory(sm);
+        alignas(64) uint8_t q[QK_K];
+        const __m512i qh = bcast32(p + offsetof(block_q5_K, qh));
+        #pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {  // sub-blocks 2c (low nibbles, bit 2c) and 2c + 1 (high, bit 2c + 1)
+            const __m512i nib = _mm512_srlv_epi64(bcast32(p + offsetof(block_q5_K, qs) + 32 * c), halves_epi64(0, 4));
+            const __m512i fifth = _mm512_rolv_epi64(qh, halves_epi64((4 - 2 * c) & 63, (3 - 2 * c) & 63));
+            _mm512_store_si512(q + 64 * c, _mm512_ternarylogic_epi32(nib, fifth, _mm512_set1_epi8(0x0F), 0xE4));
+        }
+        keep_in_memory(q);
         const __m512 iota = iota16(), iota_hi = _mm512_add_ps(iota16(), _mm512_set1_ps(16.0f));
         const __m512 one = _mm512_set1_ps(1.0f);
         #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
-            const __m512i a0 = u8x16(qs + 32 * (j / 2)), a1 = u8x16(qs + 32 * (j / 2) + 16);
-            const __m512i i0 = j % 2 ? _mm512_srli_epi32(a0, 4) : a0, i1 = j % 2 ? _mm512_srli_epi32(a1, 4) : a1;
             const __m512 d = _mm512_set1_ps(sm[j]), m = _mm512_set1_ps(sm[8 + j]);
             const __m512 t0 = _mm512_fmadd_ps(d, iota, m), t1 = _mm512_fmadd_ps(d, iota_hi, m);
-            const __m512i bit = _mm512_set1_epi32(1 << j);
-            const __m512 u[2] = {
-                _mm512_mask_permutexvar_ps(_mm512_permutexvar_ps(i0, t0), _mm512_test_epi32_mask(h0, bit), i0, t1),
-                _mm512_mask_permutexvar_ps(_mm512_permutexvar_ps(i1, t0), _mm512_test_epi32_mask(h1, bit), i1, t1)};
+            const __m512 u[2] = {_mm512_permutex2var_ps(t0, u8x16(q + 32 * j), t1),
+                                 _mm512_permutex2var_ps(t0, u8x16(q + 32 * j + 16), t1)};
             f(32 * j, u, one);
         }
     }
@@ -118,6 +150,8 @@ struct Q2_K {
         _mm512_store_ps(dl, _mm512_mul_ps(bcast_f16(p + offsetof(block_q2_K, d)),
                                           _mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(0x0F)))));
         _mm512_store_ps(neg_ml, _mm512_mul_ps(neg_dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4))));
+        keep_in_memory(dl);
+        keep_in_memory(neg_ml);
         const __m512 q4 = _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
         const __m512 one = _mm512_set1_ps(1.0f);
         #pragma GCC unroll 2
@@ -156,8 +190,11 @@ DS4_AVX512_INLINE __m512 q3_K_scales(const uint8_t* p) {
                          _mm512_cvtepi32_ps(_mm512_sub_epi32(sc, _mm512_set1_epi32(32))));
 }
 
-// Q3_K: element 128h + 32j + l = ((qs[32h + l] >> 2j) & 3) - (bit 4h + j of hmask[l] ? 0 : 4):
-// a table lookup of the two low bits (minus 4), plus 4 under the high-bit lane mask; s = d sc.
+// Q3_K: element 128h + 32j + l = ((qs[32h + l] >> 2j) & 3) - (bit 4h + j of hmask[l] ? 0 : 4);
+// u = that quant, s = d sc.  The quants are assembled as int8 bytes, two j (64) per step: a
+// per-half qword shift brings the two low bits to bits 0..1, and with B = 0xFF where the high bit
+// is set (vptestmb + vpmovm2b) one vpternlogd forms lo | (B ? 0 : 0xFC), which is lo - 4 where the
+// bit is clear.
 struct Q3_K {
     static constexpr int kElems = QK_K, kBytes = sizeof(block_q3_K), kGroup = 16;
     static constexpr bool kUnitScale = false;
@@ -165,26 +202,23 @@ struct Q3_K {
     static DS4_AVX512_INLINE void block(const uint8_t* p, F&& f) {
         alignas(64) float dsc[16];
         _mm512_store_ps(dsc, q3_K_scales(p));
-        const __m512 table = _mm512_setr_ps(-4, -3, -2, -1, -4, -3, -2, -1, -4, -3, -2, -1, -4, -3, -2, -1);
-        const __m512 four = _mm512_set1_ps(4.0f);
-        const uint8_t* hmask = p + offsetof(block_q3_K, hmask);
-        const __m512i hm[2] = {u8x16(hmask), u8x16(hmask + 16)};
+        keep_in_memory(dsc);
+        alignas(64) int8_t q[QK_K];
+        const __m512i hm = bcast32(p + offsetof(block_q3_K, hmask));
         #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
-            const uint8_t* qs = p + offsetof(block_q3_K, qs) + 32 * h;
-            const __m512i a[2] = {u8x16(qs), u8x16(qs + 16)};
-            #pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) {
-                #pragma GCC unroll 2
-                for (int g = 0; g < 2; ++g) {
-                    const int e = 128 * h + 32 * j + 16 * g;
-                    const __m512 v = _mm512_permutexvar_ps(j ? _mm512_srli_epi32(a[g], 2 * j) : a[g], table);
-                    const __mmask16 k = _mm512_test_epi32_mask(hm[g], _mm512_set1_epi32(1 << (4 * h + j)));
-                    const __m512 u = _mm512_mask_add_ps(v, k, v, four);
-                    f(e, &u, _mm512_set1_ps(dsc[e / 16]));
-                }
+            const __m512i qs = bcast32(p + offsetof(block_q3_K, qs) + 32 * h);
+            #pragma GCC unroll 2
+            for (int j = 0; j < 4; j += 2) {  // j (low half) and j + 1 (high half)
+                const __m512i lo = _mm512_srlv_epi64(qs, halves_epi64(2 * j, 2 * j + 2));
+                const __mmask64 set = _mm512_test_epi8_mask(
+                    hm, halves_epi8(static_cast<uint8_t>(1 << (4 * h + j)), static_cast<uint8_t>(1 << (4 * h + j + 1))));
+                _mm512_store_si512(q + 128 * h + 32 * j,
+                                   _mm512_ternarylogic_epi32(lo, _mm512_movm_epi8(set), _mm512_set1_epi8(3), 0xB1));
             }
         }
+        keep_in_memory(q);
+        int8_groups16(q, dsc, f);
     }
 };
 
@@ -201,32 +235,24 @@ struct Q6_K {
         alignas(64) float dsc[16];
         _mm512_store_ps(dsc, _mm512_mul_ps(bcast_f16(p + offsetof(block_q6_K, d)),
                                            _mm512_cvtepi32_ps(i8x16(p + offsetof(block_q6_K, scales)))));
-        const __m512i pair_bits = _mm512_set_epi64(
-            static_cast<int64_t>(0xCCCCCCCCCCCCCCCCull), static_cast<int64_t>(0xCCCCCCCCCCCCCCCCull),
-            static_cast<int64_t>(0xCCCCCCCCCCCCCCCCull), static_cast<int64_t>(0xCCCCCCCCCCCCCCCCull),
-            0x3333333333333333ll, 0x3333333333333333ll, 0x3333333333333333ll, 0x3333333333333333ll);
+        keep_in_memory(dsc);
         const __m512i nib = _mm512_set1_epi8(0x0F), k32 = _mm512_set1_epi8(32);
         alignas(64) int8_t q[QK_K];
         #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
             const __m512i ql = _mm512_loadu_si512(p + offsetof(block_q6_K, ql) + 64 * h);
-            const __m512i qh = _mm512_broadcast_i64x4(
-                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + offsetof(block_q6_K, qh) + 32 * h)));
-            const __m512i m = _mm512_and_si512(qh, pair_bits);
+            const __m512i m = _mm512_and_si512(bcast32(p + offsetof(block_q6_K, qh) + 32 * h), halves_epi8(0x33, 0xCC));
             // r < 64: low nibbles; qh bits 0..1 (r < 32) / 2..3 (r >= 32) up to 4..5
-            const __m512i b01 = _mm512_sllv_epi64(m, _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2));
+            const __m512i b01 = _mm512_sllv_epi64(m, halves_epi64(4, 2));
             // r >= 64: high nibbles; qh bits 4..5 (r < 96) / 6..7 (r >= 96) to 4..5
-            const __m512i b23 = _mm512_srlv_epi64(m, _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2));
+            const __m512i b23 = _mm512_srlv_epi64(m, halves_epi64(0, 2));
             const __m512i q01 = _mm512_ternarylogic_epi32(ql, b01, nib, 0xE4);  // nib ? ql : b01
             const __m512i q23 = _mm512_ternarylogic_epi32(_mm512_srli_epi64(ql, 4), b23, nib, 0xE4);
             _mm512_store_si512(q + 128 * h, _mm512_sub_epi8(q01, k32));
             _mm512_store_si512(q + 128 * h + 64, _mm512_sub_epi8(q23, k32));
         }
-        #pragma GCC unroll 16
-        for (int g = 0; g < 16; ++g) {
-            const __m512 u = _mm512_cvtepi32_ps(i8x16(reinterpret_cast<const uint8_t*>(q) + 16 * g));
-            f(16 * g, &u, _mm512_set1_ps(dsc[g]));
-        }
+        keep_in_memory(q);
+        int8_groups16(q, dsc, f);
     }
 };
 

@@ -50,6 +50,15 @@ inline __m512 iota16() {
     return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 }
 
+// After storing a block's per-group scales (or quants) to a small array: makes the compiler
+// treat the array as changed in memory, so each group's broadcast / widening load from it stays a
+// load (one load-port uop, or folded into the fma as {1to16}); GCC would otherwise forward the
+// stored vector through lane permutes (vpermd / vextracti32x4), a shuffle and an index register each.
+template <class T>
+DS4_AVX512_INLINE void keep_in_memory(T& a) {
+    asm("" : "+m"(a));
+}
+
 // The fixed lane tree of the canonical order: 16 -> 8 lanes, then 8 -> 4 -> 2 -> 1.
 DS4_AVX512_INLINE float hsum(__m512 v) {
     const __m256 lo = _mm512_castps512_ps256(v);

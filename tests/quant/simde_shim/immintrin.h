@@ -13,6 +13,7 @@
 #include <cstring>
 
 typedef simde__mmask16 __mmask16;  // SIMDe 0.7 aliases the vector types but not the masks
+typedef simde__mmask64 __mmask64;
 
 namespace ds4_simde_shim {
 template <class To, class From>
