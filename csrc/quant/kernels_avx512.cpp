@@ -1,13 +1,15 @@
 // AVX-512 (F/BW/VL/DQ) kernels for the float formats and the 32-element legacy blocks, and the
-// AVX-512 kernel table (the K-quants live in kquants_avx512.cpp).  Summation order and error
-// bound: simd_x86.h.  16 float lanes.
+// AVX-512 kernel table (the K-quants live in kquants_avx512.cpp, the tiled GEMM in
+// gemm_avx512.cpp).  Every dot follows the canonical order of simd_x86.h with 16 lanes, through
+// the block decoders below and x86_avx512_util.h; so do dot_rows and decode_groups.
 //
-// The 4- and 5-bit formats decode through a register table instead of int->float conversion:
-// vpermps (16 entries) / vpermt2ps (32 entries) maps a quant to its weight T[q] = fma(d, q, m),
-// built once per block, so each 16 weights cost one zero-extension, one permute and one fma.
-// T[q] is rounded exactly as the reference rounds d * q + m, so the weights are bit-identical.
-// vpermps reads only the low 4 index bits (vpermt2ps the low 5), which is what lets the low
-// nibble be used without masking.
+// Legacy blocks are one group of 32 (G = 2 vectors).  The 4- and 5-bit formats decode through a
+// register table instead of int->float conversion: vpermps maps a quant to its float, reading only
+// the low 4 index bits (which is what lets the low nibble be used without masking).  Without a
+// minimum the table is a constant, u = q - c, and the block's d is the group scale; with one
+// (Q4_1, Q5_1) the table is built per block as T[q] = fma(d, q, m), rounded exactly as the
+// reference rounds d * q + m, and the scale is 1.  The fifth bit of Q5 quants is bit l of qh,
+// used directly as a lane mask.
 // GCC 12 warns on its own _mm512_undefined_* inside the conversion intrinsics (GCC PR 105593).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -16,7 +18,6 @@
 #include <immintrin.h>
 
 #include <cstddef>
-#include <cstring>
 
 #include "quant/blocks.h"
 #include "quant/isa_tables.h"
@@ -27,188 +28,201 @@ namespace ds4::quant {
 namespace avx512 {
 namespace {
 
-inline __m512i i8x16(const uint8_t* p) {
-    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
+// ---- float formats: u = w, s = 1, groups of 32; the last partial group under a lane mask ----
 
-
-inline float hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
-    return hsum(_mm512_add_ps(_mm512_add_ps(a, b), _mm512_add_ps(c, d)));
-}
-
-// Folds body(i, a, b) over the blocks i < nb; block i feeds the accumulator pair (a0, a1) or
-// (a2, a3) by parity.  Named accumulators stay in registers (an array indexed by i & 1 would be
-// kept in memory, putting a store-forward on every accumulation chain).
-template <class F>
-inline float fold_blocks(int64_t nb, F&& body) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        body(i, a0, a1);
-        body(i + 1, a2, a3);
+struct F32 {
+    static constexpr int kBytes = 4;
+    static DS4_AVX512_INLINE __m512 load(const uint8_t* p) { return _mm512_loadu_ps(p); }
+    static DS4_AVX512_INLINE __m512 load(const uint8_t* p, __mmask16 k) { return _mm512_maskz_loadu_ps(k, p); }
+};
+struct F16 {
+    static constexpr int kBytes = 2;
+    static DS4_AVX512_INLINE __m512 load(const uint8_t* p) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     }
-    if (i < nb) body(i, a0, a1);
-    return hsum4(a0, a1, a2, a3);
+    static DS4_AVX512_INLINE __m512 load(const uint8_t* p, __mmask16 k) {
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, p));
+    }
+};
+struct BF16 {
+    static constexpr int kBytes = 2;
+    static DS4_AVX512_INLINE __m512 widen(__m256i h) {
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    static DS4_AVX512_INLINE __m512 load(const uint8_t* p) {
+        return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    }
+    static DS4_AVX512_INLINE __m512 load(const uint8_t* p, __mmask16 k) { return widen(_mm256_maskz_loadu_epi16(k, p)); }
+};
+
+// Lanes [0, m) of a 16-lane vector, m clamped to 0..16.
+inline __mmask16 first_lanes(int64_t m) {
+    return m >= 16 ? static_cast<__mmask16>(0xFFFF) : m <= 0 ? 0 : static_cast<__mmask16>((1u << m) - 1);
 }
 
-// Float formats: 4 accumulators x 16 lanes; the tail (< 64) via a zero-padded copy.
-template <int Bytes, __m512 (*Load16)(const uint8_t*)>
-float dot_float_format(const void* w, const float* x, int64_t n) {
+template <class E, int R>
+void float_rows(const uint8_t* p, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 acc[R];
+    for (auto& a : acc) a = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 u[2] = {E::load(p + i * E::kBytes), E::load(p + (i + 16) * E::kBytes)};
+        group_step<2, R>(acc, u, one, [&](int r, int j) { return _mm512_loadu_ps(x + r * ldx + i + 16 * j); });
+    }
+    if (i < n) {  // zero-padded: masked-off lanes are neither read nor nonzero
+        const __mmask16 k[2] = {first_lanes(n - i), first_lanes(n - i - 16)};
+        const __m512 u[2] = {E::load(p + i * E::kBytes, k[0]), E::load(p + (i + 16) * E::kBytes, k[1])};
+        group_step<2, R>(acc, u, one,
+                         [&](int r, int j) { return _mm512_maskz_loadu_ps(k[j], x + r * ldx + i + 16 * j); });
+    }
+    store_hsums(acc, y, ldy);
+}
+
+template <class E>
+float float_dot(const void* w, const float* x, int64_t n) {
+    float y;
+    float_rows<E, 1>(static_cast<const uint8_t*>(w), x, 0, n, &y, 0);
+    return y;
+}
+
+template <class E>
+void float_dot_rows(const void* w, const float* x, int64_t ldx, int nx, int64_t n, float* y, int64_t ldy) {
     const auto* p = static_cast<const uint8_t*>(w);
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-        a0 = _mm512_fmadd_ps(Load16(p + i * Bytes), _mm512_loadu_ps(x + i), a0);
-        a1 = _mm512_fmadd_ps(Load16(p + (i + 16) * Bytes), _mm512_loadu_ps(x + i + 16), a1);
-        a2 = _mm512_fmadd_ps(Load16(p + (i + 32) * Bytes), _mm512_loadu_ps(x + i + 32), a2);
-        a3 = _mm512_fmadd_ps(Load16(p + (i + 48) * Bytes), _mm512_loadu_ps(x + i + 48), a3);
+    switch (nx) {
+        case 1: return float_rows<E, 1>(p, x, ldx, n, y, ldy);
+        case 2: return float_rows<E, 2>(p, x, ldx, n, y, ldy);
+        case 3: return float_rows<E, 3>(p, x, ldx, n, y, ldy);
+        default: return float_rows<E, 4>(p, x, ldx, n, y, ldy);
     }
-    for (; i < n; i += 16) {  // tail (< 64) into a0
-        const int64_t m = n - i < 16 ? n - i : 16;
-        alignas(64) uint8_t wb[16 * Bytes] = {};
-        alignas(64) float xb[16] = {};
-        std::memcpy(wb, p + i * Bytes, static_cast<size_t>(m) * Bytes);
-        std::memcpy(xb, x + i, static_cast<size_t>(m) * sizeof(float));
-        a0 = _mm512_fmadd_ps(Load16(wb), _mm512_load_ps(xb), a0);
+}
+
+// ---- legacy blocks (format structs: see x86_avx512_util.h) ----
+
+// Q8_0: u = q, s = d.
+struct Q8_0 {
+    static constexpr int kElems = QK8_0, kBytes = sizeof(block_q8_0), kGroup = 32;
+    static constexpr bool kUnitScale = false;
+    template <class F>
+    static DS4_AVX512_INLINE void block(const uint8_t* p, F&& f) {
+        const uint8_t* qs = p + offsetof(block_q8_0, qs);
+        const __m512 u[2] = {_mm512_cvtepi32_ps(i8x16(qs)), _mm512_cvtepi32_ps(i8x16(qs + 16))};
+        f(0, u, bcast_f16(p + offsetof(block_q8_0, d)));
     }
-    return hsum4(a0, a1, a2, a3);
+};
+
+// Q4_0: u = q - 8 by table, s = d; elements 0..15 are the low nibbles, 16..31 the high ones.
+struct Q4_0 {
+    static constexpr int kElems = QK4_0, kBytes = sizeof(block_q4_0), kGroup = 32;
+    static constexpr bool kUnitScale = false;
+    template <class F>
+    static DS4_AVX512_INLINE void block(const uint8_t* p, F&& f) {
+        const __m512 table = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+        const __m512i a = u8x16(p + offsetof(block_q4_0, qs));
+        const __m512 u[2] = {_mm512_permutexvar_ps(a, table), _mm512_permutexvar_ps(_mm512_srli_epi32(a, 4), table)};
+        f(0, u, bcast_f16(p + offsetof(block_q4_0, d)));
+    }
+};
+
+// Q4_1: u = w = T[q], T = fma(d, iota, m); s = 1.
+struct Q4_1 {
+    static constexpr int kElems = QK4_1, kBytes = sizeof(block_q4_1), kGroup = 32;
+    static constexpr bool kUnitScale = true;
+    template <class F>
+    static DS4_AVX512_INLINE void block(const uint8_t* p, F&& f) {
+        const __m512 table =
+            _mm512_fmadd_ps(bcast_f16(p + offsetof(block_q4_1, d)), iota16(), bcast_f16(p + offsetof(block_q4_1, m)));
+        const __m512i a = u8x16(p + offsetof(block_q4_1, qs));
+        const __m512 u[2] = {_mm512_permutexvar_ps(a, table), _mm512_permutexvar_ps(_mm512_srli_epi32(a, 4), table)};
+        f(0, u, _mm512_set1_ps(1.0f));
+    }
+};
+
+// The fifth bits of a Q5 block: bits 0..15 of qh for elements 0..15, bits 16..31 for 16..31
+// (two 16-bit loads straight into mask registers).
+DS4_AVX512_INLINE void q5_masks(const uint8_t* qhp, __mmask16& k0, __mmask16& k1) {
+    k0 = static_cast<__mmask16>(load_u16(qhp));
+    k1 = static_cast<__mmask16>(load_u16(qhp + 2));
 }
 
-inline __m512 load16_f32(const uint8_t* p) { return _mm512_loadu_ps(reinterpret_cast<const float*>(p)); }
-inline __m512 load16_f16(const uint8_t* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-inline __m512 load16_bf16(const uint8_t* p) {
-    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
-}
+// Q5_0: u = q - 16 from two constant tables, nibble - 16 and nibble (fifth bit set), the second
+// picked by a masked vpermps (a masked add of 16 costs GCC an extra register copy); s = d.
+struct Q5_0 {
+    static constexpr int kElems = QK5_0, kBytes = sizeof(block_q5_0), kGroup = 32;
+    static constexpr bool kUnitScale = false;
+    template <class F>
+    static DS4_AVX512_INLINE void block(const uint8_t* p, F&& f) {
+        const __m512 tlo = _mm512_setr_ps(-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1);
+        const __m512 thi = iota16();
+        __mmask16 k0, k1;
+        q5_masks(p + offsetof(block_q5_0, qh), k0, k1);
+        const __m512i a = u8x16(p + offsetof(block_q5_0, qs)), b = _mm512_srli_epi32(a, 4);
+        const __m512 u[2] = {_mm512_mask_permutexvar_ps(_mm512_permutexvar_ps(a, tlo), k0, a, thi),
+                             _mm512_mask_permutexvar_ps(_mm512_permutexvar_ps(b, tlo), k1, b, thi)};
+        f(0, u, bcast_f16(p + offsetof(block_q5_0, d)));
+    }
+};
 
-// One 32-element block of a 4-bit format through the table t (t[q] = weight of quant q):
-// elements 0..15 are the low nibbles, 16..31 the high nibbles.  Two accumulators per block.
-inline void nibble_block(const uint8_t* qs, __m512 t, const float* x, __m512& acc_lo, __m512& acc_hi) {
-    const __m512i a = u8x16(qs);
-    acc_lo = _mm512_fmadd_ps(_mm512_permutexvar_ps(a, t), _mm512_loadu_ps(x), acc_lo);
-    acc_hi = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(a, 4), t), _mm512_loadu_ps(x + 16), acc_hi);
-}
-
-// Q5 blocks: quants 0..31 (low nibble | fifth bit << 4) for elements 0..15 and 16..31; the
-// fifth bits are bits 0..15 / 16..31 of qh, used directly as a lane mask.
-inline void q5_block(const uint8_t* qs, const uint8_t* qhp, __m512 tlo, __m512 thi, const float* x,
-                     __m512& acc_lo, __m512& acc_hi) {
-    uint32_t qh;
-    std::memcpy(&qh, qhp, sizeof qh);
-    const __m512i a = u8x16(qs), lo4 = _mm512_set1_epi32(0x0F), k16 = _mm512_set1_epi32(16);
-    const __m512i lo = _mm512_and_si512(a, lo4), hi = _mm512_srli_epi32(a, 4);
-    const __m512i q0 = _mm512_mask_or_epi32(lo, static_cast<__mmask16>(qh & 0xFFFF), lo, k16);
-    const __m512i q1 = _mm512_mask_or_epi32(hi, static_cast<__mmask16>(qh >> 16), hi, k16);
-    acc_lo = _mm512_fmadd_ps(_mm512_permutex2var_ps(tlo, q0, thi), _mm512_loadu_ps(x), acc_lo);
-    acc_hi = _mm512_fmadd_ps(_mm512_permutex2var_ps(tlo, q1, thi), _mm512_loadu_ps(x + 16), acc_hi);
-}
+// Q5_1: u = w from two tables, fma(d, q, m) for q < 16 and q >= 16, the second picked by the
+// fifth bit (masked vpermps); s = 1.
+struct Q5_1 {
+    static constexpr int kElems = QK5_1, kBytes = sizeof(block_q5_1), kGroup = 32;
+    static constexpr bool kUnitScale = true;
+    template <class F>
+    static DS4_AVX512_INLINE void block(const uint8_t* p, F&& f) {
+        const __m512 iota = iota16(), iota_hi = _mm512_add_ps(iota16(), _mm512_set1_ps(16.0f));
+        const __m512 d = bcast_f16(p + offsetof(block_q5_1, d)), m = bcast_f16(p + offsetof(block_q5_1, m));
+        const __m512 tlo = _mm512_fmadd_ps(d, iota, m), thi = _mm512_fmadd_ps(d, iota_hi, m);
+        __mmask16 k0, k1;
+        q5_masks(p + offsetof(block_q5_1, qh), k0, k1);
+        const __m512i a = u8x16(p + offsetof(block_q5_1, qs)), b = _mm512_srli_epi32(a, 4);
+        const __m512 u[2] = {_mm512_mask_permutexvar_ps(_mm512_permutexvar_ps(a, tlo), k0, a, thi),
+                             _mm512_mask_permutexvar_ps(_mm512_permutexvar_ps(b, tlo), k1, b, thi)};
+        f(0, u, _mm512_set1_ps(1.0f));
+    }
+};
 
 }  // namespace
 
-float dot_f32(const void* w, const float* x, int64_t n) { return dot_float_format<4, load16_f32>(w, x, n); }
-float dot_f16(const void* w, const float* x, int64_t n) { return dot_float_format<2, load16_f16>(w, x, n); }
-float dot_bf16(const void* w, const float* x, int64_t n) { return dot_float_format<2, load16_bf16>(w, x, n); }
-
-// Q8_0: w = d q (exact product), one fma per weight.
-float dot_q8_0(const void* w, const float* x, int64_t n) {
-    const auto* base = static_cast<const uint8_t*>(w);
-    return fold_blocks(n / QK8_0, [&](int64_t i, __m512& a, __m512& b) {
-        const uint8_t* p = base + i * sizeof(block_q8_0);
-        const uint8_t* qs = p + offsetof(block_q8_0, qs);
-        const float* xb = x + i * QK8_0;
-        const __m512 d = _mm512_set1_ps(load_f16(p));
-        a = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(i8x16(qs))), _mm512_loadu_ps(xb), a);
-        b = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(i8x16(qs + 16))), _mm512_loadu_ps(xb + 16), b);
-    });
+float dot_f32(const void* w, const float* x, int64_t n) { return float_dot<F32>(w, x, n); }
+float dot_f16(const void* w, const float* x, int64_t n) { return float_dot<F16>(w, x, n); }
+float dot_bf16(const void* w, const float* x, int64_t n) { return float_dot<BF16>(w, x, n); }
+void dot_rows_f32(const void* w, const float* x, int64_t ldx, int nx, int64_t n, float* y, int64_t ldy) {
+    float_dot_rows<F32>(w, x, ldx, nx, n, y, ldy);
+}
+void dot_rows_f16(const void* w, const float* x, int64_t ldx, int nx, int64_t n, float* y, int64_t ldy) {
+    float_dot_rows<F16>(w, x, ldx, nx, n, y, ldy);
+}
+void dot_rows_bf16(const void* w, const float* x, int64_t ldx, int nx, int64_t n, float* y, int64_t ldy) {
+    float_dot_rows<BF16>(w, x, ldx, nx, n, y, ldy);
 }
 
-void dequant_q8_0(const void* src, float* dst, int64_t n) {
-    const auto* p = static_cast<const uint8_t*>(src);
-    for (int64_t i = 0; i < n / QK8_0; ++i, p += sizeof(block_q8_0), dst += QK8_0) {
-        const __m512 d = _mm512_set1_ps(load_f16(p));
-        const uint8_t* qs = p + offsetof(block_q8_0, qs);
-        _mm512_storeu_ps(dst, _mm512_mul_ps(d, _mm512_cvtepi32_ps(i8x16(qs))));
-        _mm512_storeu_ps(dst + 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(i8x16(qs + 16))));
-    }
-}
+DS4_AVX512_QUANT_KERNELS(q8_0, Q8_0)
+DS4_AVX512_QUANT_KERNELS(q4_0, Q4_0)
+DS4_AVX512_QUANT_KERNELS(q4_1, Q4_1)
+DS4_AVX512_QUANT_KERNELS(q5_0, Q5_0)
+DS4_AVX512_QUANT_KERNELS(q5_1, Q5_1)
 
-// Q4_0: table d * (q - 8), exact.
-float dot_q4_0(const void* w, const float* x, int64_t n) {
-    const auto* base = static_cast<const uint8_t*>(w);
-    const __m512 centred = _mm512_sub_ps(iota16(), _mm512_set1_ps(8.0f));
-    return fold_blocks(n / QK4_0, [&](int64_t i, __m512& a, __m512& b) {
-        const uint8_t* p = base + i * sizeof(block_q4_0);
-        const __m512 t = _mm512_mul_ps(_mm512_set1_ps(load_f16(p)), centred);
-        nibble_block(p + offsetof(block_q4_0, qs), t, x + i * QK4_0, a, b);
-    });
-}
-
-// Q4_1: table fma(d, q, m) = the reference's d * q + m (d * q exact).
-float dot_q4_1(const void* w, const float* x, int64_t n) {
-    const auto* base = static_cast<const uint8_t*>(w);
-    const __m512 iota = iota16();
-    return fold_blocks(n / QK4_1, [&](int64_t i, __m512& a, __m512& b) {
-        const uint8_t* p = base + i * sizeof(block_q4_1);
-        const __m512 d = _mm512_set1_ps(load_f16(p + offsetof(block_q4_1, d)));
-        const __m512 m = _mm512_set1_ps(load_f16(p + offsetof(block_q4_1, m)));
-        nibble_block(p + offsetof(block_q4_1, qs), _mm512_fmadd_ps(d, iota, m), x + i * QK4_1, a, b);
-    });
-}
-
-// Q5_0: 32-entry table d * (q - 16), exact.
-float dot_q5_0(const void* w, const float* x, int64_t n) {
-    const auto* base = static_cast<const uint8_t*>(w);
-    const __m512 iota = iota16();
-    const __m512 qlo = _mm512_sub_ps(iota, _mm512_set1_ps(16.0f));  // q - 16 for q < 16; q >= 16 gives iota
-    return fold_blocks(n / QK5_0, [&](int64_t i, __m512& a, __m512& b) {
-        const uint8_t* p = base + i * sizeof(block_q5_0);
-        const __m512 d = _mm512_set1_ps(load_f16(p));
-        q5_block(p + offsetof(block_q5_0, qs), p + offsetof(block_q5_0, qh), _mm512_mul_ps(d, qlo),
-                 _mm512_mul_ps(d, iota), x + i * QK5_0, a, b);
-    });
-}
-
-void dequant_q5_0(const void* src, float* dst, int64_t n) {
-    const auto* p = static_cast<const uint8_t*>(src);
-    const __m512 iota = iota16(), qlo = _mm512_sub_ps(iota16(), _mm512_set1_ps(16.0f));
-    for (int64_t i = 0; i < n / QK5_0; ++i, p += sizeof(block_q5_0), dst += QK5_0) {
-        const __m512 d = _mm512_set1_ps(load_f16(p));
-        const __m512 tlo = _mm512_mul_ps(d, qlo), thi = _mm512_mul_ps(d, iota);
-        uint32_t qh;
-        std::memcpy(&qh, p + offsetof(block_q5_0, qh), sizeof qh);
-        const __m512i a = u8x16(p + offsetof(block_q5_0, qs)), k16 = _mm512_set1_epi32(16);
-        const __m512i lo = _mm512_and_si512(a, _mm512_set1_epi32(0x0F)), hi = _mm512_srli_epi32(a, 4);
-        const __m512i q0 = _mm512_mask_or_epi32(lo, static_cast<__mmask16>(qh & 0xFFFF), lo, k16);
-        const __m512i q1 = _mm512_mask_or_epi32(hi, static_cast<__mmask16>(qh >> 16), hi, k16);
-        _mm512_storeu_ps(dst, _mm512_permutex2var_ps(tlo, q0, thi));
-        _mm512_storeu_ps(dst + 16, _mm512_permutex2var_ps(tlo, q1, thi));
-    }
-}
-
-float dot_q5_1(const void* w, const float* x, int64_t n) {
-    const auto* base = static_cast<const uint8_t*>(w);
-    const __m512 iota = iota16(), iota_hi = _mm512_add_ps(iota16(), _mm512_set1_ps(16.0f));
-    return fold_blocks(n / QK5_1, [&](int64_t i, __m512& a, __m512& b) {
-        const uint8_t* p = base + i * sizeof(block_q5_1);
-        const __m512 d = _mm512_set1_ps(load_f16(p + offsetof(block_q5_1, d)));
-        const __m512 m = _mm512_set1_ps(load_f16(p + offsetof(block_q5_1, m)));
-        q5_block(p + offsetof(block_q5_1, qs), p + offsetof(block_q5_1, qh), _mm512_fmadd_ps(d, iota, m),
-                 _mm512_fmadd_ps(d, iota_hi, m), x + i * QK5_1, a, b);
-    });
-}
+void dequant_q8_0(const void* src, float* dst, int64_t n) { quant_dequant<Q8_0>(src, dst, n); }
+void dequant_q5_0(const void* src, float* dst, int64_t n) { quant_dequant<Q5_0>(src, dst, n); }
 
 }  // namespace avx512
 
 const Kernels& avx512_kernels(Type type) {
+    using namespace avx512;
     static const Kernels none;
-    static const Kernels f32{nullptr, &avx512::dot_f32}, f16{nullptr, &avx512::dot_f16},
-        bf16{nullptr, &avx512::dot_bf16}, q4_0{nullptr, &avx512::dot_q4_0}, q4_1{nullptr, &avx512::dot_q4_1},
-        q5_0{&avx512::dequant_q5_0, &avx512::dot_q5_0}, q5_1{nullptr, &avx512::dot_q5_1},
-        q8_0{&avx512::dequant_q8_0, &avx512::dot_q8_0}, q2_K{nullptr, &avx512::dot_q2_K},
-        q3_K{nullptr, &avx512::dot_q3_K}, q4_K{&avx512::dequant_q4_K, &avx512::dot_q4_K},
-        q5_K{nullptr, &avx512::dot_q5_K}, q6_K{&avx512::dequant_q6_K, &avx512::dot_q6_K};
+    static const Kernels f32{nullptr, &dot_f32, &dot_rows_f32}, f16{nullptr, &dot_f16, &dot_rows_f16},
+        bf16{nullptr, &dot_bf16, &dot_rows_bf16},
+        q4_0{nullptr, &dot_q4_0, &dot_rows_q4_0, &groups_q4_0, &gemm_groups, 32},
+        q4_1{nullptr, &dot_q4_1, &dot_rows_q4_1, &groups_q4_1, &gemm_groups, 32},
+        q5_0{&dequant_q5_0, &dot_q5_0, &dot_rows_q5_0, &groups_q5_0, &gemm_groups, 32},
+        q5_1{nullptr, &dot_q5_1, &dot_rows_q5_1, &groups_q5_1, &gemm_groups, 32},
+        q8_0{&dequant_q8_0, &dot_q8_0, &dot_rows_q8_0, &groups_q8_0, &gemm_groups, 32},
+        q2_K{nullptr, &dot_q2_K, &dot_rows_q2_K, &groups_q2_K, &gemm_groups, 16},
+        q3_K{nullptr, &dot_q3_K, &dot_rows_q3_K, &groups_q3_K, &gemm_groups, 16},
+        q4_K{&dequant_q4_K, &dot_q4_K, &dot_rows_q4_K, &groups_q4_K, &gemm_groups, 32},
+        q5_K{nullptr, &dot_q5_K, &dot_rows_q5_K, &groups_q5_K, &gemm_groups, 32},
+        q6_K{&dequant_q6_K, &dot_q6_K, &dot_rows_q6_K, &groups_q6_K, &gemm_groups, 16};
     switch (type) {
         case Type::F32: return f32;
         case Type::F16: return f16;

@@ -1,15 +1,14 @@
-// Internals of the x86 SIMD kernels (kernels_avx2.cpp, kquants_avx2.cpp, kernels_avx512.cpp,
-// kquants_avx512.cpp): the per-ISA function declarations, and the numerical contract they share.
+// Internals of the x86 SIMD kernels (kernels_, kquants_ and gemm_avx2.cpp / _avx512.cpp): the
+// per-ISA function declarations, and the numerical contract they share.
 //
 // Weights.  Every kernel forms each weight w_i exactly as the scalar reference (and ggml's
 // dequantize_row_*) does in float32.  For the formats without a minimum (Q4_0, Q5_0, Q8_0, Q3_K,
 // Q6_K) w_i = d_s * q_i with d_s = d (or d * sc, exact: <= 11 + 8 significant bits) and |q_i| < 128,
-// so w_i is an exact float product.  Those kernels either form w_i explicitly (AVX2 Q8_0 / Q6_K,
-// all AVX-512 kernels: w_i = (q_i 2^24)(d_s 2^-24), exact, or a table T[q] = d_s (q - c)) and
-// accumulate fma(w_i, x_i, acc), or sum q_i x_i over a scale group and multiply by d_s once
-// (Σ_s d_s Σ_i q_i x_i: the same exact terms, grouped).  The formats with a minimum (Q4_1, Q5_1,
+// so w_i is an exact float product.  Those kernels sum u_i x_i over a scale group, u_i an exact
+// float standing for q_i (q_i itself, q_i - c, or q_i 2^24), and multiply by the group's scale
+// once (Σ_s d_s Σ_i q_i x_i: the same exact terms, grouped).  The formats with a minimum (Q4_1, Q5_1,
 // Q2_K, Q4_K, Q5_K) compute w_i = fma(d_s, q_i, -m_s) (one rounding, d_s q_i being exact),
-// bit-identical to the reference's d_s * q_i - m_s, then accumulate fma(w_i, x_i, acc): no
+// bit-identical to the reference's d_s * q_i - m_s, then accumulate w_i x_i by fma: no
 // factorisation into d_s Σ q x - m_s Σ x, whose cancellation would loosen the bound below from
 // Σ|w x| to Σ(|d_s q x| + |m_s x|).  That costs one fma per weight; it is the price of exactness.
 //
@@ -22,7 +21,7 @@
 //     t   = u_0 * x_0;   t = fma(u_j, x_j, t) for j = 1..G-1      (lane-wise, in order)
 //     acc = fma(t, s_k, acc)                                     (one accumulator, from zero)
 // and the result is the lanes of acc reduced by hsum (x86_avx2_util.h / x86_avx512_util.h).
-// The float formats use the same form with g = 4 L, u = w, s = 1, and a zero-padded last group.
+// The float formats use the same form with g = 32, u = w, s = 1, and a zero-padded last group.
 // Per group a lane forms at most G + 1 <= 5 roundings and the accumulator advances once, so every
 // product w_i x_i passes through at most h roundings on its way to the result, with
 //     h <= n / L + 16          (G + 1 <= 5 group steps, log2 L <= 4 lane-tree steps, + spare),

@@ -6,6 +6,11 @@
 //     exact for the operations used: integer ops, conversions, IEEE add / mul; its fma may round
 //     twice, which the bound absorbs), and
 //   * for arm64 with aarch64-linux-gnu-g++, run under qemu-aarch64, for the NEON table.
+// Per format it checks dequant (bit-identical to the reference), dot (within the bound of
+// simd_x86.h), and, where the table has them, dot_rows for every row count 1..kDotRowsMax and
+// decode_groups + gemm_groups for several weight-row x activation-row shapes, both bit for bit
+// against the table's own dot (the emulated fma rounds the same way in all three, so bit-identity
+// holds under SIMDe too).
 // Usage: simd_check avx2|avx512|neon [seed] (an arm64 build checks the NEON table, e.g. under
 // qemu-aarch64).  Prints one line per failure; exit status 1 if any.
 #include <cmath>
@@ -14,6 +19,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "quant/blocks.h"
@@ -71,6 +77,71 @@ std::vector<uint8_t> random_row(const Case& c, const TypeInfo& ti, int64_t n, st
     return row;
 }
 
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// nx activation rows of n floats at stride ldx (> n: the padding must not matter), row r scaled by
+// a very different magnitude from its neighbours.
+std::vector<float> activation_rows(int nx, int64_t n, int64_t ldx, std::mt19937_64& rng) {
+    static const float kScale[] = {1.0f, 3e4f, 2e-5f, 1e2f};
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(nx * ldx), std::nanf(""));
+    for (int r = 0; r < nx; ++r)
+        for (int64_t i = 0; i < n; ++i) x[r * ldx + i] = nd(rng) * kScale[r % 4];
+    return x;
+}
+
+// dot_rows for every row count against dot, bit for bit.
+int check_dot_rows(const Kernels& k, const char* name, const uint8_t* row, int64_t n, std::mt19937_64& rng,
+                   int& checks) {
+    int failures = 0;
+    const int64_t ldx = n + 7, ldy = 3;
+    const auto x = activation_rows(kDotRowsMax, n, ldx, rng);
+    for (int nx = 1; nx <= kDotRowsMax; ++nx) {
+        std::vector<float> y(static_cast<size_t>(nx * ldy), -1.0f);
+        k.dot_rows(row, x.data(), ldx, nx, n, y.data(), ldy);
+        for (int r = 0; r < nx; ++r) {
+            ++checks;
+            const float d = k.dot(row, x.data() + r * ldx, n);
+            if (!same_bits(y[r * ldy], d)) {
+                ++failures;
+                std::printf("FAIL dot_rows %s n=%lld nx=%d row %d: rows=%.9g dot=%.9g\n", name,
+                            static_cast<long long>(n), nx, r, y[r * ldy], d);
+            }
+        }
+    }
+    return failures;
+}
+
+// decode_groups of nw weight rows, then gemm_groups against nx activation rows, against dot, bit
+// for bit.
+int check_gemm(const Case& c, const TypeInfo& ti, const Kernels& k, int64_t n, int nw, int nx, std::mt19937_64& rng,
+               int& checks) {
+    int failures = 0;
+    const size_t rb = row_bytes(ti, n);
+    const int64_t ng = n / k.group_len, ldx = n + 5, ldy = nw + 3;
+    std::vector<uint8_t> w;
+    for (int o = 0; o < nw; ++o) {
+        const auto row = random_row(c, ti, n, rng);
+        w.insert(w.end(), row.begin(), row.end());
+    }
+    const auto x = activation_rows(nx, n, ldx, rng);
+    std::vector<float> u(static_cast<size_t>(nw * n)), sc(static_cast<size_t>(nw * ng));
+    for (int o = 0; o < nw; ++o) k.decode_groups(w.data() + o * rb, n, u.data() + o * n, sc.data() + o * ng);
+    std::vector<float> y(static_cast<size_t>(nx * ldy), -1.0f);
+    k.gemm_groups(u.data(), sc.data(), nw, x.data(), ldx, nx, n, k.group_len, y.data(), ldy);
+    for (int r = 0; r < nx; ++r)
+        for (int o = 0; o < nw; ++o) {
+            ++checks;
+            const float d = k.dot(w.data() + o * rb, x.data() + r * ldx, n);
+            if (!same_bits(y[r * ldy + o], d)) {
+                ++failures;
+                std::printf("FAIL gemm %s n=%lld %dx%d (w %d, x %d): gemm=%.9g dot=%.9g\n", ti.name,
+                            static_cast<long long>(n), nw, nx, o, r, y[r * ldy + o], d);
+            }
+        }
+    return failures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,10 +165,10 @@ int main(int argc, char** argv) {
         const Kernels& ref = ref_kernels(c.type);
         if (!simd.dot && !simd.dequant) continue;
         const int64_t bs = ti.block_size == 1 ? 1 : ti.block_size;
-        for (int64_t nblk : {1, 2, 3, 7, 16, 64}) {
-            for (int64_t extra : {0, 5, 13}) {
+        for (int64_t nblk : {0, 1, 2, 3, 7, 16, 64}) {
+            for (int64_t extra : {0, 5, 13}) {  // float formats: a partial last group, or only that
                 const int64_t n = bs == 1 ? 32 * nblk + extra : nblk * bs;
-                if (bs != 1 && extra) continue;
+                if (n == 0 || (bs != 1 && extra)) continue;
                 for (int trial = 0; trial < 4; ++trial) {
                     const auto row = random_row(c, ti, n, rng);
                     std::vector<float> x(n), wref(n), wsimd(n);
@@ -126,8 +197,14 @@ int main(int argc, char** argv) {
                         std::printf("FAIL dot %s n=%lld ref=%.9g simd=%.9g bound=%.3g\n", ti.name,
                                     static_cast<long long>(n), r, s, bound);
                     }
+                    if (simd.dot_rows) failures += check_dot_rows(simd, ti.name, row.data(), n, rng, checks);
                 }
             }
+        }
+        if (simd.dot && simd.decode_groups && simd.gemm_groups && simd.group_len > 0) {
+            const std::pair<int, int> shapes[] = {{1, 1}, {5, 3}, {13, 17}, {4, 4}, {2, 9}};  // (weight, activation) rows
+            for (int64_t nblk : {1, 3})
+                for (const auto& [nw, nx] : shapes) failures += check_gemm(c, ti, simd, nblk * bs, nw, nx, rng, checks);
         }
     }
     std::printf("%s: %d checks, %d failures, worst error / bound = %.3g\n", isa.c_str(), checks, failures, worst);

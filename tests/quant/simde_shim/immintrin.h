@@ -13,6 +13,7 @@
 #include <cstring>
 
 typedef simde__mmask16 __mmask16;  // SIMDe 0.7 aliases the vector types but not the masks
+typedef simde__mmask64 __mmask64;
 
 namespace ds4_simde_shim {
 template <class To, class From>
@@ -80,4 +81,24 @@ inline simde__mmask16 ds4_mm512_testn_epi32_mask(simde__m512i a, simde__m512i b)
     return static_cast<simde__mmask16>(~_mm512_test_epi32_mask(a, b));
 }
 #define _mm512_testn_epi32_mask ds4_mm512_testn_epi32_mask
+#endif
+// Masked loads: only the selected lanes are read (masked-off lanes may lie past the buffer), the
+// others are zero.
+#ifndef _mm512_maskz_loadu_ps
+inline simde__m512 ds4_mm512_maskz_loadu_ps(simde__mmask16 k, const void* p) {
+    std::array<float, 16> r{};
+    for (int i = 0; i < 16; ++i)
+        if (k & (1u << i)) std::memcpy(&r[i], static_cast<const char*>(p) + 4 * i, 4);
+    return ds4_simde_shim::bits<simde__m512>(r);
+}
+#define _mm512_maskz_loadu_ps ds4_mm512_maskz_loadu_ps
+#endif
+#ifndef _mm256_maskz_loadu_epi16
+inline simde__m256i ds4_mm256_maskz_loadu_epi16(simde__mmask16 k, const void* p) {
+    std::array<uint16_t, 16> r{};
+    for (int i = 0; i < 16; ++i)
+        if (k & (1u << i)) std::memcpy(&r[i], static_cast<const char*>(p) + 2 * i, 2);
+    return ds4_simde_shim::bits<simde__m256i>(r);
+}
+#define _mm256_maskz_loadu_epi16 ds4_mm256_maskz_loadu_epi16
 #endif
