@@ -2,19 +2,21 @@
 // Summation order and error bound: simd_x86.h.  Layouts: blocks.h and kernels_ref_k.cpp; each
 // decoder below restates the index map it relies on.
 //
-// Every format is a decoder struct: its constructor unpacks one block (scales as floats, quants
-// as one byte per element in element order, built 32 elements per byte-wide instruction), and
-// group(g, u) yields the G = group_len / 8 vectors u of group g.  One driver, rows_impl<Fmt, R>,
-// runs the canonical order of simd_x86.h for R activation rows against each decoded group, so a
+// Every format is a decoder struct: its constructor unpacks one block (scales as floats; quants
+// as one byte per element, in element order, 32 elements per byte-wide instruction, on the
+// stack), and group(g).u(j) is vector j of group g.  One driver, rows_impl<Fmt, R>, runs the
+// canonical order of simd_x86.h for R activation rows against each group decoded once, so a
 // row's operations are the same for every R: dot_<fmt> is the R = 1 instance, dot_rows_<fmt>
 // dispatches R = nx, and groups_<fmt> stores the very same u and scales for gemm_groups.
 //
-//   Q4_K, Q5_K (group 32) and Q2_K (group 16) have a minimum: u = w = fma(d sc, q, -dmin m),
-//   rounded once as the reference rounds d sc q - dmin m (d sc q is exact), scale 1.  Q2_K looks
-//   w up in a 4-entry table per group (vpermilps) instead of converting q and forming w per lane.
+// The kernels are bound by vector ALU ops (about two retire per cycle on Zen 3, shuffles,
+// conversions and FMAs alike), so each form below is the one with the fewest per weight:
+//   Q4_K, Q5_K (group 32) and Q2_K (group 16) have a minimum: u = w = d sc q - dmin m with one
+//   rounding (one fmsub, d sc q being exact), as the reference rounds it; scale 1.  Q2_K looks w
+//   up in a 4-entry table per group (vpermilps) instead of converting q and forming w per lane.
 //   Q3_K, Q6_K (group 16) have none: the byte holds q 2^k in its top bits as a signed value, so a
-//   shuffle into the top byte of each lane and one conversion give u = q 2^(24+k), exactly, and
-//   the scale is d sc 2^-(24+k) (exact: d is a half, |sc| < 2^7).
+//   shuffle into the top byte of each lane and one conversion give u = q 2^(24+k) exactly, and
+//   the scale is d sc 2^-(24+k) (exact: d is a half, |sc| <= 2^7).
 #include <immintrin.h>
 
 #include <cstddef>
@@ -30,6 +32,11 @@ namespace {
 
 inline __m256i bytes32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline void store32(uint8_t* p, __m256i v) { _mm256_store_si256(reinterpret_cast<__m256i*>(p), v); }
+inline uint32_t load_u32(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
 inline __m256i splat8(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }
 // Byte-wise shifts by a constant, done 16 bits wide: the bits that cross into the neighbouring
 // byte are always ones the caller's mask then clears.
@@ -40,33 +47,45 @@ inline __m256i shl16(__m256i v) {
     else return v;
 }
 
-// 16 signed bytes at p (16-byte aligned) in the top byte of each lane, converted: vector j = 0, 1
-// holds bytes 8j .. 8j + 7 as b 2^24 (exact).
-inline void top_bytes16(const uint8_t* p, __m256* u) {
-    const __m256i b = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m256i c_lo = _mm256_setr_epi8(-1, -1, -1, 0, -1, -1, -1, 1, -1, -1, -1, 2, -1, -1, -1, 3,
-                                          -1, -1, -1, 4, -1, -1, -1, 5, -1, -1, -1, 6, -1, -1, -1, 7);
-    const __m256i c_hi = _mm256_setr_epi8(-1, -1, -1, 8, -1, -1, -1, 9, -1, -1, -1, 10, -1, -1, -1, 11,
-                                          -1, -1, -1, 12, -1, -1, -1, 13, -1, -1, -1, 14, -1, -1, -1, 15);
-    u[0] = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(b, c_lo));
-    u[1] = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(b, c_hi));
-}
+// A group of 16 signed bytes q (16-byte aligned), vector j = bytes 8j .. 8j + 7 in the top byte
+// of each lane, converted: q 2^24 (exact).
+struct TopBytes16 {
+    const uint8_t* q;
+    __m256 u(int j) const {
+        const __m256i b = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(q)));
+        const __m256i c_lo = _mm256_setr_epi8(-1, -1, -1, 0, -1, -1, -1, 1, -1, -1, -1, 2, -1, -1, -1, 3,
+                                              -1, -1, -1, 4, -1, -1, -1, 5, -1, -1, -1, 6, -1, -1, -1, 7);
+        const __m256i c_hi = _mm256_setr_epi8(-1, -1, -1, 8, -1, -1, -1, 9, -1, -1, -1, 10, -1, -1, -1, 11,
+                                              -1, -1, -1, 12, -1, -1, -1, 13, -1, -1, -1, 14, -1, -1, -1, 15);
+        return _mm256_cvtepi32_ps(_mm256_shuffle_epi8(b, j == 0 ? c_lo : c_hi));
+    }
+};
 
-// The 6-bit scales and mins of a Q4_K / Q5_K block (scale_min_k4), unpacked with 32-bit integer
-// ops, then d1[j] = d sc_j and negm1[j] = (-dmin) m_j = -(dmin m_j) (exact, as k4_scales).
-// Bytes 0..3 hold sc_0..3 (low 6 bits) and the top bits of sc_4..7; bytes 4..7 likewise m_0..3
-// and the top bits of m_4..7; bytes 8..11 the low nibbles of sc_4..7 and high nibbles of m_4..7.
-inline void k4_scales_simd(const uint8_t* s, float d, float dmin, float* d1, float* negm1) {
-    uint32_t a[3];
-    std::memcpy(a, s, sizeof a);
-    constexpr uint32_t low6 = 0x3F3F3F3F, low4 = 0x0F0F0F0F, low2 = 0x03030303;
-    const uint64_t sc = (a[0] & low6) | uint64_t{(a[2] & low4) | (((a[0] >> 6) & low2) << 4)} << 32;
-    const uint64_t m = (a[1] & low6) | uint64_t{((a[2] >> 4) & low4) | (((a[1] >> 6) & low2) << 4)} << 32;
-    const __m128i both = _mm_set_epi64x(static_cast<int64_t>(m), static_cast<int64_t>(sc));
-    const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(both));
-    const __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(both, both)));
-    _mm256_store_ps(d1, _mm256_mul_ps(_mm256_set1_ps(d), scf));
-    _mm256_store_ps(negm1, _mm256_mul_ps(_mm256_set1_ps(-dmin), mf));
+// A group of 32 bytes q (unsigned quants) with the weights d q - m, rounded once (d q is exact).
+struct Group32 {
+    const uint8_t* q;
+    __m256 d, m;
+    __m256 u(int j) const { return _mm256_fmsub_ps(d, _mm256_cvtepi32_ps(u8x8(q + 8 * j)), m); }
+};
+
+// The header of a Q4_K / Q5_K block: d, dmin (halves) and the 6-bit scales sc_j and mins m_j in
+// scales[12] (scale_min_k4: for j < 4 the low 6 bits of bytes j and j + 4; for j >= 4 the
+// nibbles of byte j + 4 and the top 2 bits of bytes j - 4 and j).  All 16 bytes are loaded at
+// once and unpacked with byte shuffles; then d1[j] = d sc_j and m1[j] = dmin m_j, both exact,
+// as the reference forms them.
+inline void k4_header(const uint8_t* p, float* d1, float* m1) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));  // scale byte k at 4 + k
+    // Bytes sc_0..3 | sc_4..7 | m_0..3 | m_4..7: their low parts, then their top 2 bits.
+    const __m128i lo = _mm_shuffle_epi8(b, _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15));
+    const __m128i hi = _mm_shuffle_epi8(b, _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11));
+    const __m128i lo_masked = _mm_and_si128(_mm_srlv_epi32(lo, _mm_setr_epi32(0, 0, 0, 4)),
+                                            _mm_setr_epi32(0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F));
+    const __m128i sm = _mm_or_si128(lo_masked, _mm_and_si128(_mm_srli_epi16(hi, 2), _mm_set1_epi8(0x30)));
+    const __m256 dd = _mm256_castps128_ps256(_mm_cvtph_ps(b));  // d, dmin
+    const __m256 d = _mm256_permutevar8x32_ps(dd, _mm256_setzero_si256());
+    const __m256 dmin = _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(1));
+    _mm256_store_ps(d1, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm))));
+    _mm256_store_ps(m1, _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(sm, sm)))));
 }
 
 // Q4_K: qs[32 c + l] holds element 64 c + l (low nibble, sub-block 2c) and 64 c + 32 + l (high
@@ -75,10 +94,9 @@ struct Q4K {
     static constexpr int kBytes = sizeof(block_q4_K), kGroup = 32;
     static constexpr bool kHasMin = true;
     alignas(32) uint8_t q[QK_K];
-    alignas(32) float d1[8], negm1[8];
+    alignas(32) float d1[8], m1[8];
     explicit Q4K(const uint8_t* p) {
-        k4_scales_simd(p + offsetof(block_q4_K, scales), load_f16(p + offsetof(block_q4_K, d)),
-                       load_f16(p + offsetof(block_q4_K, dmin)), d1, negm1);
+        k4_header(p, d1, m1);
         const __m256i m4 = splat8(0x0F);
         for (int c = 0; c < 4; ++c) {
             const __m256i v = bytes32(p + offsetof(block_q4_K, qs) + 32 * c);
@@ -86,10 +104,7 @@ struct Q4K {
             store32(q + 64 * c + 32, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
         }
     }
-    void group(int g, __m256* u) const {
-        const __m256 d = _mm256_broadcast_ss(&d1[g]), m = _mm256_broadcast_ss(&negm1[g]);
-        for (int j = 0; j < 4; ++j) u[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(u8x8(q + 32 * g + 8 * j)), m);
-    }
+    Group32 group(int g) const { return {q + 32 * g, _mm256_broadcast_ss(&d1[g]), _mm256_broadcast_ss(&m1[g])}; }
 };
 
 // Q5_K: as Q4_K plus a fifth bit: element 64 c + l takes bit 2c of qh[l] and 64 c + 32 + l bit
@@ -98,7 +113,7 @@ struct Q5K {
     static constexpr int kBytes = sizeof(block_q5_K), kGroup = 32;
     static constexpr bool kHasMin = true;
     alignas(32) uint8_t q[QK_K];
-    alignas(32) float d1[8], negm1[8];
+    alignas(32) float d1[8], m1[8];
     // Bit B of each byte of h moved to bit 4.
     template <int B>
     static __m256i bit4(__m256i h) {
@@ -112,18 +127,14 @@ struct Q5K {
         store32(q + 64 * C + 32, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), bit4<2 * C + 1>(h)));
     }
     explicit Q5K(const uint8_t* p) {
-        k4_scales_simd(p + offsetof(block_q5_K, scales), load_f16(p + offsetof(block_q5_K, d)),
-                       load_f16(p + offsetof(block_q5_K, dmin)), d1, negm1);
+        k4_header(p, d1, m1);
         const __m256i h = bytes32(p + offsetof(block_q5_K, qh));
         chunk<0>(p, h);
         chunk<1>(p, h);
         chunk<2>(p, h);
         chunk<3>(p, h);
     }
-    void group(int g, __m256* u) const {
-        const __m256 d = _mm256_broadcast_ss(&d1[g]), m = _mm256_broadcast_ss(&negm1[g]);
-        for (int j = 0; j < 4; ++j) u[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(u8x8(q + 32 * g + 8 * j)), m);
-    }
+    Group32 group(int g) const { return {q + 32 * g, _mm256_broadcast_ss(&d1[g]), _mm256_broadcast_ss(&m1[g])}; }
 };
 
 // Q6_K: 16 int8 scales, one per 16 elements.  Within half h, element 128 h + 32 j + l (j < 4,
@@ -138,7 +149,7 @@ struct Q6K {
     alignas(32) uint8_t q[QK_K];
     alignas(32) float scale[16];
     explicit Q6K(const uint8_t* p) {
-        const __m256 d = _mm256_set1_ps(load_f16(p + offsetof(block_q6_K, d)) * kUnscale);
+        const __m256 d = _mm256_set1_ps(load_f16(p + kBytes - 2) * kUnscale);
         const uint8_t* sc = p + offsetof(block_q6_K, scales);
         for (int k = 0; k < 2; ++k) {
             const __m256i s = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8 * k)));
@@ -159,7 +170,7 @@ struct Q6K {
             store32(out + 96, mix(shl16<-2>(b), hb));
         }
     }
-    void group(int g, __m256* u) const { top_bytes16(q + 16 * g, u); }
+    TopBytes16 group(int g) const { return TopBytes16{q + 16 * g}; }
 };
 
 // Q3_K: 16 six-bit scales (value - 32): low 4 bits in s[i] (i < 8) or s[i - 8] >> 4, top 2 bits
@@ -196,38 +207,41 @@ struct Q3K {
             _mm_setr_epi32(static_cast<int>(sc4(a[0] & low4, 0)), static_cast<int>(sc4(a[1] & low4, 2)),
                            static_cast<int>(sc4((a[0] >> 4) & low4, 4)), static_cast<int>(sc4((a[1] >> 4) & low4, 6))),
             _mm_set1_epi8(32));
-        const __m256 d = _mm256_set1_ps(load_f16(p + offsetof(block_q3_K, d)) * kUnscale);
+        const __m256 d = _mm256_set1_ps(load_f16(p + kBytes - 2) * kUnscale);
         _mm256_store_ps(scale, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s))));
         _mm256_store_ps(scale + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(s, s)))));
         const __m256i hm = bytes32(p + offsetof(block_q3_K, hmask));
         half<0>(p, hm);
         half<1>(p, hm);
     }
-    void group(int g, __m256* u) const { top_bytes16(q + 16 * g, u); }
+    TopBytes16 group(int g) const { return TopBytes16{q + 16 * g}; }
 };
 
 // Q2_K: scales[g] = sc | m << 4 per 16 elements; within half h, element 128 h + 32 j + l =
-// (qs[32 h + l] >> 2 j) & 3.  A group has only four distinct weights fma(d sc, q, -dmin m),
-// q = 0..3, rounded as the reference rounds d sc q - dmin m: they form one 4-entry table per
-// group, and vpermilps, which reads only the low 2 bits of each lane, looks the weights up from
-// the raw shifted bytes (no masking).
+// (qs[32 h + l] >> 2 j) & 3.  A group has only four distinct weights d sc q - dmin m, q = 0..3:
+// they form one 4-entry table per group, and vpermilps, which reads only the low 2 bits of each
+// lane, looks the weights up from the raw shifted bytes (no masking).
 struct Q2K {
     static constexpr int kBytes = sizeof(block_q2_K), kGroup = 16;
     static constexpr bool kHasMin = true;
     alignas(32) uint8_t q[QK_K];
-    alignas(32) float dl[16], negml[16];
+    alignas(32) float dl[16], ml[16];
     explicit Q2K(const uint8_t* p) {
-        const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + offsetof(block_q2_K, scales)));
-        const __m128i m4 = _mm_set1_epi8(0x0F);
-        const __m128i sc = _mm_and_si128(s, m4), m = _mm_and_si128(_mm_srli_epi16(s, 4), m4);
-        const __m256 d = _mm256_set1_ps(load_f16(p + offsetof(block_q2_K, d)));
-        const __m256 negdmin = _mm256_set1_ps(-load_f16(p + offsetof(block_q2_K, dmin)));
-        const auto lanes = [](__m128i v, int half) {
-            return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(half ? _mm_unpackhi_epi64(v, v) : v));
-        };
+        // Scale byte g into lane g % 8 of a dword of its own, then sc = its low nibble and
+        // m = its high nibble; d and dmin converted together.
+        const __m256i s = _mm256_broadcastsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + offsetof(block_q2_K, scales))));
+        const __m256 dd = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi32_si128(load_u32(p + offsetof(block_q2_K, d)))));
+        const __m256 d = _mm256_permutevar8x32_ps(dd, _mm256_setzero_si256());
+        const __m256 dmin = _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(1));
+        const __m256i lo8 = _mm256_setr_epi8(0, -1, -1, -1, 1, -1, -1, -1, 2, -1, -1, -1, 3, -1, -1, -1,
+                                             4, -1, -1, -1, 5, -1, -1, -1, 6, -1, -1, -1, 7, -1, -1, -1);
+        const __m256i hi8 = _mm256_setr_epi8(8, -1, -1, -1, 9, -1, -1, -1, 10, -1, -1, -1, 11, -1, -1, -1,
+                                             12, -1, -1, -1, 13, -1, -1, -1, 14, -1, -1, -1, 15, -1, -1, -1);
         for (int k = 0; k < 2; ++k) {
-            _mm256_store_ps(dl + 8 * k, _mm256_mul_ps(d, lanes(sc, k)));
-            _mm256_store_ps(negml + 8 * k, _mm256_mul_ps(negdmin, lanes(m, k)));
+            const __m256i b = _mm256_shuffle_epi8(s, k == 0 ? lo8 : hi8);
+            _mm256_store_ps(dl + 8 * k, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(0x0F)))));
+            _mm256_store_ps(ml + 8 * k, _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4))));
         }
         for (int h = 0; h < 2; ++h) {
             const __m256i v = bytes32(p + offsetof(block_q2_K, qs) + 32 * h);
@@ -237,10 +251,15 @@ struct Q2K {
             store32(q + 128 * h + 96, _mm256_srli_epi16(v, 6));
         }
     }
-    void group(int g, __m256* u) const {
-        const __m256 table = _mm256_fmadd_ps(_mm256_broadcast_ss(&dl[g]), _mm256_setr_ps(0, 1, 2, 3, 0, 1, 2, 3),
-                                             _mm256_broadcast_ss(&negml[g]));
-        for (int j = 0; j < 2; ++j) u[j] = _mm256_permutevar_ps(table, u8x8(q + 16 * g + 8 * j));
+    // The group's four weights, looked up by the low 2 bits of each lane.
+    struct Group {
+        const uint8_t* q;
+        __m256 table;
+        __m256 u(int j) const { return _mm256_permutevar_ps(table, u8x8(q + 8 * j)); }
+    };
+    Group group(int g) const {
+        return {q + 16 * g, _mm256_fmsub_ps(_mm256_broadcast_ss(&dl[g]), _mm256_setr_ps(0, 1, 2, 3, 0, 1, 2, 3),
+                                            _mm256_broadcast_ss(&ml[g]))};
     }
 };
 
@@ -251,22 +270,29 @@ template <class Fmt, int R>
 void rows_impl(const void* w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy) {
     constexpr int G = Fmt::kGroup / 8;
     const auto* p = static_cast<const uint8_t*>(w);
+    const float* xr[R];
     __m256 acc[R];
-    for (auto& a : acc) a = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; ++i, p += Fmt::kBytes, x += QK_K) {
+    for (int r = 0; r < R; ++r) {
+        xr[r] = x + r * ldx;
+        acc[r] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < n / QK_K; ++i, p += Fmt::kBytes) {
         prefetch_block<Fmt::kBytes>(p);
         const Fmt blk(p);
-#pragma GCC unroll 16
+        // Not unrolled further: fully unrolled, GCC spills the partial sums of R > 1 rows.
+#pragma GCC unroll 2
         for (int g = 0; g < QK_K / Fmt::kGroup; ++g) {
-            __m256 u[G], t[R];
-            blk.group(g, u);
+            const auto grp = blk.group(g);
+            __m256 t[R];
 #pragma GCC unroll 4
-            for (int j = 0; j < G; ++j)
+            for (int j = 0; j < G; ++j) {
+                const __m256 u = grp.u(j);
 #pragma GCC unroll 4
                 for (int r = 0; r < R; ++r) {
-                    const __m256 xv = _mm256_loadu_ps(x + r * ldx + Fmt::kGroup * g + 8 * j);
-                    t[r] = j == 0 ? _mm256_mul_ps(u[j], xv) : _mm256_fmadd_ps(u[j], xv, t[r]);
+                    const __m256 xv = _mm256_loadu_ps(xr[r] + Fmt::kGroup * g + 8 * j);
+                    t[r] = j == 0 ? _mm256_mul_ps(u, xv) : _mm256_fmadd_ps(u, xv, t[r]);
                 }
+            }
             if constexpr (Fmt::kHasMin) {
 #pragma GCC unroll 4
                 for (int r = 0; r < R; ++r) acc[r] = _mm256_add_ps(t[r], acc[r]);
@@ -276,6 +302,7 @@ void rows_impl(const void* w, const float* x, int64_t ldx, int64_t n, float* y, 
                 for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(t[r], s, acc[r]);
             }
         }
+        for (int r = 0; r < R; ++r) xr[r] += QK_K;
     }
     for (int r = 0; r < R; ++r) y[r * ldy] = hsum(acc[r]);
 }
@@ -307,9 +334,8 @@ void groups(const void* w, int64_t n, float* u, float* scales) {
     for (int64_t i = 0; i < n / QK_K; ++i, p += Fmt::kBytes, u += QK_K, scales += NG) {
         const Fmt blk(p);
         for (int g = 0; g < NG; ++g) {
-            __m256 v[G];
-            blk.group(g, v);
-            for (int j = 0; j < G; ++j) _mm256_storeu_ps(u + Fmt::kGroup * g + 8 * j, v[j]);
+            const auto grp = blk.group(g);
+            for (int j = 0; j < G; ++j) _mm256_storeu_ps(u + Fmt::kGroup * g + 8 * j, grp.u(j));
             if constexpr (Fmt::kHasMin) scales[g] = 1.0f;
             else scales[g] = blk.scale[g];
         }
@@ -352,9 +378,8 @@ void dequant_q4_K(const void* src, float* dst, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; ++i, p += sizeof(block_q4_K), dst += QK_K) {
         const Q4K blk(p);
         for (int g = 0; g < 8; ++g) {
-            __m256 v[4];
-            blk.group(g, v);
-            for (int j = 0; j < 4; ++j) _mm256_storeu_ps(dst + 32 * g + 8 * j, v[j]);
+            const auto grp = blk.group(g);
+            for (int j = 0; j < 4; ++j) _mm256_storeu_ps(dst + 32 * g + 8 * j, grp.u(j));
         }
     }
 }
@@ -365,10 +390,9 @@ void dequant_q6_K(const void* src, float* dst, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; ++i, p += sizeof(block_q6_K), dst += QK_K) {
         const Q6K blk(p);
         for (int g = 0; g < 16; ++g) {
-            __m256 v[2];
-            blk.group(g, v);
+            const auto grp = blk.group(g);
             const __m256 s = _mm256_broadcast_ss(&blk.scale[g]);
-            for (int j = 0; j < 2; ++j) _mm256_storeu_ps(dst + 16 * g + 8 * j, _mm256_mul_ps(v[j], s));
+            for (int j = 0; j < 2; ++j) _mm256_storeu_ps(dst + 16 * g + 8 * j, _mm256_mul_ps(grp.u(j), s));
         }
     }
 }
