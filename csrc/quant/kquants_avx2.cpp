@@ -272,6 +272,7 @@ void rows_impl(const void* w, const float* x, int64_t ldx, int64_t n, float* y, 
     const auto* p = static_cast<const uint8_t*>(w);
     const float* xr[R];
     __m256 acc[R];
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
         xr[r] = x + r * ldx;
         acc[r] = _mm256_setzero_ps();
@@ -302,8 +303,10 @@ void rows_impl(const void* w, const float* x, int64_t ldx, int64_t n, float* y, 
                 for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(t[r], s, acc[r]);
             }
         }
+#pragma GCC unroll 4
         for (int r = 0; r < R; ++r) xr[r] += QK_K;
     }
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) y[r * ldy] = hsum(acc[r]);
 }
 
