@@ -237,9 +237,12 @@ const Kernels& avx2_kernels(Type type) {
     static const Kernels f32{nullptr, &avx2::dot_f32}, f16{nullptr, &avx2::dot_f16},
         bf16{nullptr, &avx2::dot_bf16}, q4_0{nullptr, &avx2::dot_q4_0}, q4_1{nullptr, &avx2::dot_q4_1},
         q5_0{&avx2::dequant_q5_0, &avx2::dot_q5_0}, q5_1{nullptr, &avx2::dot_q5_1},
-        q8_0{&avx2::dequant_q8_0, &avx2::dot_q8_0}, q2_K{nullptr, &avx2::dot_q2_K},
-        q3_K{nullptr, &avx2::dot_q3_K}, q4_K{&avx2::dequant_q4_K, &avx2::dot_q4_K},
-        q5_K{nullptr, &avx2::dot_q5_K}, q6_K{&avx2::dequant_q6_K, &avx2::dot_q6_K};
+        q8_0{&avx2::dequant_q8_0, &avx2::dot_q8_0};
+    static const Kernels q2_K{nullptr, &avx2::dot_q2_K, &avx2::dot_rows_q2_K, &avx2::groups_q2_K, &avx2::gemm_groups, 16};
+    static const Kernels q3_K{nullptr, &avx2::dot_q3_K, &avx2::dot_rows_q3_K, &avx2::groups_q3_K, &avx2::gemm_groups, 16};
+    static const Kernels q4_K{&avx2::dequant_q4_K, &avx2::dot_q4_K, &avx2::dot_rows_q4_K, &avx2::groups_q4_K, &avx2::gemm_groups, 32};
+    static const Kernels q5_K{nullptr, &avx2::dot_q5_K, &avx2::dot_rows_q5_K, &avx2::groups_q5_K, &avx2::gemm_groups, 32};
+    static const Kernels q6_K{&avx2::dequant_q6_K, &avx2::dot_q6_K, &avx2::dot_rows_q6_K, &avx2::groups_q6_K, &avx2::gemm_groups, 16};
     switch (type) {
         case Type::F32: return f32;
         case Type::F16: return f16;

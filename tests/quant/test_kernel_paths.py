@@ -51,6 +51,25 @@ def test_gemm_matches_dot(t, isa):
         np.testing.assert_array_equal(got, ref, err_msg=f"{n_rows} weight rows x {nx} rows")
 
 
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("t", SIMD_TYPES)
+def test_unit_rows_give_the_weights(t, isa):
+    """Against the unit activation rows every path returns the weights themselves, equal to the
+    scalar reference's dequantised values: each kernel forms every weight exactly as the reference
+    does (only its sums round, and a sum of one product and zeros is exact)."""
+    n_rows = 3
+    data, x = _case(t, n_rows, 1, 7)
+    n = x.shape[1]
+    w = _core.dequantize_raw(t, data, n_rows * n, isa="scalar").reshape(n_rows, n)
+    eye = np.eye(n, dtype=np.float32)
+    for path in ("dot", "rows", "gemm"):
+        try:
+            got = _core.matmul_path(t, data, n_rows, eye, path, isa=isa)
+        except ValueError:
+            continue  # no such path for this format on this ISA
+        np.testing.assert_array_equal(got, w.T, err_msg=path)
+
+
 def test_path_errors():
     data, x = _case("Q8_0", 2, 2, 6)
     with pytest.raises(ValueError, match="path must be"):
