@@ -44,6 +44,7 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
     if (prompt_.empty() && session_.n_past() == 0)
         throw std::invalid_argument("empty prompt and an empty session: there is nothing to continue from");
     if (params_.stop_at_eog) eog_ = eog_tokens(tok_);
+    fused_greedy_ = params_.sampling.plain_greedy();
 }
 
 void Generator::start() {
@@ -106,7 +107,7 @@ bool Generator::next(std::string* piece) {
             break;
         }
         const double t0 = now();
-        const int32_t tok = sampler_.sample(logits_.data(), session_.n_vocab());
+        const int32_t tok = next_ >= 0 ? next_ : sampler_.sample(logits_.data(), session_.n_vocab());
         sampler_.accept(tok);
         stats_.sample_seconds += now() - t0;
         ++stats_.n_generated;
@@ -132,7 +133,11 @@ bool Generator::next(std::string* piece) {
         }
         const double t1 = now();
         try {
-            session_.eval(&tok, 1, logits_.data(), 1);
+            if (fused_greedy_) {
+                next_ = session_.eval_argmax(&tok, 1).back();
+            } else {
+                session_.eval(&tok, 1, logits_.data(), 1);
+            }
         } catch (const state::ContextOverflow&) {
             finish("context");
             break;

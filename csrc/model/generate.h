@@ -65,6 +65,10 @@ private:
     tok::StreamDecoder decoder_;
     std::vector<int32_t> eog_;
     std::vector<float> logits_;
+    // Plain greedy decoding takes each next token from the fused argmax of the output
+    // projection (Session::eval_argmax) instead of a logits row: next_ holds it, or -1.
+    bool fused_greedy_ = false;
+    int32_t next_ = -1;
     std::vector<int32_t> tokens_;
     std::string text_;                 // shown so far
     std::string held_;                 // decoded, not yet shown (may start a stop string)

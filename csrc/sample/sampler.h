@@ -55,6 +55,14 @@ struct SamplingParams {
     uint64_t seed = 0;
     bool has_seed = false;  // false: seed from std::random_device
 
+    // Greedy with nothing that modifies the logits first: the token is the argmax of the raw
+    // row, so a caller may take it from a fused argmax instead of sampling a materialised row.
+    bool plain_greedy() const {
+        const bool penalties = repeat_last_n > 0 &&
+                               (repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f);
+        return temperature == 0.0f && logit_bias.empty() && !penalties;
+    }
+
     // Throws std::invalid_argument naming the bad field and value. n_vocab < 0 skips the
     // logit_bias id range check (for params not yet tied to a model).
     void validate(int32_t n_vocab = -1) const;
