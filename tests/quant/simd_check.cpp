@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
         const Kernels& ref = ref_kernels(c.type);
         if (!simd.dot && !simd.dequant) continue;
         const int64_t bs = ti.block_size == 1 ? 1 : ti.block_size;
-        for (int64_t nblk : {1, 2, 3, 7, 16, 64}) {
+        for (int64_t nblk : {1, 2, 3, 7, 16, 19, 64}) {
             for (int64_t extra : {0, 5, 13}) {
                 const int64_t n = bs == 1 ? 32 * nblk + extra : nblk * bs;
                 if (bs != 1 && extra) continue;
@@ -125,6 +125,30 @@ int main(int argc, char** argv) {
                         ++failures;
                         std::printf("FAIL dot %s n=%lld ref=%.9g simd=%.9g bound=%.3g\n", ti.name,
                                     static_cast<long long>(n), r, s, bound);
+                    }
+                    // dot_rows and decode_groups + gemm_groups reproduce dot bit for bit, for every
+                    // activation row of a call (row 0 is x; the others are x scaled and shifted)
+                    std::vector<float> xs(kDotRowsMax * n), want(kDotRowsMax), got(kDotRowsMax);
+                    for (int k = 0; k < kDotRowsMax; ++k) {
+                        for (int64_t i = 0; i < n; ++i) xs[k * n + i] = x[(i + 3 * k) % n] * (k == 2 ? 1e-3f : 1.0f);
+                        want[k] = simd.dot(row.data(), xs.data() + k * n, n);
+                    }
+                    auto same = [&](const char* what, int nx) {
+                        ++checks;
+                        if (std::memcmp(want.data(), got.data(), nx * sizeof(float)) == 0) return;
+                        ++failures;
+                        std::printf("FAIL %s %s n=%lld nx=%d\n", what, ti.name, static_cast<long long>(n), nx);
+                    };
+                    for (int nx = 1; simd.dot_rows && nx <= kDotRowsMax; ++nx) {
+                        simd.dot_rows(row.data(), xs.data(), n, nx, n, got.data(), 1);
+                        same("dot_rows", nx);
+                    }
+                    if (simd.decode_groups && simd.gemm_groups && n % simd.group_len == 0) {
+                        std::vector<float> dec(n), sc(n / simd.group_len);
+                        simd.decode_groups(row.data(), n, dec.data(), sc.data());
+                        simd.gemm_groups(dec.data(), sc.data(), 1, xs.data(), n, kDotRowsMax, n, simd.group_len,
+                                         got.data(), 1);
+                        same("gemm_groups", kDotRowsMax);
                     }
                 }
             }

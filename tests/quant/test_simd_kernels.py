@@ -160,7 +160,7 @@ def test_env_forces_scalar():
 # ---- the C++ checker: native AVX2, and AVX-512 through SIMDe emulation -----------------------
 
 CHECK_SOURCES = ["kernels.cpp", "kernels_ref.cpp", "kernels_ref_k.cpp", "kernels_ref_iq.cpp", "iq_tables.cpp",
-                 "types.cpp", "kernels_avx2.cpp", "kquants_avx2.cpp"]
+                 "types.cpp", "kernels_avx2.cpp", "kquants_avx2.cpp", "gemm_avx2.cpp"]
 AVX512_SOURCES = ["kernels_avx512.cpp", "kquants_avx512.cpp"]
 AVX2_FLAGS = ["-mavx2", "-mfma", "-mf16c", "-mbmi2"]
 
