@@ -245,33 +245,24 @@ template <class F, class Fn>
 inline void for_blocks(const uint8_t* p, int64_t nb, Fn&& f) {
     for (int64_t b0 = 0; b0 < nb; b0 += 8) {
         const int cnt = nb - b0 < 8 ? static_cast<int>(nb - b0) : 8;
-        const Params<F> prm(p + b0 * F::kBytes, cnt);
-        for (int i = 0; i < cnt; ++i) {
-            const uint8_t* pb = p + (b0 + i) * F::kBytes;
-            prefetch_block<F::kBytes>(pb);
+        const Params<F> prm(p, cnt);
+#pragma GCC unroll 2  // loop overhead: ~3% for the Q8_0 dot
+        for (int i = 0; i < cnt; ++i, p += F::kBytes) {
+            prefetch_block<F::kBytes>(p);
             const __m256 d = _mm256_broadcast_ss(&prm.d[i]);
             const __m256 m = F::kM >= 0 ? _mm256_broadcast_ss(&prm.m[i]) : d;
-            f(pb, d, m, b0 + i);
+            f(p, d, m, b0 + i);
         }
     }
 }
 
 template <class F, int R>
 void rows_q(const void* w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy) {
-    const auto* p = static_cast<const uint8_t*>(w);
-    const int64_t nb = n / kGroup;
     RowSet<R> rs(x, ldx);
-    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-        const int cnt = nb - b0 < 8 ? static_cast<int>(nb - b0) : 8;
-        const Params<F> prm(p, cnt);
-        for (int i = 0; i < cnt; ++i, p += F::kBytes) {
-            prefetch_block<F::kBytes>(p);
-            const __m256 d = _mm256_broadcast_ss(&prm.d[i]);
-            const __m256 m = F::kM >= 0 ? _mm256_broadcast_ss(&prm.m[i]) : d;
-            group_step<R, (F::kM >= 0)>(typename F::Block(p, d, m), rs.x, d, rs.acc);
-            rs.advance();
-        }
-    }
+    for_blocks<F>(static_cast<const uint8_t*>(w), n / kGroup, [&rs](const uint8_t* p, __m256 d, __m256 m, int64_t) {
+        group_step<R, (F::kM >= 0)>(typename F::Block(p, d, m), rs.x, d, rs.acc);
+        rs.advance();
+    });
     rs.store(y, ldy);
 }
 
@@ -288,6 +279,7 @@ void groups_q(const void* w, int64_t n, float* u, float* scales) {
 // the reference forms it.
 template <class F>
 void dequant_q(const void* src, float* dst, int64_t n) {
+    static_assert(F::kM < 0);
     for_blocks<F>(static_cast<const uint8_t*>(src), n / kGroup, [&](const uint8_t* p, __m256 d, __m256 m, int64_t b) {
         const typename F::Block blk(p, d, m);
         for (int j = 0; j < 4; ++j) _mm256_storeu_ps(dst + b * kGroup + 8 * j, _mm256_mul_ps(blk(j), d));
