@@ -78,60 +78,85 @@ struct RowSet {
 
 // ---- quantised formats --------------------------------------------------------------------------
 //
-// A format F gives: kBytes (block size), kD / kM (offsets of the f16 scale and minimum; kM < 0
-// without a minimum), kUnit (u carries q / kUnit, s = d kUnit: a power of two, so exact), and
-// Block(p, d, m), whose operator()(j) is u_j (d = d kUnit and m broadcast, used by the formats
-// with a minimum, whose u is the weight fma(d, q, m) itself and whose s is 1).
+// A format F gives kBytes (block size), kD (offset of the f16 scale d), kAhead (prefetch distance),
+// kMin, and Block(p, d, m), whose operator()(j) is u_j.  Without a minimum (kMin false), u is the
+// quant times 1 / kUnit and s = d kUnit (kUnit a power of two, so both exact).  With a minimum (an
+// f16 m right after d), u is the weight fma(d, q, m) itself, rounded as the reference rounds
+// d q + m (d q is exact), and s = 1.
 
-// The f16 field at offset Off of cnt <= 8 consecutive blocks as 8 floats (zeros past cnt): packed
-// in general registers, one vcvtph2ps (exact, subnormals included).  The empty asm keeps GCC's SLP
-// vectoriser from turning the packing into a dozen vector shuffles (measured ~5% per block).
-template <int Bytes, int Off>
-inline __m256 f16x8(const uint8_t* p, int cnt) {
-    uint64_t h[2] = {0, 0};
-    auto put = [&](int i) {
-        uint16_t v;
-        std::memcpy(&v, p + i * Bytes + Off, sizeof v);
-        uint64_t v64 = v;
-        __asm__("" : "+r"(v64));
-        h[i / 4] |= v64 << (16 * (i % 4));
-    };
-    if (cnt == 8) {
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) put(i);
-    } else {
-        for (int i = 0; i < cnt; ++i) put(i);
-    }
-    return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<int64_t>(h[1]), static_cast<int64_t>(h[0])));
-}
-
-// Per-block parameters of up to 8 blocks: d kUnit and m, broadcast from here one block at a time.
+// The f16 scales of cnt <= 8 consecutive blocks times kUnit, as 8 floats (zeros past cnt): packed
+// in general registers, one vcvtph2ps (exact, subnormals included), one multiply; each block then
+// broadcasts its scale from memory (a load, no ALU op).  The empty asm keeps GCC's SLP vectoriser
+// from turning the packing into a dozen vector shuffles (measured ~5% per block).
 template <class F>
-struct Params {
+struct Scales {
     alignas(32) float d[8];
-    alignas(32) float m[8];
-    Params(const uint8_t* p, int cnt) {
-        _mm256_store_ps(d, _mm256_mul_ps(f16x8<F::kBytes, F::kD>(p, cnt), _mm256_set1_ps(F::kUnit)));
-        if constexpr (F::kM >= 0) _mm256_store_ps(m, f16x8<F::kBytes, F::kM>(p, cnt));
+    Scales(const uint8_t* p, int cnt) {
+        uint64_t h[2] = {0, 0};
+        auto put = [&](int i) {
+            uint16_t v;
+            std::memcpy(&v, p + i * F::kBytes + F::kD, sizeof v);
+            uint64_t v64 = v;
+            __asm__("" : "+r"(v64));
+            h[i / 4] |= v64 << (16 * (i % 4));
+        };
+        if (cnt == 8) {
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; ++i) put(i);
+        } else {
+            for (int i = 0; i < cnt; ++i) put(i);
+        }
+        const __m256 v = _mm256_cvtph_ps(_mm_set_epi64x(static_cast<int64_t>(h[1]), static_cast<int64_t>(h[0])));
+        _mm256_store_ps(d, _mm256_mul_ps(v, _mm256_set1_ps(F::kUnit)));
     }
 };
 
-// Top-byte placement: dword i of lane L gets byte first[L] + i of that lane in its top byte, zeros
-// below, so vcvtdq2ps gives (int8) byte * 2^24 exactly.
-inline __m256i top_bytes(int first0, int first1) {
-    const auto b = [](int i) { return static_cast<char>(i); };
-    return _mm256_setr_epi8(-1, -1, -1, b(first0), -1, -1, -1, b(first0 + 1), -1, -1, -1, b(first0 + 2), -1, -1, -1,
-                            b(first0 + 3),  //
-                            -1, -1, -1, b(first1), -1, -1, -1, b(first1 + 1), -1, -1, -1, b(first1 + 2), -1, -1, -1,
-                            b(first1 + 3));
+// Visits the blocks of a row: f(p, d, m, b) for block b at p, d and m broadcast (m = d without a
+// minimum).  Scales without a minimum come 8 blocks at a time (Scales); d and m of the formats with
+// a minimum are adjacent, so one 32-bit load and one vcvtph2ps per block give both (measured
+// faster than batching two fields).
+template <class F, class Fn>
+inline void for_blocks(const uint8_t* p, int64_t nb, Fn&& f) {
+    if constexpr (F::kMin) {
+#pragma GCC unroll 2  // loop overhead
+        for (int64_t b = 0; b < nb; ++b, p += F::kBytes) {
+            prefetch_block<F::kBytes, F::kAhead>(p);
+            uint32_t dm;
+            std::memcpy(&dm, p + F::kD, sizeof dm);
+            const __m128 v = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm)));
+            f(p, _mm256_broadcastss_ps(v), _mm256_broadcastss_ps(_mm_movehdup_ps(v)), b);
+        }
+    } else {
+        for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+            const int cnt = nb - b0 < 8 ? static_cast<int>(nb - b0) : 8;
+            const Scales<F> sc(p, cnt);
+#pragma GCC unroll 2  // loop overhead: ~3% for the Q8_0 dot
+            for (int i = 0; i < cnt; ++i, p += F::kBytes) {
+                prefetch_block<F::kBytes, F::kAhead>(p);
+                const __m256 d = _mm256_broadcast_ss(&sc.d[i]);
+                f(p, d, d, b0 + i);
+            }
+        }
+    }
+}
+
+// Byte placement: dword i of lane L gets byte first[L] + i of that lane at byte Pos, zeros
+// elsewhere.  Pos 3 (top byte): vcvtdq2ps gives (int8) byte * 2^24 exactly; Pos 0: the unsigned byte.
+template <int Pos>
+inline __m256i place_bytes(int first0, int first1) {
+    const auto e = [=](int k) { return static_cast<char>(k % 4 != Pos ? -1 : (k < 16 ? first0 : first1) + k % 16 / 4); };
+    return _mm256_setr_epi8(e(0), e(1), e(2), e(3), e(4), e(5), e(6), e(7), e(8), e(9), e(10), e(11), e(12), e(13),
+                            e(14), e(15), e(16), e(17), e(18), e(19), e(20), e(21), e(22), e(23), e(24), e(25), e(26),
+                            e(27), e(28), e(29), e(30), e(31));
 }
 
 // Q8_0: u_j = q 2^24 from the 16 quant bytes of its half, broadcast to both lanes (elements 0..7
 // of a half from bytes 0..3 of lane 0 and 4..7 of lane 1, elements 8..15 from 8..11 and 12..15).
 struct Q8_0 {
-    static constexpr bool kFloat = false;
-    static constexpr int kBytes = sizeof(block_q8_0), kD = offsetof(block_q8_0, d), kM = -1;
+    static constexpr bool kFloat = false, kMin = false;
+    static constexpr int kBytes = sizeof(block_q8_0), kD = offsetof(block_q8_0, d);
     static constexpr float kUnit = 0x1p-24f;
+    static constexpr int kAhead = 2048;  // runs at DRAM bandwidth: 2 KiB ahead measured ~10% over 1 KiB
     struct Block {
         __m256i q[2];
         Block(const uint8_t* p, __m256, __m256) {
@@ -140,23 +165,24 @@ struct Q8_0 {
             q[1] = _mm256_broadcastsi128_si256(_mm_loadu_si128(qs + 1));
         }
         __m256 operator()(int j) const {
-            return _mm256_cvtepi32_ps(_mm256_shuffle_epi8(q[j / 2], top_bytes(8 * (j % 2), 8 * (j % 2) + 4)));
+            return _mm256_cvtepi32_ps(_mm256_shuffle_epi8(q[j / 2], place_bytes<3>(8 * (j % 2), 8 * (j % 2) + 4)));
         }
     };
 };
 
-// The 4-bit and 5-bit formats keep their 32 quants in one register of bytes, "lane-split": byte
-// 4k + i of lane L is element 8k + 4L + i, so u_k is one in-lane top_bytes(4k, 4k) shuffle.  Element
-// e < 16 is the low nibble of qs[e], e >= 16 the high nibble of qs[e - 16]: an in-lane shuffle of
-// qs (broadcast to both lanes) puts qs bytes {0..3, 8..11} twice in lane 0 and {4..7, 12..15}
-// twice in lane 1 (cheaper than a lane-crossing vpermd), and a 4-bit right shift of the odd qwords
-// brings their high nibbles down.  The bits above each nibble are garbage, for the caller to mask.
+// The lane-split formats keep their 32 quants in one register of bytes: byte 4k + i of lane L is
+// element 8k + 4L + i, so u_k is one in-lane place_bytes(4k, 4k) shuffle.  Element e < 16 is the
+// low nibble of qs[e], e >= 16 the high nibble of qs[e - 16]: an in-lane shuffle of qs (broadcast
+// to both lanes) puts qs bytes {0..3, 8..11} twice in lane 0 and {4..7, 12..15} twice in lane 1
+// (cheaper than a lane-crossing vpermd), and a 4-bit right shift of the odd qwords brings their
+// high nibbles down.  The bits above each nibble are garbage, for the caller to mask.
 inline __m256i nibbles_split(const uint8_t* qs) {
     const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
     const __m256i dup = _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11,  //
                                          4, 5, 6, 7, 12, 13, 14, 15, 4, 5, 6, 7, 12, 13, 14, 15);
     return _mm256_srlv_epi64(_mm256_shuffle_epi8(v, dup), _mm256_setr_epi64x(0, 4, 0, 4));
 }
+inline __m256i lo4(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
 
 // The fifth bits of Q5_0 / Q5_1 in the lane-split order, as 16 h per byte.  Byte 4k + i of lane L
 // takes qh byte k and isolates bit 4L + i (2^b or 0); vpsignb turns that into 16 or 0 without a
@@ -174,24 +200,26 @@ inline __m256i q5_high16(const uint8_t* qhp) {
     return _mm256_sign_epi8(c16, _mm256_and_si256(h, bits));
 }
 
-// u_k from lane-split bytes b: (int8) b 2^24, optionally as the weight fma(d, u, m).
+// u_k from lane-split bytes b: without a minimum, (int8) b 2^24 (top byte); with one, the weight
+// fma(d, b, m) of the unsigned byte (low byte).
 template <bool kMin>
 struct SplitBlock {
     __m256i b;
     __m256 d, m;
     __m256 operator()(int k) const {
-        const __m256 u = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(b, top_bytes(4 * k, 4 * k)));
-        return kMin ? _mm256_fmadd_ps(d, u, m) : u;
+        if constexpr (kMin)
+            return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_shuffle_epi8(b, place_bytes<0>(4 * k, 4 * k))), m);
+        else
+            return _mm256_cvtepi32_ps(_mm256_shuffle_epi8(b, place_bytes<3>(4 * k, 4 * k)));
     }
 };
 
-inline __m256i lo4(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
-
 // Q4_0: byte q - 8 (int8), u = (q - 8) 2^24.
 struct Q4_0 {
-    static constexpr bool kFloat = false;
-    static constexpr int kBytes = sizeof(block_q4_0), kD = offsetof(block_q4_0, d), kM = -1;
+    static constexpr bool kFloat = false, kMin = false;
+    static constexpr int kBytes = sizeof(block_q4_0), kD = offsetof(block_q4_0, d);
     static constexpr float kUnit = 0x1p-24f;
+    static constexpr int kAhead = kPrefetchAhead;
     struct Block : SplitBlock<false> {
         Block(const uint8_t* p, __m256 dv, __m256 mv)
             : SplitBlock{_mm256_sub_epi8(lo4(nibbles_split(p + offsetof(block_q4_0, qs))), _mm256_set1_epi8(8)),
@@ -199,25 +227,34 @@ struct Q4_0 {
     };
 };
 
-// Q4_1: w = fma(d, q, m), formed exactly as the reference rounds d q + m (d q is exact).
+// Q4_1: u = fma(d, q, m).  Each 8 quants go into the low bytes of the dwords by one u8x8 shuffle
+// (2 shuffles per block against 5 on the lane-split path: this format spends 8 FMAs per group, and
+// the FMA pipes share a port with the shuffles).
 struct Q4_1 {
-    static constexpr bool kFloat = false;
-    static constexpr int kBytes = sizeof(block_q4_1), kD = offsetof(block_q4_1, d), kM = offsetof(block_q4_1, m);
-    static constexpr float kUnit = 0x1p-24f;
-    struct Block : SplitBlock<true> {
+    static constexpr bool kFloat = false, kMin = true;
+    static constexpr int kBytes = sizeof(block_q4_1), kD = offsetof(block_q4_1, d);
+    static constexpr int kAhead = kPrefetchAhead;
+    static_assert(offsetof(block_q4_1, m) == kD + 2);
+    struct Block {
+        __m256i a[2];
+        __m256 d, m;
         Block(const uint8_t* p, __m256 dv, __m256 mv)
-            : SplitBlock{lo4(nibbles_split(p + offsetof(block_q4_1, qs))), dv, mv} {}
+            : a{u8x8(p + offsetof(block_q4_1, qs)), u8x8(p + offsetof(block_q4_1, qs) + 8)}, d(dv), m(mv) {}
+        __m256 operator()(int j) const {
+            const __m256i q = j < 2 ? _mm256_and_si256(a[j], _mm256_set1_epi32(0x0F)) : _mm256_srli_epi32(a[j - 2], 4);
+            return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q), m);
+        }
     };
 };
 
 // Q5_0: byte q - 16 = (nibble | 0xF0) + 16 h (int8), u = (q - 16) 2^24.
 struct Q5_0 {
-    static constexpr bool kFloat = false;
-    static constexpr int kBytes = sizeof(block_q5_0), kD = offsetof(block_q5_0, d), kM = -1;
+    static constexpr bool kFloat = false, kMin = false;
+    static constexpr int kBytes = sizeof(block_q5_0), kD = offsetof(block_q5_0, d);
     static constexpr float kUnit = 0x1p-24f;
+    static constexpr int kAhead = kPrefetchAhead;
     struct Block : SplitBlock<false> {
-        Block(const uint8_t* p, __m256 dv, __m256 mv)
-            : SplitBlock{bytes(p), dv, mv} {}
+        Block(const uint8_t* p, __m256 dv, __m256 mv) : SplitBlock{bytes(p), dv, mv} {}
         static __m256i bytes(const uint8_t* p) {
             const __m256i nm = _mm256_or_si256(nibbles_split(p + offsetof(block_q5_0, qs)), _mm256_set1_epi8(-16));
             return _mm256_add_epi8(nm, q5_high16(p + offsetof(block_q5_0, qh)));
@@ -225,14 +262,14 @@ struct Q5_0 {
     };
 };
 
-// Q5_1: byte q = nibble | 16 h, w = fma(d, q, m).
+// Q5_1: byte q = nibble | 16 h, u = fma(d, q, m).
 struct Q5_1 {
-    static constexpr bool kFloat = false;
-    static constexpr int kBytes = sizeof(block_q5_1), kD = offsetof(block_q5_1, d), kM = offsetof(block_q5_1, m);
-    static constexpr float kUnit = 0x1p-24f;
+    static constexpr bool kFloat = false, kMin = true;
+    static constexpr int kBytes = sizeof(block_q5_1), kD = offsetof(block_q5_1, d);
+    static constexpr int kAhead = kPrefetchAhead;
+    static_assert(offsetof(block_q5_1, m) == kD + 2);
     struct Block : SplitBlock<true> {
-        Block(const uint8_t* p, __m256 dv, __m256 mv)
-            : SplitBlock{bytes(p), dv, mv} {}
+        Block(const uint8_t* p, __m256 dv, __m256 mv) : SplitBlock{bytes(p), dv, mv} {}
         static __m256i bytes(const uint8_t* p) {
             return _mm256_or_si256(lo4(nibbles_split(p + offsetof(block_q5_1, qs))),
                                    q5_high16(p + offsetof(block_q5_1, qh)));
@@ -240,27 +277,11 @@ struct Q5_1 {
     };
 };
 
-// Visits the blocks of a row in chunks of 8 (one Params each): f(p, d, m, b) for block b.
-template <class F, class Fn>
-inline void for_blocks(const uint8_t* p, int64_t nb, Fn&& f) {
-    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-        const int cnt = nb - b0 < 8 ? static_cast<int>(nb - b0) : 8;
-        const Params<F> prm(p, cnt);
-#pragma GCC unroll 2  // loop overhead: ~3% for the Q8_0 dot
-        for (int i = 0; i < cnt; ++i, p += F::kBytes) {
-            prefetch_block<F::kBytes>(p);
-            const __m256 d = _mm256_broadcast_ss(&prm.d[i]);
-            const __m256 m = F::kM >= 0 ? _mm256_broadcast_ss(&prm.m[i]) : d;
-            f(p, d, m, b0 + i);
-        }
-    }
-}
-
 template <class F, int R>
 void rows_q(const void* w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy) {
     RowSet<R> rs(x, ldx);
     for_blocks<F>(static_cast<const uint8_t*>(w), n / kGroup, [&rs](const uint8_t* p, __m256 d, __m256 m, int64_t) {
-        group_step<R, (F::kM >= 0)>(typename F::Block(p, d, m), rs.x, d, rs.acc);
+        group_step<R, F::kMin>(typename F::Block(p, d, m), rs.x, d, rs.acc);
         rs.advance();
     });
     rs.store(y, ldy);
@@ -271,7 +292,7 @@ void groups_q(const void* w, int64_t n, float* u, float* scales) {
     for_blocks<F>(static_cast<const uint8_t*>(w), n / kGroup, [&](const uint8_t* p, __m256 d, __m256 m, int64_t b) {
         const typename F::Block blk(p, d, m);
         for (int j = 0; j < 4; ++j) _mm256_storeu_ps(u + b * kGroup + 8 * j, blk(j));
-        scales[b] = F::kM >= 0 ? 1.0f : _mm256_cvtss_f32(d);
+        scales[b] = F::kMin ? 1.0f : _mm256_cvtss_f32(d);
     });
 }
 
@@ -279,7 +300,7 @@ void groups_q(const void* w, int64_t n, float* u, float* scales) {
 // the reference forms it.
 template <class F>
 void dequant_q(const void* src, float* dst, int64_t n) {
-    static_assert(F::kM < 0);
+    static_assert(!F::kMin);
     for_blocks<F>(static_cast<const uint8_t*>(src), n / kGroup, [&](const uint8_t* p, __m256 d, __m256 m, int64_t b) {
         const typename F::Block blk(p, d, m);
         for (int j = 0; j < 4; ++j) _mm256_storeu_ps(dst + b * kGroup + 8 * j, _mm256_mul_ps(blk(j), d));
