@@ -3,18 +3,18 @@
 //
 // Every kernel here follows the canonical order of simd_x86.h: per group of 32 elements, four
 // vectors u_0..u_3 of exact floats and a scale s, t = u_0 x_0, t = fma(u_j, x_j, t), then
-// acc = fma(t, s, acc) into ONE accumulator per activation row, hsum at the end.  One template
-// (rows<F, R>) does this for R = 1..4 activation rows: each group is decoded once into registers
-// and then feeds R independent t / acc chains, each of them the exact sequence of operations of
-// R = 1, which is the dot kernel itself (dot == dot_rows bit for bit by construction).  groups<F>
-// writes the same u and s to memory for gemm_groups.
+// acc = fma(t, s, acc) into ONE accumulator per activation row, hsum at the end.  One template,
+// rows<F, R>, does this for R = 1..4 activation rows: each group is decoded once into registers and
+// then feeds R independent t / acc chains, each the exact sequence of operations of R = 1, which
+// is the dot kernel itself (dot == dot_rows bit for bit by construction).  groups_q<F> writes the
+// same u and s to memory for gemm_groups, and dequant_q<F> multiplies them out.
 //
-// Cost model (Zen 3): about two vector ops retire per cycle, whatever their kind, so the decoders
-// minimise vector ops per group: byte-wide ops on all 32 quants at once, one vpshufb per 8 lanes
-// that drops each quant into the top byte of its dword (no sign-extension shift: the int32 is
-// q 2^24 and the scale carries 2^-24), one vcvtdq2ps, and no per-weight multiply.  The f16 scales
-// of 8 blocks are packed in general registers and converted by one vcvtph2ps; each block then
-// broadcasts its scale from memory (a load, no ALU op).
+// Cost model (Zen 3): vector ops compete for four pipes and in practice ~2-2.5 retire per cycle,
+// and the shuffle pipes are shared with FMA, so the decoders minimise vector ops per group: byte-wide
+// ops on all 32 quants at once, one vpshufb per 8 lanes that drops each quant into the top byte of
+// its dword (no sign-extension shift: the int32 is q 2^24 and the scale carries 2^-24), one
+// vcvtdq2ps, and no per-weight multiply.  Per group of 32 (R = 1): Q8_0 13 vector ops, Q4_0 17,
+// Q5_0 20; Q4_1 / Q5_1 add the fma that forms each weight.
 #include <immintrin.h>
 
 #include <cstddef>
