@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
         const Kernels& ref = ref_kernels(c.type);
         if (!simd.dot && !simd.dequant) continue;
         const int64_t bs = ti.block_size == 1 ? 1 : ti.block_size;
-        for (int64_t nblk : {0, 1, 2, 3, 7, 16, 64}) {
+        for (int64_t nblk : {0, 1, 2, 3, 7, 16, 19, 64}) {
             for (int64_t extra : {0, 5, 13}) {  // float formats: a partial last group, or only that
                 const int64_t n = bs == 1 ? 32 * nblk + extra : nblk * bs;
                 if (n == 0 || (bs != 1 && extra)) continue;

@@ -70,6 +70,22 @@ def test_unit_rows_give_the_weights(t, isa):
         np.testing.assert_array_equal(got, w.T, err_msg=path)
 
 
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("t", SIMD_TYPES)
+def test_paths_long_rows(t, isa):
+    """Rows long enough for several chunks of blocks plus a remainder (19 blocks; 1013 floats: a
+    partial last group), so chunked scale decoding and the zero-padded tail agree across paths."""
+    n = block_size(t) * 19 if block_size(t) > 1 else 1013
+    data, x = _case(t, 3, 6, 7, n=n)
+    ref = _core.matmul_path(t, data, 3, x, "dot", isa=isa)
+    for path in ("rows", "gemm"):
+        try:
+            got = _core.matmul_path(t, data, 3, x, path, isa=isa)
+        except ValueError:
+            continue
+        np.testing.assert_array_equal(got, ref, err_msg=path)
+
+
 def test_path_errors():
     data, x = _case("Q8_0", 2, 2, 6)
     with pytest.raises(ValueError, match="path must be"):
