@@ -84,37 +84,11 @@ struct RowSet {
 // f16 m right after d), u is the weight fma(d, q, m) itself, rounded as the reference rounds
 // d q + m (d q is exact), and s = 1.
 
-// The f16 scales of cnt <= 8 consecutive blocks times kUnit, as 8 floats (zeros past cnt): packed
-// in general registers, one vcvtph2ps (exact, subnormals included), one multiply; each block then
-// broadcasts its scale from memory (a load, no ALU op).  The empty asm keeps GCC's SLP vectoriser
-// from turning the packing into a dozen vector shuffles (measured ~5% per block).
-template <class F>
-struct Scales {
-    alignas(32) float d[8];
-    Scales(const uint8_t* p, int cnt) {
-        uint64_t h[2] = {0, 0};
-        auto put = [&](int i) {
-            uint16_t v;
-            std::memcpy(&v, p + i * F::kBytes + F::kD, sizeof v);
-            uint64_t v64 = v;
-            __asm__("" : "+r"(v64));
-            h[i / 4] |= v64 << (16 * (i % 4));
-        };
-        if (cnt == 8) {
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; ++i) put(i);
-        } else {
-            for (int i = 0; i < cnt; ++i) put(i);
-        }
-        const __m256 v = _mm256_cvtph_ps(_mm_set_epi64x(static_cast<int64_t>(h[1]), static_cast<int64_t>(h[0])));
-        _mm256_store_ps(d, _mm256_mul_ps(v, _mm256_set1_ps(F::kUnit)));
-    }
-};
-
 // Visits the blocks of a row: f(p, d, m, b) for block b at p, d and m broadcast (m = d without a
-// minimum).  Scales without a minimum come 8 blocks at a time (Scales); d and m of the formats with
-// a minimum are adjacent, so one 32-bit load and one vcvtph2ps per block give both (measured
-// faster than batching two fields).
+// minimum).  Each block converts its own f16 scale: converting 8 blocks' scales at once saves ALU
+// ops on long rows but its chunked loop costs more than it saves on the 640..2048-element rows of
+// small models (Q8_0 at n = 640: ~7 -> ~12 GB/s from L2).  d and m of the formats with a minimum
+// are adjacent, so one 32-bit load and one vcvtph2ps per block give both.
 template <class F, class Fn>
 inline void for_blocks(const uint8_t* p, int64_t nb, Fn&& f) {
     if constexpr (F::kMin) {
@@ -127,15 +101,13 @@ inline void for_blocks(const uint8_t* p, int64_t nb, Fn&& f) {
             f(p, _mm256_broadcastss_ps(v), _mm256_broadcastss_ps(_mm_movehdup_ps(v)), b);
         }
     } else {
-        for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-            const int cnt = nb - b0 < 8 ? static_cast<int>(nb - b0) : 8;
-            const Scales<F> sc(p, cnt);
-#pragma GCC unroll 2  // loop overhead: ~3% for the Q8_0 dot
-            for (int i = 0; i < cnt; ++i, p += F::kBytes) {
-                prefetch_block<F::kBytes, F::kAhead>(p);
-                const __m256 d = _mm256_broadcast_ss(&sc.d[i]);
-                f(p, d, d, b0 + i);
-            }
+#pragma GCC unroll 2
+        for (int64_t b = 0; b < nb; ++b, p += F::kBytes) {
+            prefetch_block<F::kBytes, F::kAhead>(p);
+            uint16_t h;
+            std::memcpy(&h, p + F::kD, sizeof h);
+            const __m256 d = _mm256_set1_ps(_cvtsh_ss(h) * F::kUnit);
+            f(p, d, d, b);
         }
     }
 }
