@@ -55,6 +55,15 @@ void register_vmath(py::module_& m) {
         return y;
     }, py::arg("gate"), py::arg("up"), py::arg("act"), py::arg("isa") = py::none(),
        "act(gate) * up with the backend's row kernel (act: silu or gelu_tanh).");
+    m.def("argmax_row", [](const F32Array& v, const std::optional<std::string>& isa) {
+        const VecMath& vm = vec_math_of(isa);
+        if (v.ndim() != 1 || v.size() == 0) throw py::value_error("v must be 1-D and non-empty");
+        float mx;
+        bool finite;
+        const int64_t i = vm.argmax(v.data(), static_cast<int64_t>(v.size()), &mx, &finite);
+        return py::make_tuple(i, mx, finite);
+    }, py::arg("v"), py::arg("isa") = py::none(),
+       "(first index of the maximum, the maximum, no NaN / +inf) with the greedy head's row kernel.");
 }
 
 }  // namespace ds4::bindings

@@ -55,3 +55,22 @@ def test_glu(isa, act):
     # every prefix and offset gives each element the same bits (body / tail invariance)
     for start, stop in [(0, 5), (3, 20), (1, 999), (7, 8)]:
         np.testing.assert_array_equal(_core.glu(g[start:stop], u[start:stop], act, isa=isa), got[start:stop])
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_argmax_row(isa):
+    rng = np.random.default_rng(3)
+    for n in list(range(1, 20)) + [240, 1001]:
+        v = rng.standard_normal(n).astype(np.float32)
+        i, mx, finite = _core.argmax_row(v, isa=isa)
+        assert (i, mx, finite) == (int(np.argmax(v)), float(v.max()), True)
+        if n > 3:  # ties: the first index wins
+            v[n // 2] = v[n - 1] = v.max() + 1
+            assert _core.argmax_row(v, isa=isa)[0] == n // 2
+    v = np.full(13, -np.inf, np.float32)
+    assert _core.argmax_row(v, isa=isa) == (0, -np.inf, True)
+    for bad in (np.nan, np.inf):
+        for pos in (0, 7, 12):
+            v = np.zeros(13, np.float32)
+            v[pos] = bad
+            assert _core.argmax_row(v, isa=isa)[2] is False

@@ -100,6 +100,7 @@ public:
 
     void matmul_argmax(const Weight& w, const float* x, int64_t n, float cap, int32_t* idx) override {
         const Path path = path_of(w, n);
+        const cpu::VecMath& vm = cpu::vec_math();
         // Logits are made kArgmaxBlock weight rows at a time into per-thread scratch (a multiple
         // of every path's tile), capped, and folded into a running (max, index) per row.
         const int64_t block = kArgmaxBlock;
@@ -121,11 +122,12 @@ public:
                     if (cap > 0.0f) {
                         for (int64_t o = 0; o < o1 - o0; ++o) yr[o] = softcapped(yr[o], cap);
                     }
+                    float mx;
+                    bool finite;
+                    const int64_t i = vm.argmax(yr, o1 - o0, &mx, &finite);
+                    if (!finite) bad.store(true, std::memory_order_relaxed);
                     Best& b = best[r];
-                    for (int64_t o = 0; o < o1 - o0; ++o) {
-                        if (!(yr[o] < INFINITY)) bad.store(true, std::memory_order_relaxed);
-                        if (yr[o] > b.value) b = {yr[o], static_cast<int32_t>(o0 + o)};  // strict: lowest id wins
-                    }
+                    if (mx > b.value) b = {mx, static_cast<int32_t>(o0 + i)};  // strict: lowest id wins
                 }
             }
         });

@@ -39,10 +39,22 @@ void glu_scalar(const float* gate, const float* up, int64_t n, Act act, float* y
     }
 }
 
+int64_t argmax_scalar(const float* v, int64_t n, float* max, bool* finite) {
+    int64_t best = 0;
+    bool ok = true;
+    for (int64_t i = 0; i < n; ++i) {
+        ok &= v[i] < INFINITY;
+        if (v[i] > v[best]) best = i;
+    }
+    *max = v[best];
+    *finite = ok;
+    return best;
+}
+
 }  // namespace
 
 const VecMath& vec_math_scalar() {
-    static const VecMath k{softmax_scalar, glu_scalar};
+    static const VecMath k{softmax_scalar, glu_scalar, argmax_scalar};
     return k;
 }
 

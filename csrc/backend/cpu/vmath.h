@@ -1,5 +1,5 @@
-// Vectorised transcendental row ops of the CPU backend: the softmax of attention scores and the
-// gated activations (GELU-tanh, SiLU) of the feed-forward block.
+// Vectorised row ops of the CPU backend: the softmax of attention scores, the gated activations
+// (GELU-tanh, SiLU) of the feed-forward block, and the argmax of a block of logits (greedy head).
 //
 // Batch invariance: every element is computed by the same instruction sequence wherever it sits
 // in a row (tails go through the same vector code, padded and masked), and the softmax of a row
@@ -20,6 +20,9 @@ struct VecMath {
     void (*softmax)(float* s, int64_t n, float scale, float softcap);
     // y[i] = act(gate[i]) * up[i] for i < n (act: SiLU, or GELU with the tanh approximation).
     void (*glu)(const float* gate, const float* up, int64_t n, Act act, float* y);
+    // The index of the first largest value of v[0..n) (n >= 1) and that value in *max; *finite is
+    // set false if some v is NaN or +inf (the index is then meaningless).
+    int64_t (*argmax)(const float* v, int64_t n, float* max, bool* finite);
 };
 
 const VecMath& vec_math_scalar();

@@ -107,10 +107,36 @@ void glu_avx2(const float* gate, const float* up, int64_t n, Act act, float* y) 
     }
 }
 
+// The maximum 8 lanes at a time (a masked tail padded with -inf), then the first index holding it.
+int64_t argmax_avx2(const float* v, int64_t n, float* max, bool* finite) {
+    const __m256 inf = _mm256_set1_ps(INFINITY), ninf = _mm256_set1_ps(-INFINITY);
+    __m256 mx = ninf, ok = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(v + i);
+        ok = _mm256_and_ps(ok, _mm256_cmp_ps(x, inf, _CMP_LT_OQ));  // false for NaN and +inf
+        mx = _mm256_max_ps(mx, x);
+    }
+    if (i < n) {
+        const __m256i m = head_mask(n - i);
+        const __m256 x = _mm256_blendv_ps(ninf, _mm256_maskload_ps(v + i, m), _mm256_castsi256_ps(m));
+        ok = _mm256_and_ps(ok, _mm256_cmp_ps(x, inf, _CMP_LT_OQ));
+        mx = _mm256_max_ps(mx, x);
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    *max = _mm_cvtss_f32(m4);
+    *finite = _mm256_movemask_ps(ok) == 0xFF;
+    for (int64_t j = 0; j < n; ++j)
+        if (v[j] == *max) return j;
+    return 0;  // only when a NaN hid the maximum; *finite is false then
+}
+
 }  // namespace
 
 const VecMath& vec_math_avx2() {
-    static const VecMath k{softmax_avx2, glu_avx2};
+    static const VecMath k{softmax_avx2, glu_avx2, argmax_avx2};
     return k;
 }
 
