@@ -7,7 +7,7 @@ single-thread; GB/s counts weight bytes read (the activation row stays in L1/L2)
 with the thread's CPU time, so other load on a shared machine does not count against a kernel
 (memory stalls do count: they are CPU time); the wall / CPU ratio is printed as a check.
 
-    PYTHONPATH=python python bench/quant.py [--mib 256] [--reps 3] [--types Q4_K,Q6_K]
+    PYTHONPATH=python python bench/quant.py [--mib 256] [--reps 3] [--types Q4_K,Q6_K] [--cols 640]
 """
 
 import argparse
@@ -64,13 +64,17 @@ def bench(t, data, rows, x, isa, reps, warm):
 
 
 def main():
+    global N_COLS  # make_matrix and bench read the row length from here
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mib", type=int, default=256, help="weight bytes per matrix (MiB)")
     ap.add_argument("--reps", type=int, default=3, help="timed runs per SIMD path (best is kept)")
     ap.add_argument("--types", default=",".join(FORMATS))
+    ap.add_argument("--cols", type=int, default=N_COLS,
+                    help="row length (a multiple of 256); small models have 576..2048-element rows")
     args = ap.parse_args()
     isas = _core.simd_available()
     rng = np.random.default_rng(0)
+    N_COLS = args.cols
     x = rng.standard_normal(N_COLS).astype(np.float32)
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()
