@@ -203,10 +203,12 @@ public:
         const int group = p.n_head / p.n_head_kv;
         const size_t kv_elem = kv.type == KvType::f32 ? sizeof(float) : sizeof(uint16_t);
         // A unit of work is one query row and `heads` query heads of one KV group: taking the
-        // whole group loads each K/V row once for all its heads. When that leaves fewer units
-        // than threads (decode), heads go one per unit instead. The kernels compute every
-        // (row, head) the same way in both cases, so results never depend on n or threads.
-        const int heads = n * p.n_head_kv >= pool_.size() ? group : 1;
+        // whole group loads each K/V row once for all its heads. When that leaves too few units
+        // to balance the threads (decode: e.g. 3 KV heads on 2 threads would split 2:1), heads go
+        // one per unit instead. The kernels compute every (row, head) the same way in both
+        // cases, so results never depend on n or threads.
+        const int64_t groups = n * p.n_head_kv;
+        const int heads = groups >= 4 * pool_.size() || groups % pool_.size() == 0 ? group : 1;
         const int64_t units_per_row = p.n_head / heads;
         // Score rows per thread, sized here so that no worker allocates.
         int64_t max_len = 0;
