@@ -25,10 +25,7 @@ const VecMath& vec_math_of(const std::optional<std::string>& isa) {
     const quant::Isa i = quant::parse_isa(*isa);
     const std::vector<quant::Isa> have = quant::available_isas();
     if (std::find(have.begin(), have.end(), i) == have.end()) throw py::value_error("ISA " + *isa + " is not available here");
-#if defined(DS4_X86)
-    if (i == quant::Isa::avx2 || i == quant::Isa::avx512) return backend::cpu::vec_math_avx2();
-#endif
-    return backend::cpu::vec_math_scalar();
+    return backend::cpu::vec_math(i);
 }
 
 using F32Array = py::array_t<float, py::array::c_style | py::array::forcecast>;

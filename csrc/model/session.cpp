@@ -17,19 +17,20 @@ void Session::eval(const int32_t* tokens, int64_t n, float* logits, int64_t n_ou
     eval_locked(tokens, n, logits, n_out);
 }
 
+std::vector<int32_t> Session::with_pending(const int32_t* tokens, int64_t n) const {
+    std::vector<int32_t> feed;
+    feed.reserve(static_cast<size_t>(n + 1));
+    if (pending_ >= 0) feed.push_back(pending_);
+    feed.insert(feed.end(), tokens, tokens + n);
+    return feed;
+}
+
 void Session::eval_locked(const int32_t* tokens, int64_t n, float* logits, int64_t n_out) {
     if (n_out < 0) n_out = n;
     if (n_out > n) throw Error("eval: n_out " + std::to_string(n_out) + " exceeds the " + std::to_string(n) + " tokens fed");
-    const int32_t* feed = tokens;
-    std::vector<int32_t> with_pending;
-    if (pending_ >= 0) {
-        with_pending.reserve(static_cast<size_t>(n + 1));
-        with_pending.push_back(pending_);
-        with_pending.insert(with_pending.end(), tokens, tokens + n);
-        feed = with_pending.data();
-        ++n;
-    }
-    if (n == 0) return;
+    const std::vector<int32_t> feed = with_pending(tokens, n);
+    const auto m = static_cast<int64_t>(feed.size());
+    if (m == 0) return;
     const int64_t n_vocab = model_->hparams().n_vocab;
     float* out = logits;
     if (n_out == 0) {  // only the pending token: its logits are still worth keeping
@@ -37,8 +38,8 @@ void Session::eval_locked(const int32_t* tokens, int64_t n, float* logits, int64
         scratch_.resize(static_cast<size_t>(n_vocab));
         out = scratch_.data();
     }
-    model_->eval(*kv_, feed, n, out, n_out);
-    tokens_.insert(tokens_.end(), feed, feed + n);
+    model_->eval(*kv_, feed.data(), m, out, n_out);
+    tokens_.insert(tokens_.end(), feed.begin(), feed.end());
     pending_ = -1;
     const float* last = out + (n_out - 1) * n_vocab;
     last_logits_.assign(last, last + n_vocab);
@@ -46,13 +47,10 @@ void Session::eval_locked(const int32_t* tokens, int64_t n, float* logits, int64
 
 std::vector<int32_t> Session::eval_argmax(const int32_t* tokens, int64_t n) {
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<int32_t> feed;
-    feed.reserve(static_cast<size_t>(n + 1));
-    if (pending_ >= 0) feed.push_back(pending_);
-    feed.insert(feed.end(), tokens, tokens + n);
-    std::vector<int32_t> ids(feed.size());
-    if (feed.empty()) return ids;
+    const std::vector<int32_t> feed = with_pending(tokens, n);
     const auto m = static_cast<int64_t>(feed.size());
+    std::vector<int32_t> ids(feed.size());
+    if (m == 0) return ids;
     model_->eval_argmax(*kv_, feed.data(), m, ids.data(), m);
     tokens_.insert(tokens_.end(), feed.begin(), feed.end());
     pending_ = -1;

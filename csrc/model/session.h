@@ -61,6 +61,8 @@ public:
 
 private:
     void eval_locked(const int32_t* tokens, int64_t n, float* logits, int64_t n_out);
+    // The pending token (if any) followed by tokens[0, n): what a forward pass feeds.
+    std::vector<int32_t> with_pending(const int32_t* tokens, int64_t n) const;
 
     std::shared_ptr<Model> model_;
     std::unique_ptr<state::KvCache> kv_;

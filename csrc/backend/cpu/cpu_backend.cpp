@@ -17,8 +17,8 @@
 // elementwise ops and (query row, head group) units of attention, whose SIMD inner kernels
 // (attn.h) keep one order per (row, head); no reduction is ever split.
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -43,7 +43,7 @@ constexpr size_t kDotBlockBytes = 128 * 1024;
 // a row writes its n_in floats, worth a few dots; measured on Gemma: 8- and 16-row verify blocks
 // ran 1.3x faster through dot_rows).
 constexpr int64_t kGemmMinRows = 32;
-// GEMM blocking: weight rows decoded per tile (a multiple of the 3-row register tile) and
+// GEMM blocking: weight rows decoded per tile (a multiple of every register tile's rows) and
 // activation rows per pass over a tile (their floats stay in L2 next to the decoded tile).
 constexpr int64_t kGemmTileRows = 24;
 constexpr int64_t kGemmRowBlock = 32;

@@ -58,12 +58,14 @@ const VecMath& vec_math_scalar() {
     return k;
 }
 
-const VecMath& vec_math() {
+const VecMath& vec_math(quant::Isa isa) {
 #if defined(DS4_X86)
-    const quant::Isa isa = quant::active_isa();
     if (isa == quant::Isa::avx2 || isa == quant::Isa::avx512) return vec_math_avx2();
 #endif
+    (void)isa;
     return vec_math_scalar();
 }
+
+const VecMath& vec_math() { return vec_math(quant::active_isa()); }
 
 }  // namespace ds4::backend::cpu

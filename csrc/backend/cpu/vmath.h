@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "backend/backend.h"
+#include "quant/kernels.h"
 
 namespace ds4::backend::cpu {
 
@@ -29,7 +30,8 @@ const VecMath& vec_math_scalar();
 #if defined(DS4_X86)
 const VecMath& vec_math_avx2();  // vmath_avx2.cpp; also used when AVX-512 is active
 #endif
-// The kernels of the active ISA (quant::active_isa()), scalar where no SIMD variant exists.
+// The kernels of `isa` (scalar where no SIMD variant exists); vec_math() those of the active ISA.
+const VecMath& vec_math(quant::Isa isa);
 const VecMath& vec_math();
 
 }  // namespace ds4::backend::cpu

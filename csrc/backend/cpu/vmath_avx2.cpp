@@ -49,6 +49,13 @@ inline __m256 tanh8(__m256 x) {
     return _mm256_blendv_ps(large, small, _mm256_cmp_ps(abs, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
 }
 
+// The largest of the 8 lanes (max is exact, so the tree's shape does not matter).
+inline float hmax(__m256 v) {
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    return _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+}
+
 // Mask of the first m < 8 lanes.
 inline __m256i head_mask(int64_t m) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(m)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -74,10 +81,7 @@ void softmax_avx2(float* s, int64_t n, float scale, float softcap) {
         mx = _mm256_max_ps(mx, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, _mm256_castsi256_ps(m)));
         return v;
     });
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const __m256 vmax = _mm256_broadcastss_ps(m4);
+    const __m256 vmax = _mm256_set1_ps(hmax(mx));
     __m256 sum = _mm256_setzero_ps();
     map8(s, n, [&](__m256 v, __m256i m) {
         const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(v, vmax)), _mm256_castsi256_ps(m));
@@ -123,10 +127,7 @@ int64_t argmax_avx2(const float* v, int64_t n, float* max, bool* finite) {
         ok = _mm256_and_ps(ok, _mm256_cmp_ps(x, inf, _CMP_LT_OQ));
         mx = _mm256_max_ps(mx, x);
     }
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    *max = _mm_cvtss_f32(m4);
+    *max = hmax(mx);
     *finite = _mm256_movemask_ps(ok) == 0xFF;
     for (int64_t j = 0; j < n; ++j)
         if (v[j] == *max) return j;
