@@ -11,8 +11,8 @@
 //   - a format with only the scalar reference dot (slow, accumulates in double) dequantises a
 //     tile of weight rows and takes dot_f32 per element; that choice depends only on the format
 //     and ISA, never on n.
-// Threads split the output rows (weight rows) into contiguous ranges, never the reduction; within
-// a range, weight rows are taken in blocks that stay in L2 while the activation rows stream past
+// Threads split the output rows (weight rows) into units taken from a shared counter, never the
+// reduction; within a unit, weight rows are taken in blocks that stay in L2 while the activation rows stream past
 // them, so a prefill reads each weight byte from memory once. Threads also split rows of
 // elementwise ops and (query row, head group) units of attention, whose SIMD inner kernels
 // (attn.h) keep one order per (row, head); no reduction is ever split.
@@ -49,6 +49,8 @@ constexpr int64_t kGemmTileRows = 24;
 constexpr int64_t kGemmRowBlock = 32;
 // Weight rows per block of the fused argmax head (a multiple of kGemmTileRows and kMatmulTile).
 constexpr int64_t kArgmaxBlock = 240;
+// Weight bytes x activation rows per work unit of the dot_rows path (see unit_rows).
+constexpr size_t kUnitBytes = 64 * 1024;
 // Elementwise ops below this many elements run on the calling thread only.
 constexpr int64_t kParallelMin = 1 << 14;
 
@@ -87,14 +89,11 @@ public:
 
     void matmul(const Weight& w, const float* x, int64_t n, float* y) override {
         const Path path = path_of(w, n);
-        const int64_t tile = tile_rows(path);
-        const int64_t n_tiles = (w.n_out + tile - 1) / tile;
+        const int64_t unit = unit_rows(path, w, n);
         reserve_scratch(path_scratch(path, w));
-        pool_.run([&](int t, int threads) {
-            float* scratch = thread_scratch(t);
-            const int64_t t0 = n_tiles * t / threads, t1 = n_tiles * (t + 1) / threads;
-            const int64_t o0 = t0 * tile, o1 = std::min(w.n_out, t1 * tile);
-            if (o0 < o1) compute(path, w, x, n, o0, o1, y + o0, w.n_out, scratch);
+        pool_.for_each_unit((w.n_out + unit - 1) / unit, [&](int t, int64_t u) {
+            const int64_t o0 = u * unit, o1 = std::min(w.n_out, o0 + unit);
+            compute(path, w, x, n, o0, o1, y + o0, w.n_out, thread_scratch(t));
         });
     }
 
@@ -109,33 +108,31 @@ public:
         const int threads = pool_.size();
         best_.assign(static_cast<size_t>(n * threads), {-INFINITY, -1});
         std::atomic<bool> bad{false};
-        const int64_t n_blocks = (w.n_out + block - 1) / block;
-        pool_.run([&](int t, int nt) {
+        pool_.for_each_unit((w.n_out + block - 1) / block, [&](int t, int64_t bi) {
             float* ys = thread_scratch(t);
             float* scratch = ys + logits;
             Best* best = best_.data() + t * n;
-            for (int64_t bi = n_blocks * t / nt; bi < n_blocks * (t + 1) / nt; ++bi) {
-                const int64_t o0 = bi * block, o1 = std::min(w.n_out, o0 + block);
-                compute(path, w, x, n, o0, o1, ys, block, scratch);
-                for (int64_t r = 0; r < n; ++r) {
-                    float* yr = ys + r * block;
-                    if (cap > 0.0f) {
-                        for (int64_t o = 0; o < o1 - o0; ++o) yr[o] = softcapped(yr[o], cap);
-                    }
-                    float mx;
-                    bool finite;
-                    const int64_t i = vm.argmax(yr, o1 - o0, &mx, &finite);
-                    if (!finite) bad.store(true, std::memory_order_relaxed);
-                    Best& b = best[r];
-                    if (mx > b.value) b = {mx, static_cast<int32_t>(o0 + i)};  // strict: lowest id wins
+            const int64_t o0 = bi * block, o1 = std::min(w.n_out, o0 + block);
+            compute(path, w, x, n, o0, o1, ys, block, scratch);
+            for (int64_t r = 0; r < n; ++r) {
+                float* yr = ys + r * block;
+                if (cap > 0.0f) {
+                    for (int64_t o = 0; o < o1 - o0; ++o) yr[o] = softcapped(yr[o], cap);
                 }
+                float mx;
+                bool finite;
+                const int64_t i = vm.argmax(yr, o1 - o0, &mx, &finite);
+                if (!finite) bad.store(true, std::memory_order_relaxed);
+                Best& b = best[r];
+                if (mx > b.value) b = {mx, static_cast<int32_t>(o0 + i)};  // a thread's blocks ascend: lowest id wins
             }
         });
         if (bad.load()) throw std::domain_error("matmul_argmax: a logit is NaN or +inf");
         for (int64_t r = 0; r < n; ++r) {
             Best b{-INFINITY, -1};
-            for (int t = 0; t < threads; ++t) {  // thread ranges ascend, so strict > keeps the lowest id
-                if (best_[static_cast<size_t>(t * n + r)].value > b.value) b = best_[static_cast<size_t>(t * n + r)];
+            for (int t = 0; t < threads; ++t) {  // threads' blocks interleave: ties go to the lower id
+                const Best& c = best_[static_cast<size_t>(t * n + r)];
+                if (c.value > b.value || (c.value == b.value && c.index >= 0 && c.index < b.index)) b = c;
             }
             if (b.index < 0) throw std::domain_error("matmul_argmax: every logit is -inf");
             idx[r] = b.index;
@@ -296,11 +293,15 @@ private:
         if (k.dot == quant::kernels_for(w.type, quant::Isa::scalar).dot) return Path::reference;
         return n >= kGemmMinRows && k.decode_groups ? Path::gemm : Path::rows;
     }
-    // Granularity of the threads' weight-row ranges (whole tiles of the tiled paths).
-    static int64_t tile_rows(Path path) {
+    // Weight rows per work unit: whole tiles of the tiled paths; for dot_rows, about
+    // kUnitBytes of weights per activation row, so that a unit is a few microseconds of work
+    // and each thread still gets several (a late or slow thread then takes fewer units).
+    int64_t unit_rows(Path path, const Weight& w, int64_t n) const {
         if (path == Path::gemm) return kGemmTileRows;
         if (path == Path::reference) return kMatmulTile;
-        return 1;
+        const int64_t by_bytes = std::max<int64_t>(1, static_cast<int64_t>(kUnitBytes / (w.row_bytes * n)));
+        const int64_t by_threads = (w.n_out + 4 * pool_.size() - 1) / (4 * pool_.size());
+        return std::max<int64_t>(1, std::min(by_bytes, by_threads));
     }
     // Floats of per-thread scratch a path needs.
     static size_t path_scratch(Path path, const Weight& w) {

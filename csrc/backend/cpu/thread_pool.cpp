@@ -105,4 +105,16 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     });
 }
 
+void ThreadPool::for_each_unit(int64_t n_units, const std::function<void(int, int64_t)>& fn) {
+    if (n_units <= 0) return;
+    if (n_units == 1 || n_threads_ == 1) {
+        for (int64_t u = 0; u < n_units; ++u) fn(0, u);
+        return;
+    }
+    std::atomic<int64_t> next{0};
+    run([&](int t, int) {
+        for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < n_units;) fn(t, u);
+    });
+}
+
 }  // namespace ds4::backend::cpu

@@ -33,6 +33,12 @@ public:
     // fn(begin, end) for each non-empty one.
     void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
+    // Calls fn(thread_index, unit) once for each unit in [0, n_units), threads taking the next
+    // unit from a shared counter as they finish: a thread that starts late or runs slower (a
+    // woken worker, a noisy neighbour) takes fewer units instead of holding the others at the
+    // end. Each thread sees its units in ascending order.
+    void for_each_unit(int64_t n_units, const std::function<void(int, int64_t)>& fn);
+
 private:
     void worker(int index);
 
