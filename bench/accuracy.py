@@ -6,6 +6,9 @@ the same GGUF in fp32 with eager attention. The reference is the test suite's ca
 (argmax, top-2 margin, top-20 ids/values and logits at 512 fixed ids per position, 32 greedy
 tokens); if the cache is missing it is built the same way (transformers takes minutes to load).
 
+ds4 runs twice: with the default int16 prefill (the texts are evaluated in one block of >= 32
+rows, so it applies) and with prefill="f32" (bit-identical to token-by-token decoding).
+
 Per engine: top-1 agreement with the reference argmax (also counted only where the reference
 top-2 margin exceeds 1e-3), mean and max |Δlogit| over the cached ids (top-20 + fixed, as the
 test does), and the first index where 64 greedy tokens after the prompt leave transformers'
@@ -40,10 +43,9 @@ def reference(oracle, path, model):
 
 
 class Ds4:
-    name = "ds4"
-
-    def __init__(self, model):
+    def __init__(self, model, name):
         self.model = model
+        self.name = name
 
     def logits(self, ids):
         return self.model.session().eval(ids)
@@ -115,11 +117,13 @@ def main():
     oracle = load_oracle()
     path = default_model_path()
     model = ds4.Model(str(path), threads=2, n_ctx=512)
+    exact = ds4.Model(str(path), threads=2, n_ctx=512, prefill="f32")
     ref = reference(oracle, path, model)
     llama = LlamaCpp(path)
     same_tok = all(llama.llm.tokenize(t.encode(), add_bos=True) == model.tokenize(t) for t in oracle.TEXTS)
     print(f"{path.name}; llama.cpp's own tokenisation matches ds4's ids: {same_tok}")
-    results = {e.name: measure(e, oracle, model, ref) for e in (Ds4(model), llama)}
+    engines = (Ds4(model, "ds4 (prefill int16, default)"), Ds4(exact, "ds4 (prefill f32)"), llama)
+    results = {e.name: measure(e, oracle, model, ref) for e in engines}
 
     n_ref = len(ref["greedy"])
     print(f"\n| engine | positions | top-1 agree | top-1 agree, margin > {MARGIN:g} | mean \\|Δ\\| | max \\|Δ\\| "
@@ -130,9 +134,12 @@ def main():
         print(f"| {name} | {r['positions']} | {r['agree']}/{r['positions']} ({r['agree'] / r['positions']:.4f}) "
               f"| {r['agree_decided']}/{r['decided']} ({r['agree_decided'] / r['decided']:.4f}) "
               f"| {r['mean']:.2e} | {r['max']:.2e} | {div} |")
-    ds, lc = results["ds4"], results["llama.cpp"]
-    print(f"\nllama.cpp mean / ds4 mean = {lc['mean'] / ds['mean']:.1f}x; "
-          f"llama.cpp max / ds4 max = {lc['max'] / ds['max']:.1f}x")
+    lc = results["llama.cpp"]
+    for e in engines[:2]:
+        ds = results[e.name]
+        print(f"\nllama.cpp mean / {e.name} mean = {lc['mean'] / ds['mean']:.1f}x; "
+              f"llama.cpp max / {e.name} max = {lc['max'] / ds['max']:.1f}x")
+    ds = results[engines[0].name]
     both = first_divergence(ds["tokens"], lc["tokens"])
     print(f"ds4 vs llama.cpp over {N_GEN} greedy tokens: "
           + ("identical" if both is None else f"first differ at token {both}"))

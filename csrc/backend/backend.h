@@ -110,6 +110,17 @@ public:
     virtual void softcap(float* x, int64_t n, float cap) = 0;
     // Convert rows of f32 into cache storage: dst[n, dim] in `type` from src[n, dim]
     virtual void store_kv(void* dst, KvType type, const float* src, int64_t n, int64_t dim) = 0;
+
+    // Whether matmuls (and matmul_argmax) over batches of at least kFastBatchRows rows may use
+    // int16-quantised activations (quant/int16_gemm.h): ~1e-4 relative deviation from the exact
+    // path, for formats and ISAs that have the int16 kernels. Smaller batches (decode, verify)
+    // always take the exact, batch-invariant path. Off by default.
+    static constexpr int64_t kFastBatchRows = 32;
+    void set_fast_batches(bool on) { fast_batches_ = on; }
+    bool fast_batches() const { return fast_batches_; }
+
+protected:
+    bool fast_batches_ = false;
 };
 
 // threads <= 0: one per hardware thread.

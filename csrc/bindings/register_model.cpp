@@ -37,7 +37,14 @@ backend::KvType parse_kv_type(const std::string& s) {
     throw std::invalid_argument("kv_type must be 'f32' or 'f16', got '" + s + "'");
 }
 
-std::unique_ptr<Model> load_model(const std::string& path, int threads, int64_t n_ctx, backend::KvType kv_type) {
+bool parse_prefill(const std::string& s) {  // true: exact
+    if (s == "int16") return false;
+    if (s == "f32") return true;
+    throw std::invalid_argument("prefill must be 'int16' or 'f32', got '" + s + "'");
+}
+
+std::unique_ptr<Model> load_model(const std::string& path, int threads, int64_t n_ctx, backend::KvType kv_type,
+                                  bool exact_prefill) {
     auto m = std::make_unique<Model>();
     m->file = gguf::File::open(path);
     m->arch = m->file->get("general.architecture").as_string();
@@ -46,6 +53,7 @@ std::unique_ptr<Model> load_model(const std::string& path, int threads, int64_t 
     opts.threads = threads;
     opts.n_ctx = n_ctx;
     opts.kv_type = kv_type;
+    opts.exact_prefill = exact_prefill;
     m->net = model::Model::load(m->file, opts);
     // Embeddings may have padding rows past the vocabulary, never fewer rows than tokens.
     if (m->tokenizer->vocab_size() > m->net->hparams().n_vocab)
@@ -207,12 +215,15 @@ void register_model(py::module_& m) {
     py::register_exception<state::ContextOverflow>(m, "ContextOverflowError", model_error.ptr());
 
     py::class_<Model>(m, "Model")
-        .def(py::init([](const std::string& path, int threads, int64_t n_ctx, const std::string& kv_type) {
+        .def(py::init([](const std::string& path, int threads, int64_t n_ctx, const std::string& kv_type,
+                         const std::string& prefill) {
                  const backend::KvType kt = parse_kv_type(kv_type);
+                 const bool exact = parse_prefill(prefill);
                  py::gil_scoped_release release;
-                 return load_model(path, threads, n_ctx, kt);
+                 return load_model(path, threads, n_ctx, kt, exact);
              }),
-             py::arg("path"), py::arg("threads") = 0, py::arg("n_ctx") = 0, py::arg("kv_type") = "f32")
+             py::arg("path"), py::arg("threads") = 0, py::arg("n_ctx") = 0, py::arg("kv_type") = "f32",
+             py::arg("prefill") = "int16")
         .def_readonly("arch", &Model::arch)
         .def_property_readonly("n_ctx", [](const Model& self) { return self.net->n_ctx(); })
         .def_property_readonly("n_vocab", [](const Model& self) { return self.net->hparams().n_vocab; })

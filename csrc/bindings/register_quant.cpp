@@ -13,6 +13,7 @@
 #include "bindings/register.h"
 #include "gguf/gguf.h"
 #include "quant/blocks.h"
+#include "quant/int16_gemm.h"
 #include "quant/kernels.h"
 #include "quant/types.h"
 
@@ -218,9 +219,11 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
     const Bytes b = bytes_of(data);
     const int64_t n = check_rows(t, b, n_rows, static_cast<int64_t>(x_obj.shape(1)));
     const Kernels& k = kernels_of(t.type, isa);
-    if (path != "dot" && path != "rows" && path != "gemm") {
-        throw py::value_error("path must be 'dot', 'rows' or 'gemm', got '" + path + "'");
+    const quant::I16Kernels& ik = quant::i16_kernels(t.type, isa ? quant::parse_isa(*isa) : quant::active_isa());
+    if (path != "dot" && path != "rows" && path != "gemm" && path != "i16") {
+        throw py::value_error("path must be 'dot', 'rows', 'gemm' or 'i16', got '" + path + "'");
     }
+    if (path == "i16" && !ik.gemm) throw py::value_error(type_name + " has no int16 path on this ISA");
     if (path == "rows" && !k.dot_rows) throw py::value_error(type_name + " has no dot_rows kernel on this ISA");
     if (path == "gemm" && !k.decode_groups) throw py::value_error(type_name + " has no gemm_groups kernel on this ISA");
     const size_t row = quant::row_bytes(*t.info, n);
@@ -238,6 +241,19 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
                     const int m = static_cast<int>(std::min<int64_t>(quant::kDotRowsMax, nx - r));
                     k.dot_rows(b.ptr + static_cast<size_t>(o) * row, xp + r * n, n, m, n, y + r * n_rows + o, n_rows);
                 }
+        } else if (path == "i16") {
+            std::vector<int16_t> q(static_cast<size_t>(n_rows * n)), a(static_cast<size_t>(nx * n));
+            std::vector<float> sw(static_cast<size_t>(n_rows * n / quant::kHalf)), mw(sw.size());
+            std::vector<float> da(static_cast<size_t>(nx * n / quant::kSpan)), xs(static_cast<size_t>(nx * n / quant::kHalf));
+            for (int64_t o = 0; o < n_rows; ++o) {
+                ik.decode(b.ptr + static_cast<size_t>(o) * row, n, q.data() + o * n, sw.data() + o * n / quant::kHalf,
+                          mw.data() + o * n / quant::kHalf);
+            }
+            for (int64_t r = 0; r < nx; ++r) {
+                ik.quantize(xp + r * n, n, a.data() + r * n, da.data() + r * n / quant::kSpan, xs.data() + r * n / quant::kHalf);
+            }
+            ik.gemm(q.data(), sw.data(), mw.data(), ik.has_min, static_cast<int>(n_rows), a.data(), da.data(), xs.data(),
+                    static_cast<int>(nx), n, y, n_rows);
         } else if (n_rows > 0) {
             std::vector<float> u(static_cast<size_t>(n_rows * n)), sc(static_cast<size_t>(n_rows * (n / k.group_len)));
             for (int64_t o = 0; o < n_rows; ++o)
@@ -279,7 +295,8 @@ void register_quant(py::module_& m) {
           py::arg("isa") = py::none(), "Dot of x with each of n_rows consecutive weight rows.");
     m.def("matmul_path", &matmul_path, py::arg("type_name"), py::arg("data"), py::arg("n_rows"), py::arg("x"),
           py::arg("path"), py::arg("isa") = py::none(),
-          "Y (nx, n_rows) = X (nx, n) against n_rows weight rows via one kernel path: dot, rows or gemm.");
+          "Y (nx, n_rows) = X (nx, n) against n_rows weight rows via one kernel path: dot, rows or gemm "
+          "(float, bit-identical), or i16 (int16-quantised activations, the long-prefill path).");
     m.def("quantize_q8_0", &quantize_q8_0, py::arg("x"),
           "Q8_0 blocks of x (float32, size a multiple of 32), byte-identical to ggml's reference.");
     m.def("simd_available", [] {

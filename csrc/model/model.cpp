@@ -37,7 +37,9 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<const gguf::File> file, const
 Model::Model(std::shared_ptr<const gguf::File> file, HParams hp, const Options& opts)
     : file_(std::move(file)), hp_(std::move(hp)), opts_(opts),
       n_ctx_(opts.n_ctx > 0 ? opts.n_ctx : hp_.n_ctx_train),
-      backend_(backend::make_cpu_backend(opts.threads)) {}
+      backend_(backend::make_cpu_backend(opts.threads)) {
+    backend_->set_fast_batches(!opts.exact_prefill);
+}
 
 std::unique_ptr<state::KvCache> Model::new_cache() const {
     return std::make_unique<state::KvCache>(hp_.n_layer, hp_.kv_dim(), n_ctx_, opts_.kv_type);

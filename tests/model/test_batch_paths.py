@@ -1,7 +1,12 @@
 """Batch invariance across the matmul paths, on every ISA this machine runs: a Q8_0 tiny model
 evaluated whole (>= 32 rows: the tiled GEMM over decoded weights), in verify-sized blocks (dot_rows,
 up to 4 rows per weight pass) and token by token gives the same logits bit for bit, with 1 or 2
-threads. (The f32 oracle tests cover accuracy; this covers the kernel paths a quantised model takes.)"""
+threads. (The f32 oracle tests cover accuracy; this covers the kernel paths a quantised model takes.)
+
+The default ``prefill="int16"`` runs batches of >= 32 rows with int16-quantised activations: its
+rows deviate from the exact path by a measured, bounded amount, are the same on every ISA and
+thread count, and batches below 32 rows are untouched. (That the int16 kernels themselves agree
+bit for bit across ISAs is tests/quant/test_int16_gemm.py.)"""
 
 from __future__ import annotations
 
@@ -13,6 +18,9 @@ import ds4
 from ds4 import _core
 
 ISAS = _core.simd_available()
+# Measured on the four tiny Q8_0 models (scalar, AVX2): int16 prefill vs exact, max |Δ| / max
+# |logit| 5.8e-5 .. 9.9e-5.
+INT16_REL_BOUND = 3e-4
 
 
 @pytest.fixture(autouse=True)
@@ -22,16 +30,45 @@ def restore_isa():
     _core.set_simd(prev)
 
 
+def ids_for(model: ds4.Model) -> np.ndarray:
+    return np.random.default_rng(11).integers(0, model.n_vocab, size=tiny.TEST_LEN)
+
+
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("family", tiny.FAMILIES)
 def test_paths_agree(family: str, isa: str) -> None:
     _core.set_simd(isa)
     path = str(tiny.convert(family, "q8_0"))
-    model = ds4.Model(path, threads=2)
-    ids = np.random.default_rng(11).integers(0, model.n_vocab, size=tiny.TEST_LEN)
+    model = ds4.Model(path, threads=2, prefill="f32")
+    ids = ids_for(model)
     whole = model.session().eval(ids)
     for chunk in (1, 2, 4, 5, 16, 33):
         s = model.session()
         parts = np.concatenate([s.eval(ids[i:i + chunk]) for i in range(0, len(ids), chunk)])
         assert np.array_equal(parts, whole), f"{isa}: chunks of {chunk}"
-    assert np.array_equal(ds4.Model(path, threads=1).session().eval(ids), whole), f"{isa}: 1 thread"
+    assert np.array_equal(ds4.Model(path, threads=1, prefill="f32").session().eval(ids), whole), f"{isa}: 1 thread"
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("family", tiny.FAMILIES)
+def test_int16_prefill(family: str, isa: str) -> None:
+    _core.set_simd(isa)
+    path = str(tiny.convert(family, "q8_0"))
+    model = ds4.Model(path, threads=2)
+    ids = ids_for(model)
+    exact = ds4.Model(path, threads=2, prefill="f32").session().eval(ids)
+    fast = model.session().eval(ids)
+    # Blocks below 32 rows never take the int16 path: exact, bit for bit.
+    s = model.session()
+    parts = np.concatenate([s.eval(ids[i:i + 16]) for i in range(0, len(ids), 16)])
+    assert np.array_equal(parts, exact), f"{isa}: 16-row blocks changed"
+    assert np.array_equal(ds4.Model(path, threads=1).session().eval(ids), fast), f"{isa}: 1 thread"
+    rel = np.abs(fast - exact).max() / np.abs(exact).max()
+    assert 0 < rel <= INT16_REL_BOUND, f"{isa}: int16 prefill deviates {rel:.2e} of max |logit|"
+    assert np.array_equal(fast.argmax(axis=1), exact.argmax(axis=1)), f"{isa}: greedy tokens changed"
+    print(f"{family} {isa}: int16 prefill max |Δ| / max |logit| = {rel:.2e}")
+
+
+def test_prefill_option_checked() -> None:
+    with pytest.raises(ValueError, match="prefill must be 'int16' or 'f32'"):
+        ds4.Model(str(tiny.convert("llama", "q8_0")), prefill="int8")

@@ -20,7 +20,8 @@ def _argmax(logits: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("outtype", ["f32", "q8_0"])
 @pytest.mark.parametrize("family", tiny.FAMILIES)
 def test_matches_eval(family: str, outtype: str) -> None:
-    model = ds4.Model(str(tiny.convert(family, outtype)), threads=2)
+    # prefill="f32": a 40-row block then takes the exact path, so every chunking agrees bit for bit
+    model = ds4.Model(str(tiny.convert(family, outtype)), threads=2, prefill="f32")
     ref = model.session().eval(SEQ)
     for chunk in (1, 3, 16, 40):
         s = model.session()
@@ -29,6 +30,13 @@ def test_matches_eval(family: str, outtype: str) -> None:
         assert s.n_past == len(SEQ)
         # the cache it wrote is the one eval writes: the next logits agree bit for bit
         assert np.array_equal(s.eval(SEQ[:5]), model.session().eval(np.concatenate([SEQ, SEQ[:5]]))[-5:])
+
+
+@pytest.mark.parametrize("family", tiny.FAMILIES)
+def test_matches_eval_int16_prefill(family: str) -> None:
+    # The default int16 prefill path: the argmax of the very logits eval returns for the same block.
+    model = ds4.Model(str(tiny.convert(family, "q8_0")), threads=2)
+    assert np.array_equal(model.session().eval_argmax(SEQ), _argmax(model.session().eval(SEQ)))
 
 
 def test_pending_token_comes_first() -> None:

@@ -39,9 +39,11 @@ PROMPT = "The capital of France is"
 N_GREEDY = 32
 N_FIXED = 512  # logits kept at these many fixed ids per position
 TOP = 20
-# Measured on this file: top-1 agreement 1.0, max |Δlogit| ~1e-4, mean ~8e-6 at 2 threads.
-MAX_ABS_TOL = 2e-3
-MEAN_ABS_TOL = 1e-4
+# Tolerances per prefill path (each text is evaluated as one block of >= 32 rows). Measured on
+# this file at 2 threads: exact f32 path top-1 1.0, max |Δlogit| 6.1e-5, mean 5.9e-6; int16 path
+# (the default) top-1 1.0, max 5.0e-3, mean 6.2e-4, still ~300x closer than llama.cpp on the same
+# positions (max 1.71, mean 0.255; bench/accuracy.py).
+TOLERANCES = {"f32": (2e-3, 1e-4), "int16": (1e-2, 2e-3)}  # (max, mean)
 
 
 def _key(path: Path) -> str:
@@ -107,7 +109,12 @@ def load_reference(gemma_path: Path, gemma: ds4.Model) -> dict[str, Any]:
         return {k: z[k] for k in z.files}
 
 
-def test_logits_match_transformers(gemma: ds4.Model, reference: dict[str, Any]) -> None:
+@pytest.mark.parametrize("prefill", ["f32", "int16"])
+def test_logits_match_transformers(gemma_path: Path, gemma: ds4.Model, reference: dict[str, Any],
+                                   prefill: str) -> None:
+    if prefill != "int16":
+        gemma = ds4.Model(str(gemma_path), threads=2, n_ctx=512, prefill=prefill)
+    max_tol, mean_tol = TOLERANCES[prefill]
     fixed = reference["fixed"]
     n_pos = agree = strict = 0
     diffs = []
@@ -118,19 +125,19 @@ def test_logits_match_transformers(gemma: ds4.Model, reference: dict[str, Any]) 
         ours = out.argmax(1)
         ref_arg = reference[f"argmax{i}"]
         # a near-tie at the top may flip either way within the measured error
-        agree += int(((ours == ref_arg) | (reference[f"margin{i}"] < MAX_ABS_TOL)).sum())
+        agree += int(((ours == ref_arg) | (reference[f"margin{i}"] < max_tol)).sum())
         strict += int((ours == ref_arg).sum())
         diffs.append(np.abs(out[:, fixed] - reference[f"fixed{i}"]).ravel())
         top_ids = reference[f"top_ids{i}"]
         diffs.append(np.abs(np.take_along_axis(out, top_ids, axis=1) - reference[f"top_vals{i}"]).ravel())
     d = np.concatenate(diffs)
-    print(f"gemma3 270M vs transformers: {n_pos} positions, top-1 agreement {agree / n_pos:.4f} "
+    print(f"gemma3 270M (prefill {prefill}) vs transformers: {n_pos} positions, top-1 agreement {agree / n_pos:.4f} "
           f"({strict} of {n_pos} identical argmax), "
           f"|Δlogit| mean {d.mean():.2e} max {d.max():.2e}")
     assert n_pos >= 200
     assert agree / n_pos >= 0.99
-    assert d.max() <= MAX_ABS_TOL
-    assert d.mean() <= MEAN_ABS_TOL
+    assert d.max() <= max_tol
+    assert d.mean() <= mean_tol
 
 
 def test_greedy_matches_transformers(gemma: ds4.Model, reference: dict[str, Any]) -> None:

@@ -8,6 +8,10 @@
 //     kDotRowsMax activation rows, decoding it once for the chunk, straight from the mmap;
 //   - many rows (prefill): a tile of weight rows is decoded once into floats (decode_groups) and
 //     a register-tiled GEMM (gemm_groups) runs every activation row against it;
+//   - with fast batches on (Backend::set_fast_batches) and 32 or more rows, formats with int16
+//     kernels take the int16 path instead (quant/int16_gemm.h): activations quantised per span
+//     of 32, integer tiles, ~1e-4 relative deviation; the only path whose results are not
+//     those of the dot kernel, and one that decode and verify blocks never take;
 //   - a format with only the scalar reference dot (slow, accumulates in double) dequantises a
 //     tile of weight rows and takes dot_f32 per element; that choice depends only on the format
 //     and ISA, never on n.
@@ -27,6 +31,7 @@
 #include "backend/cpu/attn.h"
 #include "backend/cpu/thread_pool.h"
 #include "backend/cpu/vmath.h"
+#include "quant/int16_gemm.h"
 #include "quant/kernels.h"
 
 namespace ds4::backend {
@@ -47,6 +52,8 @@ constexpr int64_t kGemmMinRows = 32;
 // activation rows per pass over a tile (their floats stay in L2 next to the decoded tile).
 constexpr int64_t kGemmTileRows = 24;
 constexpr int64_t kGemmRowBlock = 32;
+// Activation rows per pass of the int16 path (a multiple of its register tile's 3 rows).
+constexpr int64_t kInt16RowBlock = 36;
 // Weight rows per block of the fused argmax head (a multiple of kGemmTileRows and kMatmulTile).
 constexpr int64_t kArgmaxBlock = 240;
 // Weight bytes x activation rows per work unit of the dot_rows path (see unit_rows).
@@ -90,6 +97,7 @@ public:
     void matmul(const Weight& w, const float* x, int64_t n, float* y) override {
         const Path path = path_of(w, n);
         const int64_t unit = unit_rows(path, w, n);
+        prepare(path, w, x, n);
         reserve_scratch(path_scratch(path, w));
         pool_.for_each_unit((w.n_out + unit - 1) / unit, [&](int t, int64_t u) {
             const int64_t o0 = u * unit, o1 = std::min(w.n_out, o0 + unit);
@@ -104,6 +112,7 @@ public:
         // of every path's tile), capped, and folded into a running (max, index) per row.
         const int64_t block = kArgmaxBlock;
         const size_t logits = static_cast<size_t>(n * block);
+        prepare(path, w, x, n);
         reserve_scratch(path_scratch(path, w) + logits);
         const int threads = pool_.size();
         best_.assign(static_cast<size_t>(n * threads), {-INFINITY, -1});
@@ -281,23 +290,39 @@ public:
     }
 
 private:
-    enum class Path { rows, gemm, reference };
+    enum class Path { rows, gemm, int16, reference };
     struct Best {
         float value;
         int32_t index;
     };
 
-    static Path path_of(const Weight& w, int64_t n) {
+    Path path_of(const Weight& w, int64_t n) const {
         const quant::Kernels& k = quant::kernels(w.type);
         // A SIMD dot exists iff the active ISA's dot is not the scalar reference's.
+        if (fast_batches_ && n >= kFastBatchRows && quant::i16_kernels(w.type).gemm) return Path::int16;
         if (k.dot == quant::kernels_for(w.type, quant::Isa::scalar).dot) return Path::reference;
         return n >= kGemmMinRows && k.decode_groups ? Path::gemm : Path::rows;
+    }
+    // The int16 path quantises the activation rows once per call, threads splitting the rows.
+    void prepare(Path path, const Weight& w, const float* x, int64_t n) {
+        if (path != Path::int16) return;
+        const quant::I16Kernels& ik = quant::i16_kernels(w.type);
+        const int64_t spans = w.n_in / quant::kSpan, halves = w.n_in / quant::kHalf;
+        act_a_.resize(static_cast<size_t>(n * w.n_in));
+        act_da_.resize(static_cast<size_t>(n * spans));
+        act_xs_.resize(static_cast<size_t>(n * halves));
+        pool_.parallel_for(n, [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) {
+                ik.quantize(x + r * w.n_in, w.n_in, act_a_.data() + r * w.n_in, act_da_.data() + r * spans,
+                            act_xs_.data() + r * halves);
+            }
+        });
     }
     // Weight rows per work unit: whole tiles of the tiled paths; for dot_rows, about
     // kUnitBytes of weights per activation row, so that a unit is a few microseconds of work
     // and each thread still gets several (a late or slow thread then takes fewer units).
     int64_t unit_rows(Path path, const Weight& w, int64_t n) const {
-        if (path == Path::gemm) return kGemmTileRows;
+        if (path == Path::gemm || path == Path::int16) return kGemmTileRows;
         if (path == Path::reference) return kMatmulTile;
         const int64_t by_bytes = std::max<int64_t>(1, static_cast<int64_t>(kUnitBytes / (w.row_bytes * n)));
         const int64_t by_threads = (w.n_out + 4 * pool_.size() - 1) / (4 * pool_.size());
@@ -305,6 +330,9 @@ private:
     }
     // Floats of per-thread scratch a path needs.
     static size_t path_scratch(Path path, const Weight& w) {
+        if (path == Path::int16) {  // int16 weights (half a float each), sw and mw per half span
+            return static_cast<size_t>(kGemmTileRows * (w.n_in / 2 + 2 * (w.n_in / quant::kHalf)));
+        }
         if (path == Path::gemm) {
             return static_cast<size_t>(kGemmTileRows * (w.n_in + w.n_in / quant::kernels(w.type).group_len));
         }
@@ -324,8 +352,8 @@ private:
 
     // y[r * ldy + (o - o0)] = dot(weight row o, x row r) for o in [o0, o1), r < n, by `path`;
     // every path gives the same floats (the dot kernel's order), so the choice is free.
-    static void compute(Path path, const Weight& w, const float* x, int64_t n, int64_t o0, int64_t o1, float* y,
-                        int64_t ldy, float* scratch) {
+    void compute(Path path, const Weight& w, const float* x, int64_t n, int64_t o0, int64_t o1, float* y,
+                 int64_t ldy, float* scratch) const {
         const quant::Kernels& k = quant::kernels(w.type);
         const auto* base = static_cast<const uint8_t*>(w.data);
         if (path == Path::rows) {
@@ -344,6 +372,27 @@ private:
                             for (int i = 0; i < m; ++i) yo[i * ldy] = k.dot(wo, x + (r + i) * w.n_in, w.n_in);
                         }
                     }
+                }
+            }
+            return;
+        }
+        if (path == Path::int16) {
+            // As the GEMM below, over integer tiles and the activations quantised by prepare().
+            const quant::I16Kernels& ik = quant::i16_kernels(w.type);
+            const int64_t spans = w.n_in / quant::kSpan, halves = w.n_in / quant::kHalf;
+            auto* q = reinterpret_cast<int16_t*>(scratch);
+            float* sw = scratch + kGemmTileRows * w.n_in / 2;
+            float* mw = sw + kGemmTileRows * halves;
+            for (int64_t t0 = o0; t0 < o1; t0 += kGemmTileRows) {
+                const int nw = static_cast<int>(std::min(kGemmTileRows, o1 - t0));
+                for (int i = 0; i < nw; ++i) {
+                    ik.decode(base + static_cast<size_t>(t0 + i) * w.row_bytes, w.n_in, q + i * w.n_in, sw + i * halves,
+                              mw + i * halves);
+                }
+                for (int64_t r = 0; r < n; r += kInt16RowBlock) {
+                    const int m = static_cast<int>(std::min(kInt16RowBlock, n - r));
+                    ik.gemm(q, sw, mw, ik.has_min, nw, act_a_.data() + r * w.n_in, act_da_.data() + r * spans,
+                            act_xs_.data() + r * halves, m, w.n_in, y + r * ldy + (t0 - o0), ldy);
                 }
             }
             return;
@@ -410,6 +459,8 @@ private:
     std::vector<float> scratch_;  // per-thread GEMM tiles / score rows, grown on the calling thread
     size_t scratch_stride_ = 0;   // floats of scratch_ per thread in the current op
     std::vector<Best> best_;      // matmul_argmax: per (thread, row) running maximum
+    std::vector<int16_t> act_a_;  // the int16 path's quantised activation rows (prepare)
+    std::vector<float> act_da_, act_xs_;
 };
 
 }  // namespace

@@ -1,0 +1,282 @@
+// The int16 prefill path (int16_gemm.h): per-format integer decoders, the scalar reference of the
+// activation quantiser and of the GEMM (the lane arithmetic every SIMD kernel reproduces), and the
+// dispatch table.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "quant/blocks.h"
+#include "quant/int16_gemm.h"
+#include "quant/kernels_ref.h"
+
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
+namespace ds4::quant {
+
+namespace {
+
+// Position of span element e (0..31) in the vpmaddwd lane order: the middle quarters swap.
+constexpr int span_pos(int e) { return e < 8 || e >= 24 ? e : (e < 16 ? e + 8 : e - 8); }
+
+// ---- weights: one block -> q (natural order), scale and minimum per half ------------------------
+//
+// Each decoder writes the block's integers q (in the span lane order, through put), sw[0..B/16)
+// and mw[0..B/16) such that the reference weight (kernels_ref / ggml) is sw * q - mw, rounded as
+// the reference rounds it.
+
+// Writes block element e (of a block starting on a span boundary) in the span lane order.
+inline void put(int16_t* q, int e, int v) { q[(e & ~31) + span_pos(e & 31)] = static_cast<int16_t>(v); }
+
+inline int legacy_nibble(const uint8_t* qs, int e) { return e < 16 ? qs[e] & 0x0F : qs[e - 16] >> 4; }
+
+struct Q4_0 {
+    static constexpr int B = 32;
+    static constexpr bool kMin = false;
+    static void block(const uint8_t* p, int16_t* q, float* sw, float*) {
+        const auto& b = *reinterpret_cast<const block_q4_0*>(p);
+        for (int e = 0; e < B; ++e) put(q, e, legacy_nibble(b.qs, e) - 8);
+        sw[0] = sw[1] = ref::fp16(b.d);
+    }
+};
+struct Q4_1 {
+    static constexpr int B = 32;
+    static constexpr bool kMin = true;
+    static void block(const uint8_t* p, int16_t* q, float* sw, float* mw) {
+        const auto& b = *reinterpret_cast<const block_q4_1*>(p);
+        for (int e = 0; e < B; ++e) put(q, e, legacy_nibble(b.qs, e));
+        sw[0] = sw[1] = ref::fp16(b.d);
+        mw[0] = mw[1] = -ref::fp16(b.m);  // w = d q + m
+    }
+};
+struct Q5_0 {
+    static constexpr int B = 32;
+    static constexpr bool kMin = false;
+    static void block(const uint8_t* p, int16_t* q, float* sw, float*) {
+        const auto& b = *reinterpret_cast<const block_q5_0*>(p);
+        const uint32_t qh = ref::load_u32_le(b.qh);
+        for (int e = 0; e < B; ++e) put(q, e, (legacy_nibble(b.qs, e) | static_cast<int>((qh >> e) & 1) << 4) - 16);
+        sw[0] = sw[1] = ref::fp16(b.d);
+    }
+};
+struct Q5_1 {
+    static constexpr int B = 32;
+    static constexpr bool kMin = true;
+    static void block(const uint8_t* p, int16_t* q, float* sw, float* mw) {
+        const auto& b = *reinterpret_cast<const block_q5_1*>(p);
+        const uint32_t qh = ref::load_u32_le(b.qh);
+        for (int e = 0; e < B; ++e) put(q, e, legacy_nibble(b.qs, e) | static_cast<int>((qh >> e) & 1) << 4);
+        sw[0] = sw[1] = ref::fp16(b.d);
+        mw[0] = mw[1] = -ref::fp16(b.m);
+    }
+};
+struct Q8_0 {
+    static constexpr int B = 32;
+    static constexpr bool kMin = false;
+    static void block(const uint8_t* p, int16_t* q, float* sw, float*) {
+        const auto& b = *reinterpret_cast<const block_q8_0*>(p);
+        for (int e = 0; e < B; ++e) put(q, e, b.qs[e]);
+        sw[0] = sw[1] = ref::fp16(b.d);
+    }
+};
+struct Q2K {
+    static constexpr int B = QK_K;
+    static constexpr bool kMin = true;
+    static void block(const uint8_t* p, int16_t* q, float* sw, float* mw) {
+        const auto& b = *reinterpret_cast<const block_q2_K*>(p);
+        const float d = ref::fp16(b.d), dmin = ref::fp16(b.dmin);
+        for (int e = 0; e < B; ++e) put(q, e, (b.qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3);
+        for (int h = 0; h < B / kHalf; ++h) {
+            sw[h] = d * static_cast<float>(b.scales[h] & 0x0F);
+            mw[h] = dmin * static_cast<float>(b.scales[h] >> 4);
+        }
+    }
+};
+struct Q3K {
+    static constexpr int B = QK_K;
+    static constexpr bool kMin = false;
+    static void block(const uint8_t* p, int16_t* q, float* sw, float*) {
+        const auto& b = *reinterpret_cast<const block_q3_K*>(p);
+        const float d = ref::fp16(b.d);
+        for (int e = 0; e < B; ++e) {
+            const int l = e % 32;
+            const int lo = (b.qs[32 * (e / 128) + l] >> (2 * ((e / 32) % 4))) & 3;
+            put(q, e, lo - ((b.hmask[l] >> (e / 32)) & 1 ? 0 : 4));
+        }
+        for (int k = 0; k < B / kHalf; ++k) {
+            const int lo = (k < 8 ? b.scales[k] : b.scales[k - 8] >> 4) & 0x0F;
+            const int hi = (b.scales[8 + k % 4] >> (2 * (k / 4))) & 3;
+            sw[k] = d * static_cast<float>((lo | (hi << 4)) - 32);
+        }
+    }
+};
+template <bool kFive>
+struct Q45K {
+    static constexpr int B = QK_K;
+    static constexpr bool kMin = true;
+    static void block(const uint8_t* p, int16_t* q, float* sw, float* mw) {
+        using Blk = std::conditional_t<kFive, block_q5_K, block_q4_K>;
+        const auto& b = *reinterpret_cast<const Blk*>(p);
+        const float d = ref::fp16(b.d), dmin = ref::fp16(b.dmin);
+        for (int j = 0; j < B / 32; ++j) {
+            int sc, m;
+            scale_min_k4(j, b.scales, &sc, &m);
+            sw[2 * j] = sw[2 * j + 1] = d * static_cast<float>(sc);
+            mw[2 * j] = mw[2 * j + 1] = dmin * static_cast<float>(m);
+            for (int l = 0; l < 32; ++l) {
+                int v = (b.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0x0F;
+                if constexpr (kFive) v |= ((b.qh[l] >> j) & 1) << 4;
+                put(q, 32 * j + l, v);
+            }
+        }
+    }
+};
+struct Q6K {
+    static constexpr int B = QK_K;
+    static constexpr bool kMin = false;
+    static void block(const uint8_t* p, int16_t* q, float* sw, float*) {
+        const auto& b = *reinterpret_cast<const block_q6_K*>(p);
+        const float d = ref::fp16(b.d);
+        for (int e = 0; e < B; ++e) {
+            const int h = e / 128, r = e % 128;
+            const int lo = (b.ql[64 * h + r % 64] >> (4 * (r / 64))) & 0x0F;
+            const int hi = (b.qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+            put(q, e, (lo | (hi << 4)) - 32);
+        }
+        for (int k = 0; k < B / kHalf; ++k) sw[k] = d * static_cast<float>(b.scales[k]);
+    }
+};
+
+template <class F>
+constexpr size_t block_bytes() {
+    if constexpr (std::is_same_v<F, Q4_0>) return sizeof(block_q4_0);
+    else if constexpr (std::is_same_v<F, Q4_1>) return sizeof(block_q4_1);
+    else if constexpr (std::is_same_v<F, Q5_0>) return sizeof(block_q5_0);
+    else if constexpr (std::is_same_v<F, Q5_1>) return sizeof(block_q5_1);
+    else if constexpr (std::is_same_v<F, Q8_0>) return sizeof(block_q8_0);
+    else if constexpr (std::is_same_v<F, Q2K>) return sizeof(block_q2_K);
+    else if constexpr (std::is_same_v<F, Q3K>) return sizeof(block_q3_K);
+    else if constexpr (std::is_same_v<F, Q45K<false>>) return sizeof(block_q4_K);
+    else if constexpr (std::is_same_v<F, Q45K<true>>) return sizeof(block_q5_K);
+    else return sizeof(block_q6_K);
+}
+
+template <class F>
+void decode_row(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
+    const auto* p = static_cast<const uint8_t*>(w);
+    for (int64_t i = 0; i < n; i += F::B, p += block_bytes<F>()) {
+        float* swb = sw + i / kHalf;
+        float* mwb = mw + i / kHalf;
+        if constexpr (!F::kMin) std::fill(mwb, mwb + F::B / kHalf, 0.0f);
+        F::block(p, q + i, swb, mwb);
+    }
+}
+
+}  // namespace
+
+namespace ref {
+
+void quantize_i16(const float* x, int64_t n, int16_t* a, float* da, float* xs) {
+    for (int64_t s = 0; s < n / kSpan; ++s) {
+        const float* xp = x + s * kSpan;
+        float amax = 0.0f;
+        bool finite = true;
+        for (int e = 0; e < kSpan; ++e) {
+            finite = finite && std::isfinite(xp[e]);
+            amax = std::max(amax, std::fabs(xp[e]));
+        }
+        // A non-finite activation makes the span's scale NaN, so the results are NaN as the
+        // float path's would be, instead of silently clamped.
+        const float d = finite ? amax / 32767.0f : std::numeric_limits<float>::quiet_NaN();
+        if (!finite) {
+            std::fill(a + s * kSpan, a + (s + 1) * kSpan, int16_t{0});
+            da[s] = xs[2 * s] = xs[2 * s + 1] = d;
+            continue;
+        }
+        const float id = amax > 0.0f ? 32767.0f / amax : 0.0f;
+        int sum[2] = {0, 0};
+        for (int e = 0; e < kSpan; ++e) {
+            const float r = std::nearbyint(xp[e] * id);
+            const auto v = static_cast<int16_t>(std::clamp(r, -32768.0f, 32767.0f));
+            a[s * kSpan + span_pos(e)] = v;
+            sum[e / kHalf] += v;
+        }
+        da[s] = d;
+        xs[2 * s] = d * static_cast<float>(sum[0]);
+        xs[2 * s + 1] = d * static_cast<float>(sum[1]);
+    }
+}
+
+void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int nw, const int16_t* a,
+              const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
+    const int64_t spans = n / kSpan, halves = n / kHalf;
+    for (int r = 0; r < nx; ++r) {
+        const int16_t* ar = a + r * n;
+        for (int o = 0; o < nw; ++o) {
+            const int16_t* qo = q + o * n;
+            float acc[8] = {};
+            for (int64_t s = 0; s < spans; ++s) {
+                const int16_t* qs = qo + s * kSpan;
+                const int16_t* as = ar + s * kSpan;
+                const float d = da[r * spans + s];
+                for (int j = 0; j < 8; ++j) {
+                    const int32_t S = qs[2 * j] * as[2 * j] + qs[2 * j + 1] * as[2 * j + 1] +
+                                      (qs[16 + 2 * j] * as[16 + 2 * j] + qs[17 + 2 * j] * as[17 + 2 * j]);
+                    const float scale = sw[o * halves + 2 * s + j / 4] * d;
+                    acc[j] = std::fma(static_cast<float>(S), scale, acc[j]);
+                }
+            }
+            const auto tree = [](const float* v) { return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7])); };
+            float out = tree(acc);
+            if (has_min) {
+                float c[8] = {};
+                for (int64_t h = 0; h < halves; ++h) c[h % 8] = std::fma(mw[o * halves + h], xs[r * halves + h], c[h % 8]);
+                out -= tree(c);
+            }
+            y[r * ldy + o] = out;
+        }
+    }
+}
+
+}  // namespace ref
+
+namespace {
+
+// The SIMD GEMM needs only AVX2 (AVX-512 machines run it too); the scalar ISA runs the
+// reference; NEON has none and keeps the float path.
+template <class F>
+const I16Kernels& table(Isa isa) {
+    static const I16Kernels none{};
+    static const I16Kernels scalar{&decode_row<F>, F::kMin, &ref::quantize_i16, &ref::gemm_i16};
+#if defined(DS4_X86)
+    static const I16Kernels simd{&decode_row<F>, F::kMin, &avx2::quantize_i16, &avx2::gemm_i16};
+    if (isa == Isa::avx2 || isa == Isa::avx512) return simd;
+#endif
+    return isa == Isa::scalar ? scalar : none;
+}
+
+}  // namespace
+
+const I16Kernels& i16_kernels(Type type, Isa isa) {
+    static const I16Kernels none{};
+    switch (type) {
+        case Type::Q4_0: return table<Q4_0>(isa);
+        case Type::Q4_1: return table<Q4_1>(isa);
+        case Type::Q5_0: return table<Q5_0>(isa);
+        case Type::Q5_1: return table<Q5_1>(isa);
+        case Type::Q8_0: return table<Q8_0>(isa);
+        case Type::Q2_K: return table<Q2K>(isa);
+        case Type::Q3_K: return table<Q3K>(isa);
+        case Type::Q4_K: return table<Q45K<false>>(isa);
+        case Type::Q5_K: return table<Q45K<true>>(isa);
+        case Type::Q6_K: return table<Q6K>(isa);
+        default: return none;
+    }
+}
+
+const I16Kernels& i16_kernels(Type type) { return i16_kernels(type, active_isa()); }
+
+}  // namespace ds4::quant

@@ -1,0 +1,95 @@
+"""The int16 prefill path (csrc/quant/int16_gemm.h): integer weight decoders, the int16 activation
+quantiser and the GEMM, per format and ISA.
+
+- Every ISA's kernels return the scalar reference's floats bit for bit (one lane arithmetic).
+- Activations that are already int16 (integers with a span maximum of 32767) are quantised
+  exactly, so the result must equal sum_i w_i x_i up to float rounding alone: this pins every
+  decoder's weights (sw q - mw) to the reference dequantiser.
+- For general activations the deviation from the exact product stays within the quantisation
+  bound sum_i |w_i| da / 2 (da = the span's max |x| / 32767), plus float rounding.
+- A non-finite activation makes its row NaN, as the float path would.
+"""
+
+import numpy as np
+import pytest
+
+from ds4 import _core
+
+from test_simd_kernels import SIMD_ISAS, block_size, random_row
+
+I16_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
+U = 2.0**-24
+
+
+def _weights(t, n_rows, n, seed):
+    rng = np.random.default_rng(seed)
+    data = b"".join(random_row(t, n, rng, quantized=False) for _ in range(n_rows))
+    w = _core.dequantize_raw(t, data, n_rows * n).reshape(n_rows, n).astype(np.float64)
+    return data, w
+
+
+def _n(t):
+    return block_size(t) * (3 if block_size(t) == 256 else 20)
+
+
+def _float_slack(n, w, x):
+    # h <= n / 16 + 24 roundings per product (lane fmas, scale products, the minimum term, hsum),
+    # on terms no larger than |w| |x| plus the minimum's share, bounded by 4 |w| max|x|.
+    return (n / 16 + 24) * U * (np.abs(x) @ np.abs(w).T + 4 * np.abs(w).sum(1)[None, :] * np.abs(x).max())
+
+
+@pytest.mark.parametrize("isa", SIMD_ISAS)
+@pytest.mark.parametrize("t", I16_TYPES)
+def test_simd_equals_reference(t, isa):
+    n = _n(t)
+    data, _ = _weights(t, 13, n, 1)
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((11, n)) * np.exp(rng.standard_normal(n))).astype(np.float32)
+    x[3, : n // 2] = 0.0  # all-zero spans
+    x[5] *= 1e-30  # tiny activations: scales near the subnormal range
+    ref = _core.matmul_path(t, data, 13, x, "i16", isa="scalar")
+    np.testing.assert_array_equal(_core.matmul_path(t, data, 13, x, "i16", isa=isa), ref)
+
+
+@pytest.mark.parametrize("t", I16_TYPES)
+def test_integer_activations_are_exact(t):
+    n = _n(t)
+    data, w = _weights(t, 9, n, 3)
+    rng = np.random.default_rng(4)
+    x = rng.integers(-32767, 32768, size=(6, n)).astype(np.float32)
+    x[:, ::32] = 32767.0  # every span's maximum is 32767: da = 1, a = x exactly
+    got = _core.matmul_path(t, data, 9, x, "i16").astype(np.float64)
+    exact = x.astype(np.float64) @ w.T
+    assert np.all(np.abs(got - exact) <= _float_slack(n, w, x))
+
+
+@pytest.mark.parametrize("t", I16_TYPES)
+def test_quantisation_bound(t):
+    n = _n(t)
+    data, w = _weights(t, 9, n, 5)
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal((7, n)) * np.exp(2 * rng.standard_normal(n))).astype(np.float32)
+    got = _core.matmul_path(t, data, 9, x, "i16").astype(np.float64)
+    exact = x.astype(np.float64) @ w.T
+    da = np.repeat(np.abs(x).reshape(7, -1, 32).max(axis=2) / 32767.0, 32, axis=1)
+    bound = (da / 2) @ np.abs(w).T * (1 + 1e-5) + _float_slack(n, w, x)
+    err = np.abs(got - exact)
+    assert np.all(err <= bound)
+    assert err.max() > 0  # the path really quantises (a float path would pass the bound trivially)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_activation_gives_nan(bad):
+    t, n = "Q8_0", 64
+    data, _ = _weights(t, 3, n, 7)
+    x = np.ones((2, n), dtype=np.float32)
+    x[1, 40] = bad
+    for isa in ["scalar"] + SIMD_ISAS:
+        y = _core.matmul_path(t, data, 3, x, "i16", isa=isa)
+        assert np.all(np.isfinite(y[0])) and np.all(np.isnan(y[1])), isa
+
+
+def test_float_formats_have_no_int16_path():
+    x = np.ones((1, 32), dtype=np.float32)
+    with pytest.raises(ValueError, match="no int16 path"):
+        _core.matmul_path("F32", np.ones(32, dtype=np.float32).tobytes(), 1, x, "i16")
