@@ -14,15 +14,16 @@
 //     it (mw = 0 for formats without a minimum).
 //   - An activation row is quantised per span: da = max|x_e| / 32767, a_e = round-to-nearest-even
 //     (x_e / da) (|a_e| <= 32767; a zero span has da = 0), and xs_h = da * Σ_{e in h} a_e.
-// Within a span, the 32 int16 are stored in the lane order of vpmaddwd: positions 0..7 hold
-// elements 0..7, 8..15 hold 16..23, 16..23 hold 8..15 and 24..31 hold 24..31, so that the sum
-// of the two vpmaddwd results has in lane j < 4 the products of elements {2j, 2j+1, 8+2j, 9+2j}
-// (half 0) and in lane j >= 4 those of {16+2i, 17+2i, 24+2i, 25+2i} with i = j - 4 (half 1).
+// Within a span, the 32 int16 are stored in the lane order of vpmaddwd: element 16 h + 4 k + m
+// (half h, k = 0..3, m = 0..3) sits at position 2 j + m (m < 2) or 16 + 2 j + m - 2 (m >= 2), with
+// j = 2 k + h, so that the sum of the vpmaddwd of positions 0..15 and of 16..31 has in lane j
+// the four products of elements 16 h + 4 k .. + 3: even lanes hold half 0, odd lanes half 1, and
+// the lane scales of a span are one 64-bit broadcast of its two sw.
 //
 // Arithmetic (one order, shared by the scalar reference and every SIMD kernel, so that the int16
 // path gives the same floats on every ISA that has it): per (weight row, activation row), eight
 // float lanes acc_j, from zero; per span, S_j = the lane's four integer products summed (exact,
-// |S_j| < 2^24, so (float)S_j is exact), acc_j = fma((float)S_j, sw_{h(j)} * da, acc_j); then
+// |S_j| < 2^24, so (float)S_j is exact), acc_j = fma((float)S_j, sw_{j % 2} * da, acc_j); then
 // y = hsum(acc) (the AVX2 tree ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))) and, for formats with a
 // minimum, y -= hsum(c) where c_j = fma(mw_h, xs_h, c_j) over the halves h = 8 i + j in order.
 //

@@ -19,35 +19,50 @@ namespace ds4::quant {
 
 namespace {
 
-// Position of span element e (0..31) in the vpmaddwd lane order: the middle quarters swap.
-constexpr int span_pos(int e) { return e < 8 || e >= 24 ? e : (e < 16 ? e + 8 : e - 8); }
+// Position of span element e (0..31) in the lane order (int16_gemm.h): element 16 h + 4 k + m
+// goes to lane j = 2 k + h, as pair m / 2 of the first (m < 2) or second 16-value vector.
+constexpr int span_pos(int e) {
+    const int h = e / 16, k = e % 16 / 4, m = e % 4, j = 2 * k + h;
+    return (m < 2 ? 0 : 16) + 2 * j + m % 2;
+}
 
-// ---- weights: one block -> q (natural order), scale and minimum per half ------------------------
+// ---- weights: one block -> q, scale and minimum per half ---------------------------------------
 //
-// Each decoder writes the block's integers q (in the span lane order, through put), sw[0..B/16)
-// and mw[0..B/16) such that the reference weight (kernels_ref / ggml) is sw * q - mw, rounded as
-// the reference rounds it.
+// Each decoder writes the block's integers t[0..B) in natural order (simple loops over the
+// packed fields, which the compiler vectorises), sw[0..B/16) and mw[0..B/16) such that the
+// reference weight (kernels_ref / ggml) is sw * t - mw, rounded as the reference rounds it;
+// decode_row then moves each span into the lane order.
 
-// Writes block element e (of a block starting on a span boundary) in the span lane order.
-inline void put(int16_t* q, int e, int v) { q[(e & ~31) + span_pos(e & 31)] = static_cast<int16_t>(v); }
-
-inline int legacy_nibble(const uint8_t* qs, int e) { return e < 16 ? qs[e] & 0x0F : qs[e - 16] >> 4; }
+void legacy_nibbles(const uint8_t* qs, int16_t* t) {
+    for (int j = 0; j < 16; ++j) {
+        t[j] = static_cast<int16_t>(qs[j] & 0x0F);
+        t[j + 16] = static_cast<int16_t>(qs[j] >> 4);
+    }
+}
+void legacy_fifth_bits(const uint8_t* qh, int16_t* t) {
+    const uint32_t h = ref::load_u32_le(qh);
+    for (int e = 0; e < 32; ++e) t[e] = static_cast<int16_t>(t[e] | ((h >> e) & 1) << 4);
+}
+void add_all(int16_t* t, int n, int c) {
+    for (int e = 0; e < n; ++e) t[e] = static_cast<int16_t>(t[e] + c);
+}
 
 struct Q4_0 {
     static constexpr int B = 32;
     static constexpr bool kMin = false;
-    static void block(const uint8_t* p, int16_t* q, float* sw, float*) {
+    static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const block_q4_0*>(p);
-        for (int e = 0; e < B; ++e) put(q, e, legacy_nibble(b.qs, e) - 8);
+        legacy_nibbles(b.qs, t);
+        add_all(t, B, -8);
         sw[0] = sw[1] = ref::fp16(b.d);
     }
 };
 struct Q4_1 {
     static constexpr int B = 32;
     static constexpr bool kMin = true;
-    static void block(const uint8_t* p, int16_t* q, float* sw, float* mw) {
+    static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
         const auto& b = *reinterpret_cast<const block_q4_1*>(p);
-        for (int e = 0; e < B; ++e) put(q, e, legacy_nibble(b.qs, e));
+        legacy_nibbles(b.qs, t);
         sw[0] = sw[1] = ref::fp16(b.d);
         mw[0] = mw[1] = -ref::fp16(b.m);  // w = d q + m
     }
@@ -55,20 +70,21 @@ struct Q4_1 {
 struct Q5_0 {
     static constexpr int B = 32;
     static constexpr bool kMin = false;
-    static void block(const uint8_t* p, int16_t* q, float* sw, float*) {
+    static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const block_q5_0*>(p);
-        const uint32_t qh = ref::load_u32_le(b.qh);
-        for (int e = 0; e < B; ++e) put(q, e, (legacy_nibble(b.qs, e) | static_cast<int>((qh >> e) & 1) << 4) - 16);
+        legacy_nibbles(b.qs, t);
+        legacy_fifth_bits(b.qh, t);
+        add_all(t, B, -16);
         sw[0] = sw[1] = ref::fp16(b.d);
     }
 };
 struct Q5_1 {
     static constexpr int B = 32;
     static constexpr bool kMin = true;
-    static void block(const uint8_t* p, int16_t* q, float* sw, float* mw) {
+    static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
         const auto& b = *reinterpret_cast<const block_q5_1*>(p);
-        const uint32_t qh = ref::load_u32_le(b.qh);
-        for (int e = 0; e < B; ++e) put(q, e, legacy_nibble(b.qs, e) | static_cast<int>((qh >> e) & 1) << 4);
+        legacy_nibbles(b.qs, t);
+        legacy_fifth_bits(b.qh, t);
         sw[0] = sw[1] = ref::fp16(b.d);
         mw[0] = mw[1] = -ref::fp16(b.m);
     }
@@ -76,19 +92,25 @@ struct Q5_1 {
 struct Q8_0 {
     static constexpr int B = 32;
     static constexpr bool kMin = false;
-    static void block(const uint8_t* p, int16_t* q, float* sw, float*) {
+    static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const block_q8_0*>(p);
-        for (int e = 0; e < B; ++e) put(q, e, b.qs[e]);
+        for (int e = 0; e < B; ++e) t[e] = b.qs[e];
         sw[0] = sw[1] = ref::fp16(b.d);
     }
 };
+// Q2_K / Q3_K: element 128 h + 32 s + l takes bits 2 s.. of qs[32 h + l].
+void k_crumbs(const uint8_t* qs, int16_t* t) {
+    for (int h = 0; h < 2; ++h)
+        for (int s = 0; s < 4; ++s)
+            for (int l = 0; l < 32; ++l) t[128 * h + 32 * s + l] = static_cast<int16_t>((qs[32 * h + l] >> (2 * s)) & 3);
+}
 struct Q2K {
     static constexpr int B = QK_K;
     static constexpr bool kMin = true;
-    static void block(const uint8_t* p, int16_t* q, float* sw, float* mw) {
+    static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
         const auto& b = *reinterpret_cast<const block_q2_K*>(p);
         const float d = ref::fp16(b.d), dmin = ref::fp16(b.dmin);
-        for (int e = 0; e < B; ++e) put(q, e, (b.qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3);
+        k_crumbs(b.qs, t);
         for (int h = 0; h < B / kHalf; ++h) {
             sw[h] = d * static_cast<float>(b.scales[h] & 0x0F);
             mw[h] = dmin * static_cast<float>(b.scales[h] >> 4);
@@ -98,14 +120,12 @@ struct Q2K {
 struct Q3K {
     static constexpr int B = QK_K;
     static constexpr bool kMin = false;
-    static void block(const uint8_t* p, int16_t* q, float* sw, float*) {
+    static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const block_q3_K*>(p);
         const float d = ref::fp16(b.d);
-        for (int e = 0; e < B; ++e) {
-            const int l = e % 32;
-            const int lo = (b.qs[32 * (e / 128) + l] >> (2 * ((e / 32) % 4))) & 3;
-            put(q, e, lo - ((b.hmask[l] >> (e / 32)) & 1 ? 0 : 4));
-        }
+        k_crumbs(b.qs, t);
+        for (int g = 0; g < 8; ++g)  // a clear high bit (bit g of hmask[l]) subtracts 4
+            for (int l = 0; l < 32; ++l) t[32 * g + l] = static_cast<int16_t>(t[32 * g + l] - 4 * (1 - ((b.hmask[l] >> g) & 1)));
         for (int k = 0; k < B / kHalf; ++k) {
             const int lo = (k < 8 ? b.scales[k] : b.scales[k - 8] >> 4) & 0x0F;
             const int hi = (b.scales[8 + k % 4] >> (2 * (k / 4))) & 3;
@@ -117,7 +137,7 @@ template <bool kFive>
 struct Q45K {
     static constexpr int B = QK_K;
     static constexpr bool kMin = true;
-    static void block(const uint8_t* p, int16_t* q, float* sw, float* mw) {
+    static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
         using Blk = std::conditional_t<kFive, block_q5_K, block_q4_K>;
         const auto& b = *reinterpret_cast<const Blk*>(p);
         const float d = ref::fp16(b.d), dmin = ref::fp16(b.dmin);
@@ -126,26 +146,32 @@ struct Q45K {
             scale_min_k4(j, b.scales, &sc, &m);
             sw[2 * j] = sw[2 * j + 1] = d * static_cast<float>(sc);
             mw[2 * j] = mw[2 * j + 1] = dmin * static_cast<float>(m);
-            for (int l = 0; l < 32; ++l) {
-                int v = (b.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0x0F;
-                if constexpr (kFive) v |= ((b.qh[l] >> j) & 1) << 4;
-                put(q, 32 * j + l, v);
+            const uint8_t* qs = b.qs + 32 * (j / 2);
+            const int shift = 4 * (j % 2);
+            for (int l = 0; l < 32; ++l) t[32 * j + l] = static_cast<int16_t>((qs[l] >> shift) & 0x0F);
+            if constexpr (kFive) {
+                for (int l = 0; l < 32; ++l) t[32 * j + l] = static_cast<int16_t>(t[32 * j + l] | ((b.qh[l] >> j) & 1) << 4);
             }
         }
     }
 };
+// Q6_K: in half h, element 32 g + l (g = 0..3) takes nibble g / 2 of ql[64 h + 32 (g % 2) + l] and
+// bits 2 g of qh[32 h + l]; value q - 32.
 struct Q6K {
     static constexpr int B = QK_K;
     static constexpr bool kMin = false;
-    static void block(const uint8_t* p, int16_t* q, float* sw, float*) {
+    static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const block_q6_K*>(p);
         const float d = ref::fp16(b.d);
-        for (int e = 0; e < B; ++e) {
-            const int h = e / 128, r = e % 128;
-            const int lo = (b.ql[64 * h + r % 64] >> (4 * (r / 64))) & 0x0F;
-            const int hi = (b.qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
-            put(q, e, (lo | (hi << 4)) - 32);
-        }
+        for (int h = 0; h < 2; ++h)
+            for (int g = 0; g < 4; ++g) {
+                const uint8_t* ql = b.ql + 64 * h + 32 * (g % 2);
+                const uint8_t* qh = b.qh + 32 * h;
+                for (int l = 0; l < 32; ++l) {
+                    const int lo = (ql[l] >> (4 * (g / 2))) & 0x0F, hi = (qh[l] >> (2 * g)) & 3;
+                    t[128 * h + 32 * g + l] = static_cast<int16_t>((lo | hi << 4) - 32);
+                }
+            }
         for (int k = 0; k < B / kHalf; ++k) sw[k] = d * static_cast<float>(b.scales[k]);
     }
 };
@@ -167,11 +193,16 @@ constexpr size_t block_bytes() {
 template <class F>
 void decode_row(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
     const auto* p = static_cast<const uint8_t*>(w);
+    int16_t t[F::B];
     for (int64_t i = 0; i < n; i += F::B, p += block_bytes<F>()) {
         float* swb = sw + i / kHalf;
         float* mwb = mw + i / kHalf;
         if constexpr (!F::kMin) std::fill(mwb, mwb + F::B / kHalf, 0.0f);
-        F::block(p, q + i, swb, mwb);
+        F::block(p, t, swb, mwb);
+        for (int s = 0; s < F::B; s += kSpan) {  // pairs of elements move together
+            int16_t* qs = q + i + s;
+            for (int e = 0; e < kSpan; e += 2) std::memcpy(qs + span_pos(e), t + s + e, 2 * sizeof(int16_t));
+        }
     }
 }
 
@@ -225,7 +256,7 @@ void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, 
                 for (int j = 0; j < 8; ++j) {
                     const int32_t S = qs[2 * j] * as[2 * j] + qs[2 * j + 1] * as[2 * j + 1] +
                                       (qs[16 + 2 * j] * as[16 + 2 * j] + qs[17 + 2 * j] * as[17 + 2 * j]);
-                    const float scale = sw[o * halves + 2 * s + j / 4] * d;
+                    const float scale = sw[o * halves + 2 * s + j % 2] * d;
                     acc[j] = std::fma(static_cast<float>(S), scale, acc[j]);
                 }
             }

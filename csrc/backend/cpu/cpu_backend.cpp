@@ -52,7 +52,7 @@ constexpr int64_t kGemmMinRows = 32;
 // activation rows per pass over a tile (their floats stay in L2 next to the decoded tile).
 constexpr int64_t kGemmTileRows = 24;
 constexpr int64_t kGemmRowBlock = 32;
-// Activation rows per pass of the int16 path (a multiple of its register tile's 3 rows).
+// Activation rows per pass of the int16 path (a multiple of its register tile's 6 rows).
 constexpr int64_t kInt16RowBlock = 36;
 // Weight rows per block of the fused argmax head (a multiple of kGemmTileRows and kMatmulTile).
 constexpr int64_t kArgmaxBlock = 240;
