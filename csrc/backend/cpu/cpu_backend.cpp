@@ -210,11 +210,23 @@ public:
         const size_t kv_elem = kv.type == KvType::f32 ? sizeof(float) : sizeof(uint16_t);
         // A unit of work is one query row and `heads` query heads of one KV group: taking the
         // whole group loads each K/V row once for all its heads. When that leaves too few units
-        // to balance the threads (decode: e.g. 3 KV heads on 2 threads would split 2:1), heads go
-        // one per unit instead. The kernels compute every (row, head) the same way in both
-        // cases, so results never depend on n or threads.
+        // to balance the threads (decode: 1 KV head, or 3 on 2 threads, would split unevenly),
+        // a group is cut into the fewest equal parts that balance them: each thread then still
+        // streams the KV rows once for its heads (at long contexts decode attention is bound by
+        // reading the cache). The kernels compute every (row, head) the same way whatever the
+        // unit, so results never depend on n or threads.
         const int64_t groups = n * p.n_head_kv;
-        const int heads = groups >= 4 * pool_.size() || groups % pool_.size() == 0 ? group : 1;
+        const int nt = pool_.size();
+        int heads = group;
+        if (groups < 4 * nt) {
+            for (int parts = 1; parts <= group; ++parts) {
+                if (group % parts == 0 && (groups * parts) % nt == 0) {
+                    heads = group / parts;
+                    break;
+                }
+                heads = 1;
+            }
+        }
         const int64_t units_per_row = p.n_head / heads;
         // Score rows per thread, sized here so that no worker allocates.
         int64_t max_len = 0;
