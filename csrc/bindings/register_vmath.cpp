@@ -38,10 +38,14 @@ void register_vmath(py::module_& m) {
         if (x.ndim() != 1) throw py::value_error("x must be 1-D");
         F32Array y(x.size());
         std::copy(x.data(), x.data() + x.size(), y.mutable_data());
-        vm.softmax(y.mutable_data(), static_cast<int64_t>(x.size()), scale, softcap);
-        return y;
+        float mx, sum;
+        float* p = y.mutable_data();
+        vm.softmax_part(p, static_cast<int64_t>(x.size()), scale, softcap, &mx, &sum);
+        for (py::ssize_t j = 0; j < x.size(); ++j) p[j] /= sum;
+        return py::make_tuple(y, mx, sum);
     }, py::arg("x"), py::arg("scale") = 1.0f, py::arg("softcap") = 0.0f, py::arg("isa") = py::none(),
-       "softmax(cap(scale * x)) with the backend's row kernel.");
+       "(softmax(cap(scale * x)), max, sum) from the backend's chunk softmax kernel (softmax_part), "
+       "normalised here by its sum of exps.");
     m.def("glu", [](const F32Array& gate, const F32Array& up, const std::string& act, const std::optional<std::string>& isa) {
         const VecMath& vm = vec_math_of(isa);
         if (gate.ndim() != 1 || up.ndim() != 1 || gate.size() != up.size()) throw py::value_error("gate and up must be 1-D of one length");

@@ -24,12 +24,16 @@ def test_softmax(isa, cap):
     rng = np.random.default_rng(1)
     for n in list(range(1, 20)) + [64, 257, 1000]:
         x = (rng.standard_normal(n) * 8).astype(np.float32)
-        got = _core.softmax(x, 0.125, cap, isa=isa)
+        got, mx, total = _core.softmax(x, 0.125, cap, isa=isa)
         np.testing.assert_allclose(got, ref_softmax(x, 0.125, cap), rtol=2e-6, atol=1e-12)
         assert got.sum() == pytest.approx(1.0, abs=1e-6)
+        v = x.astype(np.float64) * 0.125
+        v = np.tanh(v / cap) * cap if cap > 0 else v
+        assert mx == pytest.approx(v.max(), rel=1e-6)
+        assert total == pytest.approx(np.exp(v - v.max()).sum(), rel=2e-6)
     # extreme spreads: underflowing tails are exactly zero, never NaN
     x = np.array([0.0, -200.0, -1e4, 30.0, 88.0, -88.0, 100.0], np.float32)
-    got = _core.softmax(x, 1.0, 0.0, isa=isa)
+    got = _core.softmax(x, 1.0, 0.0, isa=isa)[0]
     assert np.isfinite(got).all()
     np.testing.assert_allclose(got, ref_softmax(x, 1.0, 0.0), rtol=2e-6, atol=1e-30)
 

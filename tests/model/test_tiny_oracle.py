@@ -112,3 +112,25 @@ def test_batch_invariance_scalar_isa(family: dict[str, Any]) -> None:
         _core.set_simd(prev)
     assert np.array_equal(parts, whole)
     assert float(np.abs(whole - simd).max() / np.abs(simd).max()) <= REL_TOL
+
+
+def test_long_context_attention_chunks(family: dict[str, Any]) -> None:
+    """Past 128 keys attention runs in chunks merged in order: whole (a unit per row and KV group,
+    chunks in sequence) and token by token (a unit per chunk, spread over the threads) must agree
+    bit for bit, on 1 and 2 threads, and stay with transformers."""
+    torch = pytest.importorskip("torch")
+    n = 300
+    path = str(tiny.convert(family["name"], "f32"))
+    m = ds4.Model(path, threads=2, n_ctx=n)
+    ids = np.random.default_rng(9).integers(0, m.n_vocab, size=n)
+    with torch.no_grad():
+        ref = tiny.load_hf(family["name"])(torch.tensor(ids[None, :])).logits[0].float().numpy()
+    whole = m.session().eval(ids)
+    check_against_reference(family, whole, ref, f"whole, {n} tokens")
+    s = m.session()
+    s.eval(ids[:200])
+    tail = np.concatenate([s.eval(ids[i : i + 1]) for i in range(200, n)])
+    assert np.array_equal(tail, whole[200:])
+    one = ds4.Model(path, threads=1, n_ctx=n).session()
+    one.eval(ids[:250])
+    assert np.array_equal(np.concatenate([one.eval(ids[i : i + 1]) for i in range(250, n)]), whole[250:])

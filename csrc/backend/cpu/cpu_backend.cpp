@@ -18,8 +18,9 @@
 // Threads split the output rows (weight rows) into units taken from a shared counter, never the
 // reduction; within a unit, weight rows are taken in blocks that stay in L2 while the activation rows stream past
 // them, so a prefill reads each weight byte from memory once. Threads also split rows of
-// elementwise ops and (query row, head group) units of attention, whose SIMD inner kernels
-// (attn.h) keep one order per (row, head); no reduction is ever split.
+// elementwise ops and the (query row, KV group, key chunk) units of attention, whose SIMD inner
+// kernels (attn.h) keep one order per (row, head) and whose chunks merge in one fixed order;
+// no reduction is ever split in a way that depends on the batch or the threads.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -58,6 +59,8 @@ constexpr int64_t kInt16RowBlock = 36;
 constexpr int64_t kArgmaxBlock = 240;
 // Weight bytes x activation rows per work unit of the dot_rows path (see unit_rows).
 constexpr size_t kUnitBytes = 64 * 1024;
+// Keys per attention chunk (aligned to absolute positions; see attention()).
+constexpr int64_t kAttnChunk = 128;
 // Elementwise ops below this many elements run on the calling thread only.
 constexpr int64_t kParallelMin = 1 << 14;
 
@@ -200,61 +203,69 @@ public:
         });
     }
 
+    // Attention per (query row, KV group): the row's keys in chunks of kAttnChunk aligned to
+    // absolute positions; per chunk the raw scores, their unnormalised softmax (max m_c, sum
+    // l_c) and the weighted V sum o_c; chunks merged in ascending order (m = max(m, m_c),
+    // o = o e^(m_old - m) + o_c e^(m_c - m), likewise l), then o / l. A row's chunks depend only
+    // on its own key range, and the merge order is fixed, so results never depend on n, on the
+    // threads, or on whether chunks ran on one thread (many rows: a unit per (row, group)) or
+    // on several (few rows, as in decode: a unit per chunk, so that each thread streams a
+    // different part of the KV cache, which bounds decode attention at long contexts).
     void attention(const float* q, int64_t n, const int32_t* pos, const KvView& kv,
                    const AttnParams& p, float* out) override {
-        const cpu::AttnKernels& kern = cpu::attn_kernels();
-        const cpu::VecMath& vm = cpu::vec_math();
         const int64_t hd = p.head_dim;
-        const int64_t kv_stride = static_cast<int64_t>(p.n_head_kv) * hd;
         const int group = p.n_head / p.n_head_kv;
-        const size_t kv_elem = kv.type == KvType::f32 ? sizeof(float) : sizeof(uint16_t);
-        // A unit of work is one query row and `heads` query heads of one KV group: taking the
-        // whole group loads each K/V row once for all its heads. When that leaves too few units
-        // to balance the threads (decode: 1 KV head, or 3 on 2 threads, would split unevenly),
-        // a group is cut into the fewest equal parts that balance them: each thread then still
-        // streams the KV rows once for its heads (at long contexts decode attention is bound by
-        // reading the cache). The kernels compute every (row, head) the same way whatever the
-        // unit, so results never depend on n or threads.
-        const int64_t groups = n * p.n_head_kv;
-        const int nt = pool_.size();
-        int heads = group;
-        if (groups < 4 * nt) {
-            for (int parts = 1; parts <= group; ++parts) {
-                if (group % parts == 0 && (groups * parts) % nt == 0) {
-                    heads = group / parts;
-                    break;
+        const int64_t pairs = n * p.n_head_kv;
+        const Attn at{q, pos, kv, p, out};
+        if (pairs >= 4 * pool_.size()) {
+            // Scores, then the chunk's V sum and its (m, l) per head, then the running (m, l).
+            reserve_scratch(static_cast<size_t>(group * (kAttnChunk + hd + 4)));
+            pool_.for_each_unit(pairs, [&](int t, int64_t u) {
+                float* sc = thread_scratch(t);
+                float* part = sc + group * kAttnChunk;
+                float* stats = part + group * hd;
+                const int64_t r = u / p.n_head_kv;
+                const int g = static_cast<int>(u % p.n_head_kv);
+                float* o = at.out_of(r, g);
+                for (int64_t c = at.first_chunk(r); c <= at.last_chunk(r); ++c) {
+                    at.chunk(r, g, c, sc, part, stats);
+                    at.merge(c == at.first_chunk(r), o, stats + 2 * group, part, stats);
                 }
-                heads = 1;
-            }
+                at.finish(o, stats + 2 * group);
+            });
+            return;
         }
-        const int64_t units_per_row = p.n_head / heads;
-        // Score rows per thread, sized here so that no worker allocates.
-        int64_t max_len = 0;
-        for (int64_t r = 0; r < n; ++r) {
-            const int64_t first = p.window > 0 ? std::max<int64_t>(0, pos[r] - p.window + 1) : 0;
-            max_len = std::max(max_len, pos[r] - first + 1);
+        // Few rows: every (row, group, chunk) is a unit; partial results land in parts_, then
+        // each (row, group) merges its chunks in order.
+        std::vector<int64_t>& start = attn_start_;  // first unit of each (row, group)
+        start.assign(static_cast<size_t>(pairs + 1), 0);
+        for (int64_t u = 0; u < pairs; ++u) {
+            const int64_t r = u / p.n_head_kv;
+            start[static_cast<size_t>(u + 1)] = start[static_cast<size_t>(u)] + at.last_chunk(r) - at.first_chunk(r) + 1;
         }
-        reserve_scratch(static_cast<size_t>(heads * max_len));
-        const int64_t units = n * units_per_row;
-        pool_.run([&](int thread, int threads) {
-            float* score = thread_scratch(thread);
-            for (int64_t t = units * thread / threads; t < units * (thread + 1) / threads; ++t) {
-                const int64_t r = t / units_per_row;
-                const int h0 = static_cast<int>(t % units_per_row) * heads;
-                const size_t kv_off = static_cast<size_t>(h0 / group) * static_cast<size_t>(hd) * kv_elem;
-                const float* qh = q + (r * p.n_head + h0) * hd;
-                float* oh = out + (r * p.n_head + h0) * hd;
-                const int64_t last = pos[r];
-                const int64_t first = p.window > 0 ? std::max<int64_t>(0, last - p.window + 1) : 0;
-                const int64_t len = last - first + 1;
-                // Raw q·k in ascending key order, then softmax per head, then the weighted V sum.
-                kern.scores(qh, heads, static_cast<const uint8_t*>(kv.k) + kv_off, kv.type, kv_stride,
-                            first, last, hd, score, len);
-                for (int h = 0; h < heads; ++h) vm.softmax(score + h * len, len, p.scale, p.softcap);
-                kern.mix(score, heads, static_cast<const uint8_t*>(kv.v) + kv_off, kv.type,
-                         kv_stride, first, last, hd, oh, len);
-            }
+        const int64_t units = start.back();
+        const size_t slot = static_cast<size_t>(group * (hd + 2));
+        attn_parts_.resize(static_cast<size_t>(units) * slot);
+        reserve_scratch(static_cast<size_t>(group * kAttnChunk));
+        pool_.for_each_unit(units, [&](int t, int64_t u) {
+            const int64_t pair = std::upper_bound(start.begin(), start.end(), u) - start.begin() - 1;
+            const int64_t r = pair / p.n_head_kv;
+            const int g = static_cast<int>(pair % p.n_head_kv);
+            const int64_t c = at.first_chunk(r) + u - start[static_cast<size_t>(pair)];
+            float* part = attn_parts_.data() + static_cast<size_t>(u) * slot;
+            at.chunk(r, g, c, thread_scratch(t), part, part + group * hd);
         });
+        attn_running_.resize(static_cast<size_t>(2 * group));
+        float* running = attn_running_.data();
+        for (int64_t pair = 0; pair < pairs; ++pair) {
+            const int64_t r = pair / p.n_head_kv;
+            float* o = at.out_of(r, static_cast<int>(pair % p.n_head_kv));
+            for (int64_t u = start[static_cast<size_t>(pair)]; u < start[static_cast<size_t>(pair + 1)]; ++u) {
+                const float* part = attn_parts_.data() + static_cast<size_t>(u) * slot;
+                at.merge(u == start[static_cast<size_t>(pair)], o, running, part, part + group * hd);
+            }
+            at.finish(o, running);
+        }
     }
 
     void add(float* y, const float* x, int64_t n) override {
@@ -303,6 +314,66 @@ public:
 
 private:
     enum class Path { rows, gemm, int16, reference };
+
+    // One attention call's geometry and the three steps every (row, KV group) goes through.
+    struct Attn {
+        const float* q;
+        const int32_t* pos;
+        const KvView& kv;
+        const AttnParams& p;
+        float* out;
+
+        int group() const { return p.n_head / p.n_head_kv; }
+        int64_t first_key(int64_t r) const { return p.window > 0 ? std::max<int64_t>(0, pos[r] - p.window + 1) : 0; }
+        int64_t first_chunk(int64_t r) const { return first_key(r) / kAttnChunk; }
+        int64_t last_chunk(int64_t r) const { return pos[r] / kAttnChunk; }
+        float* out_of(int64_t r, int g) const { return out + (r * p.n_head + g * group()) * p.head_dim; }
+
+        // Chunk c of row r, KV group g: part[h * hd ..] = sum of e^(v_j - m_h) v_j over the chunk's
+        // keys, stats[2h] = m_h, stats[2h + 1] = l_h (sum of the exps); sc: group * kAttnChunk floats.
+        void chunk(int64_t r, int g, int64_t c, float* sc, float* part, float* stats) const {
+            const cpu::AttnKernels& kern = cpu::attn_kernels();
+            const cpu::VecMath& vm = cpu::vec_math();
+            const int64_t hd = p.head_dim, kv_stride = static_cast<int64_t>(p.n_head_kv) * hd;
+            const size_t kv_elem = kv.type == KvType::f32 ? sizeof(float) : sizeof(uint16_t);
+            const size_t kv_off = static_cast<size_t>(g) * static_cast<size_t>(hd) * kv_elem;
+            const int64_t j0 = std::max(first_key(r), c * kAttnChunk);
+            const int64_t j1 = std::min<int64_t>(pos[r], (c + 1) * kAttnChunk - 1);
+            const int64_t len = j1 - j0 + 1;
+            const float* qh = q + (r * p.n_head + g * group()) * hd;
+            kern.scores(qh, group(), static_cast<const uint8_t*>(kv.k) + kv_off, kv.type, kv_stride, j0, j1, hd, sc, len);
+            for (int h = 0; h < group(); ++h) vm.softmax_part(sc + h * len, len, p.scale, p.softcap, &stats[2 * h], &stats[2 * h + 1]);
+            kern.mix(sc, group(), static_cast<const uint8_t*>(kv.v) + kv_off, kv.type, kv_stride, j0, j1, hd, part, len);
+        }
+        // Folds a chunk (part, stats) into the running o (group * hd) and running[2h] = m,
+        // running[2h + 1] = l; the first chunk is copied.
+        void merge(bool first, float* o, float* running, const float* part, const float* stats) const {
+            const int64_t hd = p.head_dim;
+            for (int h = 0; h < group(); ++h) {
+                float* oh = o + h * hd;
+                const float* ph = part + h * hd;
+                const float mc = stats[2 * h], lc = stats[2 * h + 1];
+                if (first) {
+                    std::copy(ph, ph + hd, oh);
+                    running[2 * h] = mc;
+                    running[2 * h + 1] = lc;
+                    continue;
+                }
+                const float m = std::max(running[2 * h], mc);
+                const float a = std::exp(running[2 * h] - m), b = std::exp(mc - m);
+                running[2 * h] = m;
+                running[2 * h + 1] = running[2 * h + 1] * a + lc * b;
+                for (int64_t d = 0; d < hd; ++d) oh[d] = oh[d] * a + ph[d] * b;
+            }
+        }
+        void finish(float* o, const float* running) const {
+            const int64_t hd = p.head_dim;
+            for (int h = 0; h < group(); ++h) {
+                const float l = running[2 * h + 1];
+                for (int64_t d = 0; d < hd; ++d) o[h * hd + d] /= l;
+            }
+        }
+    };
     struct Best {
         float value;
         int32_t index;
@@ -471,6 +542,9 @@ private:
     std::vector<float> scratch_;  // per-thread GEMM tiles / score rows, grown on the calling thread
     size_t scratch_stride_ = 0;   // floats of scratch_ per thread in the current op
     std::vector<Best> best_;      // matmul_argmax: per (thread, row) running maximum
+    std::vector<float> attn_parts_;     // attention, few rows: per-chunk partial results
+    std::vector<int64_t> attn_start_;   // ... the first unit of each (row, KV group)
+    std::vector<float> attn_running_;   // ... and the running (max, sum) of a merge
     std::vector<int16_t> act_a_;  // the int16 path's quantised activation rows (prepare)
     std::vector<float> act_da_, act_xs_;
 };

@@ -10,7 +10,7 @@ namespace ds4::backend::cpu {
 
 namespace {
 
-void softmax_scalar(float* s, int64_t n, float scale, float softcap) {
+void softmax_part_scalar(float* s, int64_t n, float scale, float softcap, float* max, float* total) {
     float mx = -INFINITY;
     for (int64_t j = 0; j < n; ++j) {
         float v = s[j] * scale;
@@ -23,7 +23,8 @@ void softmax_scalar(float* s, int64_t n, float scale, float softcap) {
         s[j] = std::exp(s[j] - mx);
         sum += s[j];
     }
-    for (int64_t j = 0; j < n; ++j) s[j] /= sum;
+    *max = mx;
+    *total = sum;
 }
 
 void glu_scalar(const float* gate, const float* up, int64_t n, Act act, float* y) {
@@ -54,7 +55,7 @@ int64_t argmax_scalar(const float* v, int64_t n, float* max, bool* finite) {
 }  // namespace
 
 const VecMath& vec_math_scalar() {
-    static const VecMath k{softmax_scalar, glu_scalar, argmax_scalar};
+    static const VecMath k{softmax_part_scalar, glu_scalar, argmax_scalar};
     return k;
 }
 

@@ -1,4 +1,4 @@
-// Vectorised row ops of the CPU backend: the softmax of attention scores, the gated activations
+// Vectorised row ops of the CPU backend: the (chunked) softmax of attention scores, the gated activations
 // (GELU-tanh, SiLU) of the feed-forward block, and the argmax of a block of logits (greedy head).
 //
 // Batch invariance: every element is computed by the same instruction sequence wherever it sits
@@ -17,8 +17,11 @@
 namespace ds4::backend::cpu {
 
 struct VecMath {
-    // s[0..n) <- softmax(cap(scale * s)), cap(v) = tanh(v / softcap) * softcap when softcap > 0.
-    void (*softmax)(float* s, int64_t n, float scale, float softcap);
+    // The softmax of a chunk of attention scores, unnormalised: with v_j = cap(scale * s[j])
+    // (cap(v) = tanh(v / softcap) * softcap when softcap > 0), s[j] <- e^(v_j - max), *max = the
+    // largest v_j, *sum = the sum of the exps. softmax(v) is s / sum; attention merges chunks by
+    // their (max, sum) (cpu_backend.cpp).
+    void (*softmax_part)(float* s, int64_t n, float scale, float softcap, float* max, float* sum);
     // y[i] = act(gate[i]) * up[i] for i < n (act: SiLU, or GELU with the tanh approximation).
     void (*glu)(const float* gate, const float* up, int64_t n, Act act, float* y);
     // The index of the first largest value of v[0..n) (n >= 1) and that value in *max; *finite is

@@ -1,4 +1,4 @@
-// AVX2 + FMA row ops: softmax and gated activations, 8 lanes; see vmath.h.
+// AVX2 + FMA row ops: chunk softmax, gated activations and argmax, 8 lanes; see vmath.h.
 #include <immintrin.h>
 
 #include <cmath>
@@ -72,7 +72,7 @@ inline void map8(float* s, int64_t n, F&& f) {
     }
 }
 
-void softmax_avx2(float* s, int64_t n, float scale, float softcap) {
+void softmax_part_avx2(float* s, int64_t n, float scale, float softcap, float* max, float* total) {
     const __m256 vs = _mm256_set1_ps(scale), cap = _mm256_set1_ps(softcap), inv_cap = _mm256_set1_ps(1.0f / softcap);
     __m256 mx = _mm256_set1_ps(-INFINITY);
     map8(s, n, [&](__m256 v, __m256i m) {
@@ -81,7 +81,8 @@ void softmax_avx2(float* s, int64_t n, float scale, float softcap) {
         mx = _mm256_max_ps(mx, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, _mm256_castsi256_ps(m)));
         return v;
     });
-    const __m256 vmax = _mm256_set1_ps(hmax(mx));
+    *max = hmax(mx);
+    const __m256 vmax = _mm256_set1_ps(*max);
     __m256 sum = _mm256_setzero_ps();
     map8(s, n, [&](__m256 v, __m256i m) {
         const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(v, vmax)), _mm256_castsi256_ps(m));
@@ -91,8 +92,7 @@ void softmax_avx2(float* s, int64_t n, float scale, float softcap) {
     __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
     s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
     s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
-    const __m256 total = _mm256_broadcastss_ps(s4);
-    map8(s, n, [&](__m256 v, __m256i) { return _mm256_div_ps(v, total); });
+    *total = _mm_cvtss_f32(s4);
 }
 
 void glu_avx2(const float* gate, const float* up, int64_t n, Act act, float* y) {
@@ -137,7 +137,7 @@ int64_t argmax_avx2(const float* v, int64_t n, float* max, bool* finite) {
 }  // namespace
 
 const VecMath& vec_math_avx2() {
-    static const VecMath k{softmax_avx2, glu_avx2, argmax_avx2};
+    static const VecMath k{softmax_part_avx2, glu_avx2, argmax_avx2};
     return k;
 }
 
