@@ -243,17 +243,18 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
                 }
         } else if (path == "i16") {
             std::vector<int16_t> q(static_cast<size_t>(n_rows * n)), a(static_cast<size_t>(nx * n));
-            std::vector<float> sw(static_cast<size_t>(n_rows * n / quant::kHalf)), mw(sw.size());
-            std::vector<float> da(static_cast<size_t>(nx * n / quant::kSpan)), xs(static_cast<size_t>(nx * n / quant::kHalf));
+            const int64_t groups = ik.groups(n), halves = n / quant::kHalf;
+            std::vector<float> sw(static_cast<size_t>(n_rows * groups)), mw(static_cast<size_t>(n_rows * halves));
+            std::vector<float> da(static_cast<size_t>(nx * groups)), xs(static_cast<size_t>(nx * halves));
             for (int64_t o = 0; o < n_rows; ++o) {
-                ik.decode(b.ptr + static_cast<size_t>(o) * row, n, q.data() + o * n, sw.data() + o * n / quant::kHalf,
-                          mw.data() + o * n / quant::kHalf);
+                ik.decode(b.ptr + static_cast<size_t>(o) * row, n, q.data() + o * n, sw.data() + o * groups,
+                          mw.data() + o * halves);
             }
             for (int64_t r = 0; r < nx; ++r) {
-                ik.quantize(xp + r * n, n, a.data() + r * n, da.data() + r * n / quant::kSpan, xs.data() + r * n / quant::kHalf);
+                ik.quantize_row(xp + r * n, n, a.data() + r * n, da.data() + r * groups, xs.data() + r * halves);
             }
-            ik.gemm(q.data(), sw.data(), mw.data(), ik.has_min, static_cast<int>(n_rows), a.data(), da.data(), xs.data(),
-                    static_cast<int>(nx), n, y, n_rows);
+            ik.gemm_rows(q.data(), sw.data(), mw.data(), static_cast<int>(n_rows), a.data(), da.data(), xs.data(),
+                         static_cast<int>(nx), n, y, n_rows);
         } else if (n_rows > 0) {
             std::vector<float> u(static_cast<size_t>(n_rows * n)), sc(static_cast<size_t>(n_rows * (n / k.group_len)));
             for (int64_t o = 0; o < n_rows; ++o)

@@ -1,35 +1,39 @@
 // The int16 prefill path: a GEMM over integer weights and int16-quantised activations, for
 // batches of many rows (long prefills), where the float path is bound by its FMA pipes.
+// (On Zen 3 vpmaddwd shares the multiply pipes with the FMAs, so the gain comes from its 16
+// multiply-adds per instruction, and for the K-quants from converting once per super-block.)
 //
 // Why int16 and not int8: llama.cpp quantises activations to 8 bits and lands 0.25 mean |Δlogit|
 // from transformers on Gemma 3 270M; 16 bits per 32-element span keep the error ~256x smaller
-// (well inside the oracle's criteria), while vpmaddwd still does 16 multiply-adds per
-// instruction on integer pipes that the float path leaves idle.
+// (well inside the oracle's criteria).
 //
-// Spans.  A row of n elements (n % 32 == 0) is cut into spans of 32; each span is split into
-// two halves of 16, the unit of the weight scales (the 16-element sub-blocks of Q2_K / Q3_K /
-// Q6_K; the other formats have one scale per 32, written twice).
-//   - A weight row is decoded (exactly) into integers q_e with |q_e| <= 128, a scale sw_h and a
-//     minimum mw_h per half, such that the weight is w_e = sw_h q_e - mw_h, as the format defines
-//     it (mw = 0 for formats without a minimum).
-//   - An activation row is quantised per span: da = max|x_e| / 32767, a_e = round-to-nearest-even
-//     (x_e / da) (|a_e| <= 32767; a zero span has da = 0), and xs_h = da * Σ_{e in h} a_e.
+// Spans and groups.  A row of n elements (n % 32 == 0) is cut into spans of 32, each split into
+// two halves of 16 (the unit of the minimum terms), and the spans into groups of G spans that
+// share one float scale per weight row and per activation row: G = 1 for the 32-element legacy
+// formats, G = 8 (one 256-element super-block) for the K-quants, whose integer sub-block scales
+// are folded into the integer weights so that a whole super-block accumulates in int32.
+//   - A weight row is decoded (exactly) into integers q_e (|q_e| <= 4096), one scale sw_g per
+//     group and a minimum mw_h per half, such that w_e = sw_g q_e - mw_h as the format defines
+//     it (mw = 0 for formats without a minimum). Q8_0: q = the quant, sw = d; Q4_K: q = sc q4,
+//     sw = d, mw = dmin m; Q6_K: q = sc (q6 - 32), sw = d; and so on (int16_ref.cpp).
+//   - An activation row is quantised per group: da = max|x_e| / R, a_e = round-to-nearest-even
+//     (x_e / da) (|a_e| <= R; an all-zero group has da = 0), xs_h = da * Σ_{e in h} a_e. R =
+//     32767, or 16383 for Q6_K, whichever keeps a group's integer sums below 2^31.
 // Within a span, the 32 int16 are stored in the lane order of vpmaddwd: element 16 h + 4 k + m
 // (half h, k = 0..3, m = 0..3) sits at position 2 j + m (m < 2) or 16 + 2 j + m - 2 (m >= 2), with
 // j = 2 k + h, so that the sum of the vpmaddwd of positions 0..15 and of 16..31 has in lane j
-// the four products of elements 16 h + 4 k .. + 3: even lanes hold half 0, odd lanes half 1, and
-// the lane scales of a span are one 64-bit broadcast of its two sw.
+// the four products of elements 16 h + 4 k .. + 3.
 //
 // Arithmetic (one order, shared by the scalar reference and every SIMD kernel, so that the int16
 // path gives the same floats on every ISA that has it): per (weight row, activation row), eight
-// float lanes acc_j, from zero; per span, S_j = the lane's four integer products summed (exact,
-// |S_j| < 2^24, so (float)S_j is exact), acc_j = fma((float)S_j, sw_{j % 2} * da, acc_j); then
+// float lanes acc_j, from zero; per group, S_j = the lane's integer products over the group's
+// spans, summed exactly in int32; acc_j = fma((float)S_j, sw_g * da_g, acc_j); then
 // y = hsum(acc) (the AVX2 tree ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))) and, for formats with a
 // minimum, y -= hsum(c) where c_j = fma(mw_h, xs_h, c_j) over the halves h = 8 i + j in order.
 //
 // Against the exact Σ w_e x_e, the result differs by the activation rounding, at most
-// Σ_e |w_e| da/2, plus float rounding bounded as in simd_x86.h; tests/quant/test_int16_gemm.py
-// checks both, and that every ISA's kernel equals the reference bit for bit.
+// Σ_e |w_e| da_g/2, plus float rounding (simd_x86.h); tests/quant/test_int16_gemm.py checks both,
+// and that every ISA's kernel equals the reference bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -42,22 +46,34 @@ namespace ds4::quant {
 constexpr int kSpan = 32;
 constexpr int kHalf = 16;
 
-// One weight row of n elements: q[n] (span lane order), sw[n / 16], mw[n / 16].
+// One weight row of n elements: q[n] (span lane order), sw[n / (32 G)], mw[n / 16].
 using DecodeI16Fn = void (*)(const void* w, int64_t n, int16_t* q, float* sw, float* mw);
-// One activation row of n floats: a[n] (span lane order), da[n / 32], xs[n / 16].
-using QuantizeI16Fn = void (*)(const float* x, int64_t n, int16_t* a, float* da, float* xs);
-// For o < nw, r < nx: y[r * ldy + o] = the int16-path dot of decoded weight row o (q + o * n,
-// sw / mw + o * n / 16) with quantised activation row r (a + r * n, da + r * n / 32,
-// xs + r * n / 16); has_min says whether to subtract the minimum term.
-using GemmI16Fn = void (*)(const int16_t* q, const float* sw, const float* mw, bool has_min, int nw,
+// One activation row of n floats, groups of `group_spans` spans, range R: a[n] (span lane order),
+// da[n / (32 G)], xs[n / 16].
+using QuantizeI16Fn = void (*)(const float* x, int64_t n, int group_spans, int range, int16_t* a, float* da,
+                               float* xs);
+// For o < nw, r < nx: y[r * ldy + o] = the int16-path dot of decoded weight row o and quantised
+// activation row r (rows of n elements and of their per-group / per-half arrays, consecutive).
+using GemmI16Fn = void (*)(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans, int nw,
                            const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y,
                            int64_t ldy);
 
 struct I16Kernels {
     DecodeI16Fn decode = nullptr;  // per format (scalar: decoding is amortised over many rows)
     bool has_min = false;
+    int group_spans = 1;           // G
+    int range = 32767;             // R
     QuantizeI16Fn quantize = nullptr;
     GemmI16Fn gemm = nullptr;
+
+    int64_t groups(int64_t n) const { return n / (kSpan * group_spans); }
+    void quantize_row(const float* x, int64_t n, int16_t* a, float* da, float* xs) const {
+        quantize(x, n, group_spans, range, a, da, xs);
+    }
+    void gemm_rows(const int16_t* q, const float* sw, const float* mw, int nw, const int16_t* a, const float* da,
+                   const float* xs, int nx, int64_t n, float* y, int64_t ldy) const {
+        gemm(q, sw, mw, has_min, group_spans, nw, a, da, xs, nx, n, y, ldy);
+    }
 };
 
 // The int16-path kernels of `type` for `isa`; members null where the format or the ISA has none
@@ -65,15 +81,12 @@ struct I16Kernels {
 const I16Kernels& i16_kernels(Type type, Isa isa);
 const I16Kernels& i16_kernels(Type type);  // for the active ISA
 
-namespace ref {
-void quantize_i16(const float* x, int64_t n, int16_t* a, float* da, float* xs);
-void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int nw, const int16_t* a,
-              const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy);
-}  // namespace ref
-namespace avx2 {
-void quantize_i16(const float* x, int64_t n, int16_t* a, float* da, float* xs);
-void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int nw, const int16_t* a,
-              const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy);
-}  // namespace avx2
+#define DS4_I16_DECLARE                                                                                        \
+    void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t* a, float* da, float* xs); \
+    void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans, int nw,   \
+                  const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy);
+namespace ref { DS4_I16_DECLARE }
+namespace avx2 { DS4_I16_DECLARE }
+#undef DS4_I16_DECLARE
 
 }  // namespace ds4::quant

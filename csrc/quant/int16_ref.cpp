@@ -29,9 +29,11 @@ constexpr int span_pos(int e) {
 // ---- weights: one block -> q, scale and minimum per half ---------------------------------------
 //
 // Each decoder writes the block's integers t[0..B) in natural order (simple loops over the
-// packed fields, which the compiler vectorises), sw[0..B/16) and mw[0..B/16) such that the
-// reference weight (kernels_ref / ggml) is sw * t - mw, rounded as the reference rounds it;
-// decode_row then moves each span into the lane order.
+// packed fields, which the compiler vectorises), its one group scale sw[0] and mw[0..B/16) such
+// that the reference weight (kernels_ref / ggml) is sw * t - mw exactly as a real number: the
+// K-quants fold their small integer sub-block scales into t (d * sc * q = d * (sc * q)); decode_row
+// then moves each span into the lane order. kRange: the activation range R (int16_gemm.h) that
+// keeps a 256-element group's lane sums, 32 products of |t| <= kMaxQ, below 2^31.
 
 void legacy_nibbles(const uint8_t* qs, int16_t* t) {
     for (int j = 0; j < 16; ++j) {
@@ -46,56 +48,64 @@ void legacy_fifth_bits(const uint8_t* qh, int16_t* t) {
 void add_all(int16_t* t, int n, int c) {
     for (int e = 0; e < n; ++e) t[e] = static_cast<int16_t>(t[e] + c);
 }
+void scale_all(int16_t* t, int n, int c) {
+    for (int e = 0; e < n; ++e) t[e] = static_cast<int16_t>(t[e] * c);
+}
 
 struct Q4_0 {
     static constexpr int B = 32;
     static constexpr bool kMin = false;
+    static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const block_q4_0*>(p);
         legacy_nibbles(b.qs, t);
         add_all(t, B, -8);
-        sw[0] = sw[1] = ref::fp16(b.d);
+        sw[0] = ref::fp16(b.d);
     }
 };
 struct Q4_1 {
     static constexpr int B = 32;
     static constexpr bool kMin = true;
+    static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
         const auto& b = *reinterpret_cast<const block_q4_1*>(p);
         legacy_nibbles(b.qs, t);
-        sw[0] = sw[1] = ref::fp16(b.d);
+        sw[0] = ref::fp16(b.d);
         mw[0] = mw[1] = -ref::fp16(b.m);  // w = d q + m
     }
 };
 struct Q5_0 {
     static constexpr int B = 32;
     static constexpr bool kMin = false;
+    static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const block_q5_0*>(p);
         legacy_nibbles(b.qs, t);
         legacy_fifth_bits(b.qh, t);
         add_all(t, B, -16);
-        sw[0] = sw[1] = ref::fp16(b.d);
+        sw[0] = ref::fp16(b.d);
     }
 };
 struct Q5_1 {
     static constexpr int B = 32;
     static constexpr bool kMin = true;
+    static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
         const auto& b = *reinterpret_cast<const block_q5_1*>(p);
         legacy_nibbles(b.qs, t);
         legacy_fifth_bits(b.qh, t);
-        sw[0] = sw[1] = ref::fp16(b.d);
+        sw[0] = ref::fp16(b.d);
         mw[0] = mw[1] = -ref::fp16(b.m);
     }
 };
 struct Q8_0 {
     static constexpr int B = 32;
     static constexpr bool kMin = false;
+    static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const block_q8_0*>(p);
         for (int e = 0; e < B; ++e) t[e] = b.qs[e];
-        sw[0] = sw[1] = ref::fp16(b.d);
+        sw[0] = ref::fp16(b.d);
     }
 };
 // Q2_K / Q3_K: element 128 h + 32 s + l takes bits 2 s.. of qs[32 h + l].
@@ -107,19 +117,22 @@ void k_crumbs(const uint8_t* qs, int16_t* t) {
 struct Q2K {
     static constexpr int B = QK_K;
     static constexpr bool kMin = true;
+    static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
         const auto& b = *reinterpret_cast<const block_q2_K*>(p);
         const float d = ref::fp16(b.d), dmin = ref::fp16(b.dmin);
         k_crumbs(b.qs, t);
         for (int h = 0; h < B / kHalf; ++h) {
-            sw[h] = d * static_cast<float>(b.scales[h] & 0x0F);
+            scale_all(t + kHalf * h, kHalf, b.scales[h] & 0x0F);
             mw[h] = dmin * static_cast<float>(b.scales[h] >> 4);
         }
+        sw[0] = d;
     }
 };
 struct Q3K {
     static constexpr int B = QK_K;
     static constexpr bool kMin = false;
+    static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const block_q3_K*>(p);
         const float d = ref::fp16(b.d);
@@ -129,14 +142,16 @@ struct Q3K {
         for (int k = 0; k < B / kHalf; ++k) {
             const int lo = (k < 8 ? b.scales[k] : b.scales[k - 8] >> 4) & 0x0F;
             const int hi = (b.scales[8 + k % 4] >> (2 * (k / 4))) & 3;
-            sw[k] = d * static_cast<float>((lo | (hi << 4)) - 32);
+            scale_all(t + kHalf * k, kHalf, (lo | (hi << 4)) - 32);
         }
+        sw[0] = d;
     }
 };
 template <bool kFive>
 struct Q45K {
     static constexpr int B = QK_K;
     static constexpr bool kMin = true;
+    static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
         using Blk = std::conditional_t<kFive, block_q5_K, block_q4_K>;
         const auto& b = *reinterpret_cast<const Blk*>(p);
@@ -144,7 +159,6 @@ struct Q45K {
         for (int j = 0; j < B / 32; ++j) {
             int sc, m;
             scale_min_k4(j, b.scales, &sc, &m);
-            sw[2 * j] = sw[2 * j + 1] = d * static_cast<float>(sc);
             mw[2 * j] = mw[2 * j + 1] = dmin * static_cast<float>(m);
             const uint8_t* qs = b.qs + 32 * (j / 2);
             const int shift = 4 * (j % 2);
@@ -152,7 +166,9 @@ struct Q45K {
             if constexpr (kFive) {
                 for (int l = 0; l < 32; ++l) t[32 * j + l] = static_cast<int16_t>(t[32 * j + l] | ((b.qh[l] >> j) & 1) << 4);
             }
+            scale_all(t + 32 * j, 32, sc);
         }
+        sw[0] = d;
     }
 };
 // Q6_K: in half h, element 32 g + l (g = 0..3) takes nibble g / 2 of ql[64 h + 32 (g % 2) + l] and
@@ -160,6 +176,7 @@ struct Q45K {
 struct Q6K {
     static constexpr int B = QK_K;
     static constexpr bool kMin = false;
+    static constexpr int kRange = 16383;  // |t| <= 32 * 128: 32 * 4096 * 16383 < 2^31
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const block_q6_K*>(p);
         const float d = ref::fp16(b.d);
@@ -172,7 +189,8 @@ struct Q6K {
                     t[128 * h + 32 * g + l] = static_cast<int16_t>((lo | hi << 4) - 32);
                 }
             }
-        for (int k = 0; k < B / kHalf; ++k) sw[k] = d * static_cast<float>(b.scales[k]);
+        for (int k = 0; k < B / kHalf; ++k) scale_all(t + kHalf * k, kHalf, b.scales[k]);
+        sw[0] = d;
     }
 };
 
@@ -195,7 +213,7 @@ void decode_row(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
     const auto* p = static_cast<const uint8_t*>(w);
     int16_t t[F::B];
     for (int64_t i = 0; i < n; i += F::B, p += block_bytes<F>()) {
-        float* swb = sw + i / kHalf;
+        float* swb = sw + i / F::B;
         float* mwb = mw + i / kHalf;
         if constexpr (!F::kMin) std::fill(mwb, mwb + F::B / kHalf, 0.0f);
         F::block(p, t, swb, mwb);
@@ -210,55 +228,57 @@ void decode_row(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
 
 namespace ref {
 
-void quantize_i16(const float* x, int64_t n, int16_t* a, float* da, float* xs) {
-    for (int64_t s = 0; s < n / kSpan; ++s) {
-        const float* xp = x + s * kSpan;
+void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t* a, float* da, float* xs) {
+    const int64_t len = int64_t{kSpan} * group_spans;
+    for (int64_t g = 0; g < n / len; ++g) {
+        const float* xp = x + g * len;
         float amax = 0.0f;
         bool finite = true;
-        for (int e = 0; e < kSpan; ++e) {
+        for (int64_t e = 0; e < len; ++e) {
             finite = finite && std::isfinite(xp[e]);
             amax = std::max(amax, std::fabs(xp[e]));
         }
-        // A non-finite activation makes the span's scale NaN, so the results are NaN as the
+        // A non-finite activation makes the group's scale NaN, so the results are NaN as the
         // float path's would be, instead of silently clamped.
-        const float d = finite ? amax / 32767.0f : std::numeric_limits<float>::quiet_NaN();
-        if (!finite) {
-            std::fill(a + s * kSpan, a + (s + 1) * kSpan, int16_t{0});
-            da[s] = xs[2 * s] = xs[2 * s + 1] = d;
-            continue;
+        const float d = finite ? amax / static_cast<float>(range) : std::numeric_limits<float>::quiet_NaN();
+        const float id = finite && amax > 0.0f ? static_cast<float>(range) / amax : 0.0f;
+        da[g] = d;
+        for (int64_t e0 = 0; e0 < len; e0 += kSpan) {
+            int16_t* as = a + g * len + e0;
+            int sum[2] = {0, 0};
+            for (int e = 0; e < kSpan; ++e) {
+                const float r = finite ? std::nearbyint(xp[e0 + e] * id) : 0.0f;
+                const auto v = static_cast<int16_t>(std::clamp(r, -32768.0f, 32767.0f));
+                as[span_pos(e)] = v;
+                sum[e / kHalf] += v;
+            }
+            const int64_t h = (g * len + e0) / kHalf;
+            xs[h] = d * static_cast<float>(sum[0]);
+            xs[h + 1] = d * static_cast<float>(sum[1]);
         }
-        const float id = amax > 0.0f ? 32767.0f / amax : 0.0f;
-        int sum[2] = {0, 0};
-        for (int e = 0; e < kSpan; ++e) {
-            const float r = std::nearbyint(xp[e] * id);
-            const auto v = static_cast<int16_t>(std::clamp(r, -32768.0f, 32767.0f));
-            a[s * kSpan + span_pos(e)] = v;
-            sum[e / kHalf] += v;
-        }
-        da[s] = d;
-        xs[2 * s] = d * static_cast<float>(sum[0]);
-        xs[2 * s + 1] = d * static_cast<float>(sum[1]);
     }
 }
 
-void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int nw, const int16_t* a,
-              const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
-    const int64_t spans = n / kSpan, halves = n / kHalf;
+void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans, int nw,
+              const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
+    const int64_t len = int64_t{kSpan} * group_spans, groups = n / len, halves = n / kHalf;
     for (int r = 0; r < nx; ++r) {
         const int16_t* ar = a + r * n;
         for (int o = 0; o < nw; ++o) {
             const int16_t* qo = q + o * n;
             float acc[8] = {};
-            for (int64_t s = 0; s < spans; ++s) {
-                const int16_t* qs = qo + s * kSpan;
-                const int16_t* as = ar + s * kSpan;
-                const float d = da[r * spans + s];
-                for (int j = 0; j < 8; ++j) {
-                    const int32_t S = qs[2 * j] * as[2 * j] + qs[2 * j + 1] * as[2 * j + 1] +
-                                      (qs[16 + 2 * j] * as[16 + 2 * j] + qs[17 + 2 * j] * as[17 + 2 * j]);
-                    const float scale = sw[o * halves + 2 * s + j % 2] * d;
-                    acc[j] = std::fma(static_cast<float>(S), scale, acc[j]);
+            for (int64_t g = 0; g < groups; ++g) {
+                int32_t S[8] = {};
+                for (int64_t e0 = g * len; e0 < (g + 1) * len; e0 += kSpan) {
+                    const int16_t* qs = qo + e0;
+                    const int16_t* as = ar + e0;
+                    for (int j = 0; j < 8; ++j) {
+                        S[j] += qs[2 * j] * as[2 * j] + qs[2 * j + 1] * as[2 * j + 1] +
+                                (qs[16 + 2 * j] * as[16 + 2 * j] + qs[17 + 2 * j] * as[17 + 2 * j]);
+                    }
                 }
+                const float scale = sw[o * groups + g] * da[r * groups + g];
+                for (int j = 0; j < 8; ++j) acc[j] = std::fma(static_cast<float>(S[j]), scale, acc[j]);
             }
             const auto tree = [](const float* v) { return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7])); };
             float out = tree(acc);
@@ -281,9 +301,9 @@ namespace {
 template <class F>
 const I16Kernels& table(Isa isa) {
     static const I16Kernels none{};
-    static const I16Kernels scalar{&decode_row<F>, F::kMin, &ref::quantize_i16, &ref::gemm_i16};
+    static const I16Kernels scalar{&decode_row<F>, F::kMin, F::B / kSpan, F::kRange, &ref::quantize_i16, &ref::gemm_i16};
 #if defined(DS4_X86)
-    static const I16Kernels simd{&decode_row<F>, F::kMin, &avx2::quantize_i16, &avx2::gemm_i16};
+    static const I16Kernels simd{&decode_row<F>, F::kMin, F::B / kSpan, F::kRange, &avx2::quantize_i16, &avx2::gemm_i16};
     if (isa == Isa::avx2 || isa == Isa::avx512) return simd;
 #endif
     return isa == Isa::scalar ? scalar : none;

@@ -40,10 +40,11 @@ N_GREEDY = 32
 N_FIXED = 512  # logits kept at these many fixed ids per position
 TOP = 20
 # Tolerances per prefill path (each text is evaluated as one block of >= 32 rows). Measured on
-# this file at 2 threads: exact f32 path top-1 1.0, max |Δlogit| 6.1e-5, mean 5.9e-6; int16 path
-# (the default) top-1 1.0, max 5.0e-3, mean 6.2e-4, still ~300x closer than llama.cpp on the same
-# positions (max 1.71, mean 0.255; bench/accuracy.py).
-TOLERANCES = {"f32": (2e-3, 1e-4), "int16": (1e-2, 2e-3)}  # (max, mean)
+# this file at 2 threads: exact f32 path top-1 1.0, max |Δlogit| 7.3e-5, mean 5.9e-6; int16 path
+# (the default; activation scales per 32 values, per 256 for the K-quant weights) top-1 1.0, max
+# 1.3e-2, mean 1.5e-3, still >100x closer than llama.cpp on the same positions (max 1.71, mean
+# 0.255; bench/accuracy.py).
+TOLERANCES = {"f32": (2e-3, 1e-4), "int16": (3e-2, 4e-3)}  # (max, mean)
 
 
 def _key(path: Path) -> str:

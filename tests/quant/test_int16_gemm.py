@@ -2,11 +2,13 @@
 quantiser and the GEMM, per format and ISA.
 
 - Every ISA's kernels return the scalar reference's floats bit for bit (one lane arithmetic).
-- Activations that are already int16 (integers with a span maximum of 32767) are quantised
-  exactly, so the result must equal sum_i w_i x_i up to float rounding alone: this pins every
-  decoder's weights (sw q - mw) to the reference dequantiser.
+- Activations that are already integers of the format's range R with a group maximum of R are
+  quantised exactly, so the result must equal sum_i w_i x_i up to float rounding alone: this pins
+  every decoder's weights (sw q - mw, K-quant sub-block scales folded into q) to the reference
+  dequantiser.
 - For general activations the deviation from the exact product stays within the quantisation
-  bound sum_i |w_i| da / 2 (da = the span's max |x| / 32767), plus float rounding.
+  bound sum_i |w_i| da / 2 (da = the group's max |x| / R; groups of 32, or 256 for the K-quants),
+  plus float rounding.
 - A non-finite activation makes its row NaN, as the float path would.
 """
 
@@ -30,6 +32,11 @@ def _weights(t, n_rows, n, seed):
 
 def _n(t):
     return block_size(t) * (3 if block_size(t) == 256 else 20)
+
+
+def _group(t):
+    """(activation group length, range R) of the format's int16 path (int16_gemm.h)."""
+    return block_size(t), 16383 if t == "Q6_K" else 32767
 
 
 def _float_slack(n, w, x):
@@ -56,8 +63,9 @@ def test_integer_activations_are_exact(t):
     n = _n(t)
     data, w = _weights(t, 9, n, 3)
     rng = np.random.default_rng(4)
-    x = rng.integers(-32767, 32768, size=(6, n)).astype(np.float32)
-    x[:, ::32] = 32767.0  # every span's maximum is 32767: da = 1, a = x exactly
+    length, rng_max = _group(t)
+    x = rng.integers(-rng_max, rng_max + 1, size=(6, n)).astype(np.float32)
+    x[:, ::length] = rng_max  # every group's maximum is R: da = 1, a = x exactly
     got = _core.matmul_path(t, data, 9, x, "i16").astype(np.float64)
     exact = x.astype(np.float64) @ w.T
     assert np.all(np.abs(got - exact) <= _float_slack(n, w, x))
@@ -71,7 +79,8 @@ def test_quantisation_bound(t):
     x = (rng.standard_normal((7, n)) * np.exp(2 * rng.standard_normal(n))).astype(np.float32)
     got = _core.matmul_path(t, data, 9, x, "i16").astype(np.float64)
     exact = x.astype(np.float64) @ w.T
-    da = np.repeat(np.abs(x).reshape(7, -1, 32).max(axis=2) / 32767.0, 32, axis=1)
+    length, rng_max = _group(t)
+    da = np.repeat(np.abs(x).reshape(7, -1, length).max(axis=2) / rng_max, length, axis=1)
     bound = (da / 2) @ np.abs(w).T * (1 + 1e-5) + _float_slack(n, w, x)
     err = np.abs(got - exact)
     assert np.all(err <= bound)

@@ -390,14 +390,14 @@ private:
     void prepare(Path path, const Weight& w, const float* x, int64_t n) {
         if (path != Path::int16) return;
         const quant::I16Kernels& ik = quant::i16_kernels(w.type);
-        const int64_t spans = w.n_in / quant::kSpan, halves = w.n_in / quant::kHalf;
+        const int64_t groups = ik.groups(w.n_in), halves = w.n_in / quant::kHalf;
         act_a_.resize(static_cast<size_t>(n * w.n_in));
-        act_da_.resize(static_cast<size_t>(n * spans));
+        act_da_.resize(static_cast<size_t>(n * groups));
         act_xs_.resize(static_cast<size_t>(n * halves));
         pool_.parallel_for(n, [&](int64_t r0, int64_t r1) {
             for (int64_t r = r0; r < r1; ++r) {
-                ik.quantize(x + r * w.n_in, w.n_in, act_a_.data() + r * w.n_in, act_da_.data() + r * spans,
-                            act_xs_.data() + r * halves);
+                ik.quantize_row(x + r * w.n_in, w.n_in, act_a_.data() + r * w.n_in, act_da_.data() + r * groups,
+                                act_xs_.data() + r * halves);
             }
         });
     }
@@ -413,8 +413,8 @@ private:
     }
     // Floats of per-thread scratch a path needs.
     static size_t path_scratch(Path path, const Weight& w) {
-        if (path == Path::int16) {  // int16 weights (half a float each), sw and mw per half span
-            return static_cast<size_t>(kGemmTileRows * (w.n_in / 2 + 2 * (w.n_in / quant::kHalf)));
+        if (path == Path::int16) {  // int16 weights (half a float each), sw per group, mw per half span
+            return static_cast<size_t>(kGemmTileRows * (w.n_in / 2 + w.n_in / quant::kSpan + w.n_in / quant::kHalf));
         }
         if (path == Path::gemm) {
             return static_cast<size_t>(kGemmTileRows * (w.n_in + w.n_in / quant::kernels(w.type).group_len));
@@ -462,20 +462,20 @@ private:
         if (path == Path::int16) {
             // As the GEMM below, over integer tiles and the activations quantised by prepare().
             const quant::I16Kernels& ik = quant::i16_kernels(w.type);
-            const int64_t spans = w.n_in / quant::kSpan, halves = w.n_in / quant::kHalf;
+            const int64_t groups = ik.groups(w.n_in), halves = w.n_in / quant::kHalf;
             auto* q = reinterpret_cast<int16_t*>(scratch);
             float* sw = scratch + kGemmTileRows * w.n_in / 2;
-            float* mw = sw + kGemmTileRows * halves;
+            float* mw = sw + kGemmTileRows * groups;
             for (int64_t t0 = o0; t0 < o1; t0 += kGemmTileRows) {
                 const int nw = static_cast<int>(std::min(kGemmTileRows, o1 - t0));
                 for (int i = 0; i < nw; ++i) {
-                    ik.decode(base + static_cast<size_t>(t0 + i) * w.row_bytes, w.n_in, q + i * w.n_in, sw + i * halves,
+                    ik.decode(base + static_cast<size_t>(t0 + i) * w.row_bytes, w.n_in, q + i * w.n_in, sw + i * groups,
                               mw + i * halves);
                 }
                 for (int64_t r = 0; r < n; r += kInt16RowBlock) {
                     const int m = static_cast<int>(std::min(kInt16RowBlock, n - r));
-                    ik.gemm(q, sw, mw, ik.has_min, nw, act_a_.data() + r * w.n_in, act_da_.data() + r * spans,
-                            act_xs_.data() + r * halves, m, w.n_in, y + r * ldy + (t0 - o0), ldy);
+                    ik.gemm_rows(q, sw, mw, nw, act_a_.data() + r * w.n_in, act_da_.data() + r * groups,
+                                 act_xs_.data() + r * halves, m, w.n_in, y + r * ldy + (t0 - o0), ldy);
                 }
             }
             return;
