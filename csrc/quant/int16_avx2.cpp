@@ -18,6 +18,12 @@ namespace ds4::quant::avx2 {
 
 namespace {
 
+int32_t hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1)));
+}
+
 // One weight row x X activation rows over every group of G spans: per span the weight vectors
 // are loaded once for the X rows; the X integer lane sums of a group stay in registers, and the
 // float accumulators take one conversion and one fma per group.
@@ -118,15 +124,25 @@ void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t
             const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
             const __m256i P = _mm256_permutevar8x32_epi32(_mm256_packs_epi32(i[0], i[1]), order);
             const __m256i Q = _mm256_permutevar8x32_epi32(_mm256_packs_epi32(i[2], i[3]), order);
-            const __m256i p0 = _mm256_unpacklo_epi32(P, Q), p1 = _mm256_unpackhi_epi32(P, Q);
+            // Groups of several spans (one scale for all lanes) keep the natural order:
+            // [d0 d2 d1 d3 | d4 d6 d5 d7] back to [d0 .. d7] is one qword shuffle.
+            const __m256i p0 = group_spans == 1 ? _mm256_unpacklo_epi32(P, Q) : _mm256_shuffle_epi32(P, 0xD8);
+            const __m256i p1 = group_spans == 1 ? _mm256_unpackhi_epi32(P, Q) : _mm256_shuffle_epi32(Q, 0xD8);
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(ap), p0);
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(ap) + 1, p1);
-            // Sums of the stored (saturated) values, as the reference takes them: even lanes half 0.
-            const __m256i lanes = _mm256_add_epi32(_mm256_madd_epi16(p0, _mm256_set1_epi16(1)),
-                                                   _mm256_madd_epi16(p1, _mm256_set1_epi16(1)));
-            const __m128i h4 = _mm_add_epi32(_mm256_castsi256_si128(lanes), _mm256_extracti128_si256(lanes, 1));
-            const int32_t sum0 = _mm_cvtsi128_si32(h4) + _mm_extract_epi32(h4, 2);
-            const int32_t sum1 = _mm_extract_epi32(h4, 1) + _mm_extract_epi32(h4, 3);
+            // Sums of the stored (saturated) values, as the reference takes them: in the lane order
+            // even lanes hold half 0; in the natural order p0 holds half 0 and p1 half 1.
+            const __m256i w0 = _mm256_madd_epi16(p0, _mm256_set1_epi16(1)), w1 = _mm256_madd_epi16(p1, _mm256_set1_epi16(1));
+            int32_t sum0, sum1;
+            if (group_spans == 1) {
+                const __m256i lanes = _mm256_add_epi32(w0, w1);
+                const __m128i h4 = _mm_add_epi32(_mm256_castsi256_si128(lanes), _mm256_extracti128_si256(lanes, 1));
+                sum0 = _mm_cvtsi128_si32(h4) + _mm_extract_epi32(h4, 2);
+                sum1 = _mm_extract_epi32(h4, 1) + _mm_extract_epi32(h4, 3);
+            } else {
+                sum0 = hsum_epi32(w0);
+                sum1 = hsum_epi32(w1);
+            }
             xs[e0 / kHalf] = d * static_cast<float>(sum0);
             xs[e0 / kHalf + 1] = d * static_cast<float>(sum1);
         }

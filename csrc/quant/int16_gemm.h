@@ -19,10 +19,11 @@
 //   - An activation row is quantised per group: da = max|x_e| / R, a_e = round-to-nearest-even
 //     (x_e / da) (|a_e| <= R; an all-zero group has da = 0), xs_h = da * Σ_{e in h} a_e. R =
 //     32767, or 16383 for Q6_K, whichever keeps a group's integer sums below 2^31.
-// Within a span, the 32 int16 are stored in the lane order of vpmaddwd: element 16 h + 4 k + m
+// With G = 1, within a span the 32 int16 are stored in the lane order of vpmaddwd: element 16 h + 4 k + m
 // (half h, k = 0..3, m = 0..3) sits at position 2 j + m (m < 2) or 16 + 2 j + m - 2 (m >= 2), with
 // j = 2 k + h, so that the sum of the vpmaddwd of positions 0..15 and of 16..31 has in lane j
-// the four products of elements 16 h + 4 k .. + 3.
+// the four products of elements 16 h + 4 k .. + 3. With G = 8 one scale covers every lane, and
+// spans keep the natural element order (cheaper to decode in registers).
 //
 // Arithmetic (one order, shared by the scalar reference and every SIMD kernel, so that the int16
 // path gives the same floats on every ISA that has it): per (weight row, activation row), eight

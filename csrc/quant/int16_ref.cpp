@@ -217,9 +217,10 @@ void decode_row(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
         float* mwb = mw + i / kHalf;
         if constexpr (!F::kMin) std::fill(mwb, mwb + F::B / kHalf, 0.0f);
         F::block(p, t, swb, mwb);
-        for (int s = 0; s < F::B; s += kSpan) {  // pairs of elements move together
-            int16_t* qs = q + i + s;
-            for (int e = 0; e < kSpan; e += 2) std::memcpy(qs + span_pos(e), t + s + e, 2 * sizeof(int16_t));
+        if constexpr (F::B == kSpan) {  // pairs of elements move together
+            for (int e = 0; e < kSpan; e += 2) std::memcpy(q + i + span_pos(e), t + e, 2 * sizeof(int16_t));
+        } else {
+            std::memcpy(q + i, t, sizeof t);  // super-blocks keep the natural order
         }
     }
 }
@@ -249,7 +250,7 @@ void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t
             for (int e = 0; e < kSpan; ++e) {
                 const float r = finite ? std::nearbyint(xp[e0 + e] * id) : 0.0f;
                 const auto v = static_cast<int16_t>(std::clamp(r, -32768.0f, 32767.0f));
-                as[span_pos(e)] = v;
+                as[group_spans == 1 ? span_pos(e) : e] = v;
                 sum[e / kHalf] += v;
             }
             const int64_t h = (g * len + e0) / kHalf;
