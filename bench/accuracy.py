@@ -6,8 +6,9 @@ the same GGUF in fp32 with eager attention. The reference is the test suite's ca
 (argmax, top-2 margin, top-20 ids/values and logits at 512 fixed ids per position, 32 greedy
 tokens); if the cache is missing it is built the same way (transformers takes minutes to load).
 
-ds4 runs twice: with the default int16 prefill (the texts are evaluated in one block of >= 32
-rows, so it applies) and with prefill="f32" (bit-identical to token-by-token decoding).
+ds4 runs twice: with the default precision="int16" (int16 activations for the Q4_K / Q6_K weights
+and, since the texts are evaluated in one block of >= 32 rows, for the others too) and with
+precision="f32" (float activations everywhere).
 
 Per engine: top-1 agreement with the reference argmax (also counted only where the reference
 top-2 margin exceeds 1e-3), mean and max |Δlogit| over the cached ids (top-20 + fixed, as the
@@ -117,12 +118,12 @@ def main():
     oracle = load_oracle()
     path = default_model_path()
     model = ds4.Model(str(path), threads=2, n_ctx=512)
-    exact = ds4.Model(str(path), threads=2, n_ctx=512, prefill="f32")
+    exact = ds4.Model(str(path), threads=2, n_ctx=512, precision="f32")
     ref = reference(oracle, path, model)
     llama = LlamaCpp(path)
     same_tok = all(llama.llm.tokenize(t.encode(), add_bos=True) == model.tokenize(t) for t in oracle.TEXTS)
     print(f"{path.name}; llama.cpp's own tokenisation matches ds4's ids: {same_tok}")
-    engines = (Ds4(model, "ds4 (prefill int16, default)"), Ds4(exact, "ds4 (prefill f32)"), llama)
+    engines = (Ds4(model, "ds4 (int16, default)"), Ds4(exact, "ds4 (f32)"), llama)
     results = {e.name: measure(e, oracle, model, ref) for e in engines}
 
     n_ref = len(ref["greedy"])

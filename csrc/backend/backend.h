@@ -111,16 +111,18 @@ public:
     // Convert rows of f32 into cache storage: dst[n, dim] in `type` from src[n, dim]
     virtual void store_kv(void* dst, KvType type, const float* src, int64_t n, int64_t dim) = 0;
 
-    // Whether matmuls (and matmul_argmax) over batches of at least kFastBatchRows rows may use
-    // int16-quantised activations (quant/int16_gemm.h): ~1e-4 relative deviation from the exact
-    // path, for formats and ISAs that have the int16 kernels. Smaller batches (decode, verify)
-    // always take the exact, batch-invariant path. Off by default.
-    static constexpr int64_t kFastBatchRows = 32;
-    void set_fast_batches(bool on) { fast_batches_ = on; }
-    bool fast_batches() const { return fast_batches_; }
+    // Whether matmuls (and matmul_argmax) may quantise their activations to int16
+    // (quant/int16_gemm.h; ~1e-4 relative deviation from float activations) where that is
+    // faster: every batch for the formats whose float dots are bound by their vector ops (Q4_K,
+    // Q6_K), batches of at least kInt16BatchRows rows (prompts) for the other quantised formats.
+    // Either way one format's matmul takes the same path for 1..kInt16BatchRows-1 rows, so decode
+    // and verify blocks still agree bit for bit. Off by default (float activations everywhere).
+    static constexpr int64_t kInt16BatchRows = 32;
+    void set_int16_activations(bool on) { int16_ = on; }
+    bool int16_activations() const { return int16_; }
 
 protected:
-    bool fast_batches_ = false;
+    bool int16_ = false;
 };
 
 // threads <= 0: one per hardware thread.

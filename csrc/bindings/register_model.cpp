@@ -37,14 +37,14 @@ backend::KvType parse_kv_type(const std::string& s) {
     throw std::invalid_argument("kv_type must be 'f32' or 'f16', got '" + s + "'");
 }
 
-bool parse_prefill(const std::string& s) {  // true: exact
-    if (s == "int16") return false;
-    if (s == "f32") return true;
-    throw std::invalid_argument("prefill must be 'int16' or 'f32', got '" + s + "'");
+bool parse_precision(const std::string& s) {  // true: int16 activations
+    if (s == "int16") return true;
+    if (s == "f32") return false;
+    throw std::invalid_argument("precision must be 'int16' or 'f32', got '" + s + "'");
 }
 
 std::unique_ptr<Model> load_model(const std::string& path, int threads, int64_t n_ctx, backend::KvType kv_type,
-                                  bool exact_prefill) {
+                                  bool int16) {
     auto m = std::make_unique<Model>();
     m->file = gguf::File::open(path);
     m->arch = m->file->get("general.architecture").as_string();
@@ -53,7 +53,7 @@ std::unique_ptr<Model> load_model(const std::string& path, int threads, int64_t 
     opts.threads = threads;
     opts.n_ctx = n_ctx;
     opts.kv_type = kv_type;
-    opts.exact_prefill = exact_prefill;
+    opts.int16_activations = int16;
     m->net = model::Model::load(m->file, opts);
     // Embeddings may have padding rows past the vocabulary, never fewer rows than tokens.
     if (m->tokenizer->vocab_size() > m->net->hparams().n_vocab)
@@ -216,14 +216,14 @@ void register_model(py::module_& m) {
 
     py::class_<Model>(m, "Model")
         .def(py::init([](const std::string& path, int threads, int64_t n_ctx, const std::string& kv_type,
-                         const std::string& prefill) {
+                         const std::string& precision) {
                  const backend::KvType kt = parse_kv_type(kv_type);
-                 const bool exact = parse_prefill(prefill);
+                 const bool int16 = parse_precision(precision);
                  py::gil_scoped_release release;
-                 return load_model(path, threads, n_ctx, kt, exact);
+                 return load_model(path, threads, n_ctx, kt, int16);
              }),
              py::arg("path"), py::arg("threads") = 0, py::arg("n_ctx") = 0, py::arg("kv_type") = "f32",
-             py::arg("prefill") = "int16")
+             py::arg("precision") = "int16")
         .def_readonly("arch", &Model::arch)
         .def_property_readonly("n_ctx", [](const Model& self) { return self.net->n_ctx(); })
         .def_property_readonly("n_vocab", [](const Model& self) { return self.net->hparams().n_vocab; })

@@ -220,10 +220,11 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
     const int64_t n = check_rows(t, b, n_rows, static_cast<int64_t>(x_obj.shape(1)));
     const Kernels& k = kernels_of(t.type, isa);
     const quant::I16Kernels& ik = quant::i16_kernels(t.type, isa ? quant::parse_isa(*isa) : quant::active_isa());
-    if (path != "dot" && path != "rows" && path != "gemm" && path != "i16") {
-        throw py::value_error("path must be 'dot', 'rows', 'gemm' or 'i16', got '" + path + "'");
+    if (path != "dot" && path != "rows" && path != "gemm" && path != "i16" && path != "i16rows") {
+        throw py::value_error("path must be 'dot', 'rows', 'gemm', 'i16' or 'i16rows', got '" + path + "'");
     }
     if (path == "i16" && !ik.gemm) throw py::value_error(type_name + " has no int16 path on this ISA");
+    if (path == "i16rows" && !ik.rows) throw py::value_error(type_name + " has no fused int16 rows kernel on this ISA");
     if (path == "rows" && !k.dot_rows) throw py::value_error(type_name + " has no dot_rows kernel on this ISA");
     if (path == "gemm" && !k.decode_groups) throw py::value_error(type_name + " has no gemm_groups kernel on this ISA");
     const size_t row = quant::row_bytes(*t.info, n);
@@ -241,7 +242,7 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
                     const int m = static_cast<int>(std::min<int64_t>(quant::kDotRowsMax, nx - r));
                     k.dot_rows(b.ptr + static_cast<size_t>(o) * row, xp + r * n, n, m, n, y + r * n_rows + o, n_rows);
                 }
-        } else if (path == "i16") {
+        } else if (path == "i16" || path == "i16rows") {
             std::vector<int16_t> q(static_cast<size_t>(n_rows * n)), a(static_cast<size_t>(nx * n));
             const int64_t groups = ik.groups(n), halves = n / quant::kHalf;
             std::vector<float> sw(static_cast<size_t>(n_rows * groups)), mw(static_cast<size_t>(n_rows * halves));
@@ -253,8 +254,17 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
             for (int64_t r = 0; r < nx; ++r) {
                 ik.quantize_row(xp + r * n, n, a.data() + r * n, da.data() + r * groups, xs.data() + r * halves);
             }
-            ik.gemm_rows(q.data(), sw.data(), mw.data(), static_cast<int>(n_rows), a.data(), da.data(), xs.data(),
-                         static_cast<int>(nx), n, y, n_rows);
+            if (path == "i16") {
+                ik.gemm_rows(q.data(), sw.data(), mw.data(), static_cast<int>(n_rows), a.data(), da.data(), xs.data(),
+                             static_cast<int>(nx), n, y, n_rows);
+            } else {
+                for (int64_t o = 0; o < n_rows; ++o)
+                    for (int64_t r = 0; r < nx; r += quant::kDotRowsMax) {
+                        const int m = static_cast<int>(std::min<int64_t>(quant::kDotRowsMax, nx - r));
+                        ik.rows(b.ptr + static_cast<size_t>(o) * row, n, a.data() + r * n, da.data() + r * groups,
+                                xs.data() + r * halves, m, y + r * n_rows + o, n_rows);
+                    }
+            }
         } else if (n_rows > 0) {
             std::vector<float> u(static_cast<size_t>(n_rows * n)), sc(static_cast<size_t>(n_rows * (n / k.group_len)));
             for (int64_t o = 0; o < n_rows; ++o)
@@ -297,7 +307,8 @@ void register_quant(py::module_& m) {
     m.def("matmul_path", &matmul_path, py::arg("type_name"), py::arg("data"), py::arg("n_rows"), py::arg("x"),
           py::arg("path"), py::arg("isa") = py::none(),
           "Y (nx, n_rows) = X (nx, n) against n_rows weight rows via one kernel path: dot, rows or gemm "
-          "(float, bit-identical), or i16 (int16-quantised activations, the long-prefill path).");
+          "(float, bit-identical), or i16 / i16rows (int16-quantised activations: the GEMM, or the fused "
+          "few-rows kernel of the formats that have one).");
     m.def("quantize_q8_0", &quantize_q8_0, py::arg("x"),
           "Q8_0 blocks of x (float32, size a multiple of 32), byte-identical to ggml's reference.");
     m.def("simd_available", [] {

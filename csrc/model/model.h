@@ -31,7 +31,7 @@ struct Options {
     int threads = 0;                              // <= 0: one per hardware thread
     int64_t n_ctx = 0;                            // <= 0: the model's trained context length
     backend::KvType kv_type = backend::KvType::f32;
-    bool exact_prefill = false;  // false: batches of >= 32 rows use int16 activations (faster)
+    bool int16_activations = true;  // Backend::set_int16_activations (false: float activations)
 };
 
 // What one forward call processes: n new tokens at positions pos[i] = kv.n_past() + i.

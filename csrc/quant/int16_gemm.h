@@ -59,6 +59,11 @@ using GemmI16Fn = void (*)(const int16_t* q, const float* sw, const float* mw, b
                            const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y,
                            int64_t ldy);
 
+// For r < nx <= kDotRowsMax: y[r * ldy] = the int16-path dot of weight row w (in its block format,
+// decoded in registers) with quantised activation row r; bit-identical to gemm over decode's output.
+using RowsI16Fn = void (*)(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx,
+                           float* y, int64_t ldy);
+
 struct I16Kernels {
     DecodeI16Fn decode = nullptr;  // per format (scalar: decoding is amortised over many rows)
     bool has_min = false;
@@ -66,6 +71,12 @@ struct I16Kernels {
     int range = 32767;             // R
     QuantizeI16Fn quantize = nullptr;
     GemmI16Fn gemm = nullptr;
+    // A fused kernel for a few rows (optional acceleration of decode + gemm).
+    RowsI16Fn rows = nullptr;
+    // Whether the format takes the int16 path for every batch size (decode and verify too): the
+    // K-quants whose float dots are bound by their vector ops. The others take it from
+    // Backend::kInt16BatchRows rows on.
+    bool all_batches = false;
 
     int64_t groups(int64_t n) const { return n / (kSpan * group_spans); }
     void quantize_row(const float* x, int64_t n, int16_t* a, float* da, float* xs) const {
@@ -87,7 +98,13 @@ const I16Kernels& i16_kernels(Type type);  // for the active ISA
     void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans, int nw,   \
                   const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy);
 namespace ref { DS4_I16_DECLARE }
-namespace avx2 { DS4_I16_DECLARE }
+namespace avx2 {
+DS4_I16_DECLARE
+void rows_i16_q4_K(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
+                   int64_t ldy);
+void rows_i16_q6_K(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
+                   int64_t ldy);
+}  // namespace avx2
 #undef DS4_I16_DECLARE
 
 }  // namespace ds4::quant

@@ -299,12 +299,21 @@ namespace {
 
 // The SIMD GEMM needs only AVX2 (AVX-512 machines run it too); the scalar ISA runs the
 // reference; NEON has none and keeps the float path.
+// Q4_K and Q6_K take the int16 path for every batch size, on every ISA (x86 through fused
+// kernels, the others through decode + gemm), so a model's arithmetic is the same everywhere.
 template <class F>
-const I16Kernels& table(Isa isa) {
+constexpr bool all_batches() {
+    return std::is_same_v<F, Q45K<false>> || std::is_same_v<F, Q6K>;
+}
+
+template <class F>
+const I16Kernels& table(Isa isa, RowsI16Fn simd_rows = nullptr) {
     static const I16Kernels none{};
-    static const I16Kernels scalar{&decode_row<F>, F::kMin, F::B / kSpan, F::kRange, &ref::quantize_i16, &ref::gemm_i16};
+    static const I16Kernels scalar{&decode_row<F>, F::kMin, F::B / kSpan, F::kRange, &ref::quantize_i16, &ref::gemm_i16,
+                                   nullptr, all_batches<F>()};
 #if defined(DS4_X86)
-    static const I16Kernels simd{&decode_row<F>, F::kMin, F::B / kSpan, F::kRange, &avx2::quantize_i16, &avx2::gemm_i16};
+    static const I16Kernels simd{&decode_row<F>, F::kMin, F::B / kSpan, F::kRange, &avx2::quantize_i16, &avx2::gemm_i16,
+                                 simd_rows, all_batches<F>()};
     if (isa == Isa::avx2 || isa == Isa::avx512) return simd;
 #endif
     return isa == Isa::scalar ? scalar : none;
@@ -322,9 +331,14 @@ const I16Kernels& i16_kernels(Type type, Isa isa) {
         case Type::Q8_0: return table<Q8_0>(isa);
         case Type::Q2_K: return table<Q2K>(isa);
         case Type::Q3_K: return table<Q3K>(isa);
+#if defined(DS4_X86)
+        case Type::Q4_K: return table<Q45K<false>>(isa, &avx2::rows_i16_q4_K);
+        case Type::Q6_K: return table<Q6K>(isa, &avx2::rows_i16_q6_K);
+#else
         case Type::Q4_K: return table<Q45K<false>>(isa);
-        case Type::Q5_K: return table<Q45K<true>>(isa);
         case Type::Q6_K: return table<Q6K>(isa);
+#endif
+        case Type::Q5_K: return table<Q45K<true>>(isa);
         default: return none;
     }
 }

@@ -20,15 +20,17 @@ class Model:
         threads: int | None = None,
         n_ctx: int | None = None,
         kv_type: Literal["f32", "f16"] = "f32",
-        prefill: Literal["int16", "f32"] = "int16",
+        precision: Literal["int16", "f32"] = "int16",
     ) -> None:
         """``threads``: compute threads (default: one per hardware thread); ``n_ctx``: context
         length of each session (default: the model's trained length; the KV cache grows with
         use); ``kv_type``: KV cache precision, ``"f32"`` or ``"f16"`` (half the memory,
-        logits close to but not identical with f32); ``prefill``: how batches of 32 or more
-        tokens (prompts) multiply, ``"int16"`` (activations quantised to 16 bits per 32 values:
-        faster, logits within ~1e-4 relative of f32) or ``"f32"`` (bit-identical to feeding the
-        tokens one at a time). Decoding and verification blocks are always exact f32."""
+        logits close to but not identical with f32); ``precision``: the activations of the
+        quantised matmuls, ``"int16"`` (quantised to 16 bits per 32 or 256 values where that is
+        faster: every Q4_K / Q6_K matmul, and prompts of 32 or more tokens; logits within ~1e-3
+        of f32, >100x closer to transformers than llama.cpp's 8-bit activations) or ``"f32"``
+        (float everywhere). Either way decoding one token at a time and verifying blocks of up to
+        31 tokens give bit-identical logits, which is what speculative decoding needs."""
         if threads is not None and not 1 <= threads <= 1024:
             raise ValueError(f"threads must be in [1, 1024], got {threads}")
         if n_ctx is not None and n_ctx < 1:
@@ -36,9 +38,9 @@ class Model:
         self.path = os.fspath(path) if path is not None else str(default_model_path())
         if kv_type not in ("f32", "f16"):
             raise ValueError(f"kv_type must be 'f32' or 'f16', got {kv_type!r}")
-        if prefill not in ("int16", "f32"):
-            raise ValueError(f"prefill must be 'int16' or 'f32', got {prefill!r}")
-        self._m = _core.Model(self.path, threads or 0, n_ctx or 0, kv_type, prefill)
+        if precision not in ("int16", "f32"):
+            raise ValueError(f"precision must be 'int16' or 'f32', got {precision!r}")
+        self._m = _core.Model(self.path, threads or 0, n_ctx or 0, kv_type, precision)
 
     @property
     def arch(self) -> str:

@@ -3,9 +3,9 @@ evaluated whole (>= 32 rows: the tiled GEMM over decoded weights), in verify-siz
 up to 4 rows per weight pass) and token by token gives the same logits bit for bit, with 1 or 2
 threads. (The f32 oracle tests cover accuracy; this covers the kernel paths a quantised model takes.)
 
-The default ``prefill="int16"`` runs batches of >= 32 rows with int16-quantised activations: its
-rows deviate from the exact path by a measured, bounded amount, are the same on every ISA and
-thread count, and batches below 32 rows are untouched. (That the int16 kernels themselves agree
+The default ``precision="int16"`` runs batches of >= 32 rows of these Q8_0 weights with
+int16-quantised activations: its rows deviate from the float path by a measured, bounded amount,
+do not depend on the thread count, and batches below 32 rows are untouched. (That the int16 kernels themselves agree
 bit for bit across ISAs is tests/quant/test_int16_gemm.py.)"""
 
 from __future__ import annotations
@@ -39,14 +39,14 @@ def ids_for(model: ds4.Model) -> np.ndarray:
 def test_paths_agree(family: str, isa: str) -> None:
     _core.set_simd(isa)
     path = str(tiny.convert(family, "q8_0"))
-    model = ds4.Model(path, threads=2, prefill="f32")
+    model = ds4.Model(path, threads=2, precision="f32")
     ids = ids_for(model)
     whole = model.session().eval(ids)
     for chunk in (1, 2, 4, 5, 16, 33):
         s = model.session()
         parts = np.concatenate([s.eval(ids[i:i + chunk]) for i in range(0, len(ids), chunk)])
         assert np.array_equal(parts, whole), f"{isa}: chunks of {chunk}"
-    assert np.array_equal(ds4.Model(path, threads=1, prefill="f32").session().eval(ids), whole), f"{isa}: 1 thread"
+    assert np.array_equal(ds4.Model(path, threads=1, precision="f32").session().eval(ids), whole), f"{isa}: 1 thread"
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -56,7 +56,7 @@ def test_int16_prefill(family: str, isa: str) -> None:
     path = str(tiny.convert(family, "q8_0"))
     model = ds4.Model(path, threads=2)
     ids = ids_for(model)
-    exact = ds4.Model(path, threads=2, prefill="f32").session().eval(ids)
+    exact = ds4.Model(path, threads=2, precision="f32").session().eval(ids)
     fast = model.session().eval(ids)
     # Blocks below 32 rows never take the int16 path: exact, bit for bit.
     s = model.session()
@@ -70,5 +70,5 @@ def test_int16_prefill(family: str, isa: str) -> None:
 
 
 def test_prefill_option_checked() -> None:
-    with pytest.raises(ValueError, match="prefill must be 'int16' or 'f32'"):
-        ds4.Model(str(tiny.convert("llama", "q8_0")), prefill="int8")
+    with pytest.raises(ValueError, match="precision must be 'int16' or 'f32'"):
+        ds4.Model(str(tiny.convert("llama", "q8_0")), precision="int8")

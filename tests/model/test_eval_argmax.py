@@ -20,8 +20,8 @@ def _argmax(logits: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("outtype", ["f32", "q8_0"])
 @pytest.mark.parametrize("family", tiny.FAMILIES)
 def test_matches_eval(family: str, outtype: str) -> None:
-    # prefill="f32": a 40-row block then takes the exact path, so every chunking agrees bit for bit
-    model = ds4.Model(str(tiny.convert(family, outtype)), threads=2, prefill="f32")
+    # precision="f32": a 40-row block then takes the float path, so every chunking agrees bit for bit
+    model = ds4.Model(str(tiny.convert(family, outtype)), threads=2, precision="f32")
     ref = model.session().eval(SEQ)
     for chunk in (1, 3, 16, 40):
         s = model.session()
@@ -34,7 +34,7 @@ def test_matches_eval(family: str, outtype: str) -> None:
 
 @pytest.mark.parametrize("family", tiny.FAMILIES)
 def test_matches_eval_int16_prefill(family: str) -> None:
-    # The default int16 prefill path: the argmax of the very logits eval returns for the same block.
+    # The default int16 path of 40-row blocks: the argmax of the very logits eval returns.
     model = ds4.Model(str(tiny.convert(family, "q8_0")), threads=2)
     assert np.array_equal(model.session().eval_argmax(SEQ), _argmax(model.session().eval(SEQ)))
 

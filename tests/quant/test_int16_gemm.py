@@ -58,6 +58,18 @@ def test_simd_equals_reference(t, isa):
     np.testing.assert_array_equal(_core.matmul_path(t, data, 13, x, "i16", isa=isa), ref)
 
 
+@pytest.mark.parametrize("isa", SIMD_ISAS)
+@pytest.mark.parametrize("t", ["Q4_K", "Q6_K"])
+def test_fused_rows_equal_gemm(t, isa):
+    # decode and verify blocks (the fused kernel, 1..4 rows per weight pass) = prefill (the GEMM)
+    n = _n(t)
+    data, _ = _weights(t, 5, n, 8)
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((7, n)) * np.exp(rng.standard_normal(n))).astype(np.float32)
+    np.testing.assert_array_equal(_core.matmul_path(t, data, 5, x, "i16rows", isa=isa),
+                                  _core.matmul_path(t, data, 5, x, "i16", isa=isa))
+
+
 @pytest.mark.parametrize("t", I16_TYPES)
 def test_integer_activations_are_exact(t):
     n = _n(t)

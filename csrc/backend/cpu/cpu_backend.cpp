@@ -8,10 +8,11 @@
 //     kDotRowsMax activation rows, decoding it once for the chunk, straight from the mmap;
 //   - many rows (prefill): a tile of weight rows is decoded once into floats (decode_groups) and
 //     a register-tiled GEMM (gemm_groups) runs every activation row against it;
-//   - with fast batches on (Backend::set_fast_batches) and 32 or more rows, formats with int16
-//     kernels take the int16 path instead (quant/int16_gemm.h): activations quantised per span
-//     of 32, integer tiles, ~1e-4 relative deviation; the only path whose results are not
-//     those of the dot kernel, and one that decode and verify blocks never take;
+//   - with int16 activations on (Backend::set_int16_activations), Q4_K / Q6_K matmuls and, from
+//     32 rows on, those of the other quantised formats take the int16 path instead
+//     (quant/int16_gemm.h): activations quantised per group of 32 or 256 values, a fused kernel
+//     for a few rows, integer tiles for many; results differ from the float dot's by ~1e-4
+//     relative, and are the same for every batch size on the int16 path;
 //   - a format with only the scalar reference dot (slow, accumulates in double) dequantises a
 //     tile of weight rows and takes dot_f32 per element; that choice depends only on the format
 //     and ISA, never on n.
@@ -382,7 +383,8 @@ private:
     Path path_of(const Weight& w, int64_t n) const {
         const quant::Kernels& k = quant::kernels(w.type);
         // A SIMD dot exists iff the active ISA's dot is not the scalar reference's.
-        if (fast_batches_ && n >= kFastBatchRows && quant::i16_kernels(w.type).gemm) return Path::int16;
+        const quant::I16Kernels& ik = quant::i16_kernels(w.type);
+        if (int16_ && ik.gemm && (n >= kInt16BatchRows || ik.all_batches)) return Path::int16;
         if (k.dot == quant::kernels_for(w.type, quant::Isa::scalar).dot) return Path::reference;
         return n >= kGemmMinRows && k.decode_groups ? Path::gemm : Path::rows;
     }
@@ -405,7 +407,9 @@ private:
     // kUnitBytes of weights per activation row, so that a unit is a few microseconds of work
     // and each thread still gets several (a late or slow thread then takes fewer units).
     int64_t unit_rows(Path path, const Weight& w, int64_t n) const {
-        if (path == Path::gemm || path == Path::int16) return kGemmTileRows;
+        if (path == Path::gemm || (path == Path::int16 && (n >= kInt16BatchRows || !quant::i16_kernels(w.type).rows))) {
+            return kGemmTileRows;
+        }
         if (path == Path::reference) return kMatmulTile;
         const int64_t by_bytes = std::max<int64_t>(1, static_cast<int64_t>(kUnitBytes / (w.row_bytes * n)));
         const int64_t by_threads = (w.n_out + 4 * pool_.size() - 1) / (4 * pool_.size());
@@ -455,6 +459,20 @@ private:
                             for (int i = 0; i < m; ++i) yo[i * ldy] = k.dot(wo, x + (r + i) * w.n_in, w.n_in);
                         }
                     }
+                }
+            }
+            return;
+        }
+        if (path == Path::int16 && n < kInt16BatchRows && quant::i16_kernels(w.type).rows) {
+            // Few rows of a format with a fused kernel: each weight row decoded in registers once
+            // per chunk of up to kDotRowsMax activation rows, straight from the mmap.
+            const quant::I16Kernels& ik = quant::i16_kernels(w.type);
+            const int64_t groups = ik.groups(w.n_in), halves = w.n_in / quant::kHalf;
+            for (int64_t r = 0; r < n; r += quant::kDotRowsMax) {
+                const int m = static_cast<int>(std::min<int64_t>(quant::kDotRowsMax, n - r));
+                for (int64_t o = o0; o < o1; ++o) {
+                    ik.rows(base + static_cast<size_t>(o) * w.row_bytes, w.n_in, act_a_.data() + r * w.n_in,
+                            act_da_.data() + r * groups, act_xs_.data() + r * halves, m, y + r * ldy + (o - o0), ldy);
                 }
             }
             return;

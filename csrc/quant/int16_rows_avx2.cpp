@@ -1,0 +1,139 @@
+// AVX2 int16-path kernels for a few activation rows (decode, verify blocks) of the K-quants whose
+// float dots are bound by their vector ops (Q4_K, Q6_K): each super-block is decoded once into
+// registers, in the natural element order with the sub-block scales folded in, and feeds R
+// activation rows. Every (weight row, activation row) result is bit for bit what gemm_i16 gives
+// for the same row (int16_gemm.h: the same integer lane sums, one conversion and fma per
+// super-block, the same minimum term), so decode, verify blocks and prefill agree.
+//
+// Per 32 weights and one row: Q4_K ~10 vector ops, Q6_K ~16, against ~20 and ~25 on the float path.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "quant/blocks.h"
+#include "quant/int16_gemm.h"
+#include "quant/x86_avx2_util.h"
+
+namespace ds4::quant::avx2 {
+
+namespace {
+
+inline __m256i load_u8x16(const uint8_t* p) {
+    return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// The super-block's weights, 32 at a time: span(k, v) sets v[0], v[1] to elements 32k .. 32k+15
+// and 32k+16 .. 32k+31 as int16 (sub-block scale applied); mw[16] the minimum per half.
+struct Q4K {
+    static constexpr bool kMin = true;
+    static constexpr int kBytes = sizeof(block_q4_K);
+    const block_q4_K& b;
+    alignas(16) int16_t sc[8];
+    // The 6-bit sub-block scales and minimums (blocks.h, scale_min_k4), unrolled; mw[16] gets
+    // dmin * m per half, as decode_row writes it.
+    Q4K(const uint8_t* p, float* mw) : b(*reinterpret_cast<const block_q4_K*>(p)) {
+        const uint8_t* q = b.scales;
+        alignas(8) uint8_t m8[8];
+        for (int j = 0; j < 4; ++j) {
+            sc[j] = static_cast<int16_t>(q[j] & 63);
+            m8[j] = static_cast<uint8_t>(q[j + 4] & 63);
+            sc[j + 4] = static_cast<int16_t>((q[j + 8] & 0x0F) | ((q[j] >> 6) << 4));
+            m8[j + 4] = static_cast<uint8_t>((q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4));
+        }
+        uint64_t mm;
+        std::memcpy(&mm, m8, sizeof mm);
+        const __m256 m = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.dmin)),
+                                       _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mm)))));
+        _mm256_store_ps(mw, _mm256_permutevar8x32_ps(m, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)));
+        _mm256_store_ps(mw + 8, _mm256_permutevar8x32_ps(m, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)));
+    }
+    float d() const { return _cvtsh_ss(b.d); }
+    void span(int k, __m256i (&v)[2]) const {
+        const uint8_t* qs = b.qs + 32 * (k / 2);
+        const __m256i s = _mm256_set1_epi16(sc[k]);
+        for (int i = 0; i < 2; ++i) {
+            const __m256i x = load_u8x16(qs + 16 * i);
+            const __m256i q = k % 2 ? _mm256_srli_epi16(x, 4) : _mm256_and_si256(x, _mm256_set1_epi16(0x0F));
+            v[i] = _mm256_mullo_epi16(q, s);
+        }
+    }
+};
+
+// Q6_K: element 128 h + 32 g + l: nibble g / 2 of ql[64 h + 32 (g % 2) + l], bits 2 g of
+// qh[32 h + l], value q - 32, scale scales[(32 g + l) / 16 + 8 h].
+struct Q6K {
+    static constexpr bool kMin = false;
+    static constexpr int kBytes = sizeof(block_q6_K);
+    const block_q6_K& b;
+    explicit Q6K(const uint8_t* p, float*) : b(*reinterpret_cast<const block_q6_K*>(p)) {}
+    float d() const { return _cvtsh_ss(b.d); }
+    void span(int k, __m256i (&v)[2]) const {
+        const int h = k / 4, g = k % 4;
+        const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32 * (g % 2)));
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+        const __m256i lo = g < 2 ? _mm256_and_si256(ql, _mm256_set1_epi8(0x0F))
+                                 : _mm256_and_si256(_mm256_srli_epi16(ql, 4), _mm256_set1_epi8(0x0F));
+        // bits 2g..2g+1 of each qh byte moved to bits 4..5
+        const __m256i hi = _mm256_and_si256(g < 2 ? _mm256_slli_epi16(qh, 4 - 2 * g) : _mm256_srli_epi16(qh, 2 * g - 4),
+                                            _mm256_set1_epi8(0x30));
+        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+        const int8_t* sc = b.scales + 8 * h + 2 * g;
+        v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), _mm256_set1_epi16(sc[0]));
+        v[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), _mm256_set1_epi16(sc[1]));
+    }
+};
+
+template <class F, int R>
+void rows(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, float* y, int64_t ldy) {
+    const auto* p = static_cast<const uint8_t*>(w);
+    const int64_t nb = n / QK_K, halves = n / kHalf;
+    __m256 acc[R], c[R];
+    for (int r = 0; r < R; ++r) acc[r] = c[r] = _mm256_setzero_ps();
+    for (int64_t bi = 0; bi < nb; ++bi, p += F::kBytes) {
+        prefetch_block<F::kBytes>(p);
+        alignas(32) float mw[16];
+        const F f(p, mw);
+        __m256i S[R];
+        for (int r = 0; r < R; ++r) S[r] = _mm256_setzero_si256();
+        for (int k = 0; k < 8; ++k) {
+            __m256i v[2];
+            f.span(k, v);
+            for (int r = 0; r < R; ++r) {
+                const auto* ap = reinterpret_cast<const __m256i*>(a + r * n + bi * QK_K + 32 * k);
+                S[r] = _mm256_add_epi32(S[r], _mm256_add_epi32(_mm256_madd_epi16(v[0], _mm256_loadu_si256(ap)),
+                                                               _mm256_madd_epi16(v[1], _mm256_loadu_si256(ap + 1))));
+            }
+        }
+        const float d = f.d();
+        for (int r = 0; r < R; ++r) {
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[r]), _mm256_set1_ps(d * da[r * nb + bi]), acc[r]);
+            if constexpr (F::kMin) {
+                const float* x = xs + r * halves + 16 * bi;
+                c[r] = _mm256_fmadd_ps(_mm256_load_ps(mw), _mm256_loadu_ps(x), c[r]);
+                c[r] = _mm256_fmadd_ps(_mm256_load_ps(mw + 8), _mm256_loadu_ps(x + 8), c[r]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r) y[r * ldy] = F::kMin ? hsum(acc[r]) - hsum(c[r]) : hsum(acc[r]);
+}
+
+template <class F>
+void rows_any(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
+              int64_t ldy) {
+    using Fn = void (*)(const void*, int64_t, const int16_t*, const float*, const float*, float*, int64_t);
+    static constexpr Fn fns[kDotRowsMax] = {&rows<F, 1>, &rows<F, 2>, &rows<F, 3>, &rows<F, 4>};
+    fns[nx - 1](w, n, a, da, xs, y, ldy);
+}
+
+}  // namespace
+
+void rows_i16_q4_K(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
+                   int64_t ldy) {
+    rows_any<Q4K>(w, n, a, da, xs, nx, y, ldy);
+}
+void rows_i16_q6_K(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
+                   int64_t ldy) {
+    rows_any<Q6K>(w, n, a, da, xs, nx, y, ldy);
+}
+
+}  // namespace ds4::quant::avx2
