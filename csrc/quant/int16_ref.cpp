@@ -299,8 +299,8 @@ namespace {
 
 // The SIMD GEMM needs only AVX2 (AVX-512 machines run it too); the scalar ISA runs the
 // reference; NEON has none and keeps the float path.
-// Q4_K and Q6_K take the int16 path for every batch size, on every ISA (x86 through fused
-// kernels, the others through decode + gemm), so a model's arithmetic is the same everywhere.
+// Q4_K and Q6_K take the int16 path for every batch size wherever it exists (x86 through fused
+// kernels, the scalar ISA through decode + gemm), so scalar and x86 runs use the same arithmetic.
 template <class F>
 constexpr bool all_batches() {
     return std::is_same_v<F, Q45K<false>> || std::is_same_v<F, Q6K>;
