@@ -33,7 +33,7 @@ constexpr int span_pos(int e) {
 // that the reference weight (kernels_ref / ggml) is sw * t - mw exactly as a real number: the
 // K-quants fold their small integer sub-block scales into t (d * sc * q = d * (sc * q)); decode_row
 // then moves each span into the lane order. kRange: the activation range R (int16_gemm.h) that
-// keeps a 256-element group's lane sums, 32 products of |t| <= kMaxQ, below 2^31.
+// keeps a group's lane sums (32 products of |t| R for a 256-element group) below 2^31.
 
 void legacy_nibbles(const uint8_t* qs, int16_t* t) {
     for (int j = 0; j < 16; ++j) {
@@ -53,33 +53,36 @@ void scale_all(int16_t* t, int n, int c) {
 }
 
 struct Q4_0 {
+    using Block = block_q4_0;
     static constexpr int B = 32;
     static constexpr bool kMin = false;
     static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
-        const auto& b = *reinterpret_cast<const block_q4_0*>(p);
+        const auto& b = *reinterpret_cast<const Block*>(p);
         legacy_nibbles(b.qs, t);
         add_all(t, B, -8);
         sw[0] = ref::fp16(b.d);
     }
 };
 struct Q4_1 {
+    using Block = block_q4_1;
     static constexpr int B = 32;
     static constexpr bool kMin = true;
     static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
-        const auto& b = *reinterpret_cast<const block_q4_1*>(p);
+        const auto& b = *reinterpret_cast<const Block*>(p);
         legacy_nibbles(b.qs, t);
         sw[0] = ref::fp16(b.d);
         mw[0] = mw[1] = -ref::fp16(b.m);  // w = d q + m
     }
 };
 struct Q5_0 {
+    using Block = block_q5_0;
     static constexpr int B = 32;
     static constexpr bool kMin = false;
     static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
-        const auto& b = *reinterpret_cast<const block_q5_0*>(p);
+        const auto& b = *reinterpret_cast<const Block*>(p);
         legacy_nibbles(b.qs, t);
         legacy_fifth_bits(b.qh, t);
         add_all(t, B, -16);
@@ -87,11 +90,12 @@ struct Q5_0 {
     }
 };
 struct Q5_1 {
+    using Block = block_q5_1;
     static constexpr int B = 32;
     static constexpr bool kMin = true;
     static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
-        const auto& b = *reinterpret_cast<const block_q5_1*>(p);
+        const auto& b = *reinterpret_cast<const Block*>(p);
         legacy_nibbles(b.qs, t);
         legacy_fifth_bits(b.qh, t);
         sw[0] = ref::fp16(b.d);
@@ -99,11 +103,12 @@ struct Q5_1 {
     }
 };
 struct Q8_0 {
+    using Block = block_q8_0;
     static constexpr int B = 32;
     static constexpr bool kMin = false;
     static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
-        const auto& b = *reinterpret_cast<const block_q8_0*>(p);
+        const auto& b = *reinterpret_cast<const Block*>(p);
         for (int e = 0; e < B; ++e) t[e] = b.qs[e];
         sw[0] = ref::fp16(b.d);
     }
@@ -115,11 +120,12 @@ void k_crumbs(const uint8_t* qs, int16_t* t) {
             for (int l = 0; l < 32; ++l) t[128 * h + 32 * s + l] = static_cast<int16_t>((qs[32 * h + l] >> (2 * s)) & 3);
 }
 struct Q2K {
+    using Block = block_q2_K;
     static constexpr int B = QK_K;
     static constexpr bool kMin = true;
     static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
-        const auto& b = *reinterpret_cast<const block_q2_K*>(p);
+        const auto& b = *reinterpret_cast<const Block*>(p);
         const float d = ref::fp16(b.d), dmin = ref::fp16(b.dmin);
         k_crumbs(b.qs, t);
         for (int h = 0; h < B / kHalf; ++h) {
@@ -130,11 +136,12 @@ struct Q2K {
     }
 };
 struct Q3K {
+    using Block = block_q3_K;
     static constexpr int B = QK_K;
     static constexpr bool kMin = false;
     static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
-        const auto& b = *reinterpret_cast<const block_q3_K*>(p);
+        const auto& b = *reinterpret_cast<const Block*>(p);
         const float d = ref::fp16(b.d);
         k_crumbs(b.qs, t);
         for (int g = 0; g < 8; ++g)  // a clear high bit (bit g of hmask[l]) subtracts 4
@@ -149,12 +156,12 @@ struct Q3K {
 };
 template <bool kFive>
 struct Q45K {
+    using Block = std::conditional_t<kFive, block_q5_K, block_q4_K>;
     static constexpr int B = QK_K;
     static constexpr bool kMin = true;
     static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
-        using Blk = std::conditional_t<kFive, block_q5_K, block_q4_K>;
-        const auto& b = *reinterpret_cast<const Blk*>(p);
+        const auto& b = *reinterpret_cast<const Block*>(p);
         const float d = ref::fp16(b.d), dmin = ref::fp16(b.dmin);
         for (int j = 0; j < B / 32; ++j) {
             int sc, m;
@@ -174,11 +181,12 @@ struct Q45K {
 // Q6_K: in half h, element 32 g + l (g = 0..3) takes nibble g / 2 of ql[64 h + 32 (g % 2) + l] and
 // bits 2 g of qh[32 h + l]; value q - 32.
 struct Q6K {
+    using Block = block_q6_K;
     static constexpr int B = QK_K;
     static constexpr bool kMin = false;
     static constexpr int kRange = 16383;  // |t| <= 32 * 128: 32 * 4096 * 16383 < 2^31
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
-        const auto& b = *reinterpret_cast<const block_q6_K*>(p);
+        const auto& b = *reinterpret_cast<const Block*>(p);
         const float d = ref::fp16(b.d);
         for (int h = 0; h < 2; ++h)
             for (int g = 0; g < 4; ++g) {
@@ -195,24 +203,10 @@ struct Q6K {
 };
 
 template <class F>
-constexpr size_t block_bytes() {
-    if constexpr (std::is_same_v<F, Q4_0>) return sizeof(block_q4_0);
-    else if constexpr (std::is_same_v<F, Q4_1>) return sizeof(block_q4_1);
-    else if constexpr (std::is_same_v<F, Q5_0>) return sizeof(block_q5_0);
-    else if constexpr (std::is_same_v<F, Q5_1>) return sizeof(block_q5_1);
-    else if constexpr (std::is_same_v<F, Q8_0>) return sizeof(block_q8_0);
-    else if constexpr (std::is_same_v<F, Q2K>) return sizeof(block_q2_K);
-    else if constexpr (std::is_same_v<F, Q3K>) return sizeof(block_q3_K);
-    else if constexpr (std::is_same_v<F, Q45K<false>>) return sizeof(block_q4_K);
-    else if constexpr (std::is_same_v<F, Q45K<true>>) return sizeof(block_q5_K);
-    else return sizeof(block_q6_K);
-}
-
-template <class F>
 void decode_row(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
     const auto* p = static_cast<const uint8_t*>(w);
     int16_t t[F::B];
-    for (int64_t i = 0; i < n; i += F::B, p += block_bytes<F>()) {
+    for (int64_t i = 0; i < n; i += F::B, p += sizeof(typename F::Block)) {
         float* swb = sw + i / F::B;
         float* mwb = mw + i / kHalf;
         if constexpr (!F::kMin) std::fill(mwb, mwb + F::B / kHalf, 0.0f);

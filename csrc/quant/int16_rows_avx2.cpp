@@ -29,16 +29,15 @@ struct Q4K {
     static constexpr int kBytes = sizeof(block_q4_K);
     const block_q4_K& b;
     alignas(16) int16_t sc[8];
-    // The 6-bit sub-block scales and minimums (blocks.h, scale_min_k4), unrolled; mw[16] gets
-    // dmin * m per half, as decode_row writes it.
+    // The 6-bit sub-block scales and minimums (blocks.h); mw[16] gets dmin * m per half, as
+    // decode_row writes it.
     Q4K(const uint8_t* p, float* mw) : b(*reinterpret_cast<const block_q4_K*>(p)) {
-        const uint8_t* q = b.scales;
         alignas(8) uint8_t m8[8];
-        for (int j = 0; j < 4; ++j) {
-            sc[j] = static_cast<int16_t>(q[j] & 63);
-            m8[j] = static_cast<uint8_t>(q[j + 4] & 63);
-            sc[j + 4] = static_cast<int16_t>((q[j + 8] & 0x0F) | ((q[j] >> 6) << 4));
-            m8[j + 4] = static_cast<uint8_t>((q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4));
+        for (int j = 0; j < 8; ++j) {
+            int s, m;
+            scale_min_k4(j, b.scales, &s, &m);
+            sc[j] = static_cast<int16_t>(s);
+            m8[j] = static_cast<uint8_t>(m);
         }
         uint64_t mm;
         std::memcpy(&mm, m8, sizeof mm);

@@ -314,7 +314,7 @@ public:
     }
 
 private:
-    enum class Path { rows, gemm, int16, reference };
+    enum class Path { rows, gemm, int16_rows, int16_gemm, reference };
 
     // One attention call's geometry and the three steps every (row, KV group) goes through.
     struct Attn {
@@ -381,16 +381,18 @@ private:
     };
 
     Path path_of(const Weight& w, int64_t n) const {
+        const quant::I16Kernels& ik = quant::i16_kernels(w.type);
+        if (int16_ && ik.gemm && (n >= kInt16BatchRows || ik.all_batches)) {
+            return n < kInt16BatchRows && ik.rows ? Path::int16_rows : Path::int16_gemm;
+        }
         const quant::Kernels& k = quant::kernels(w.type);
         // A SIMD dot exists iff the active ISA's dot is not the scalar reference's.
-        const quant::I16Kernels& ik = quant::i16_kernels(w.type);
-        if (int16_ && ik.gemm && (n >= kInt16BatchRows || ik.all_batches)) return Path::int16;
         if (k.dot == quant::kernels_for(w.type, quant::Isa::scalar).dot) return Path::reference;
         return n >= kGemmMinRows && k.decode_groups ? Path::gemm : Path::rows;
     }
     // The int16 path quantises the activation rows once per call, threads splitting the rows.
     void prepare(Path path, const Weight& w, const float* x, int64_t n) {
-        if (path != Path::int16) return;
+        if (path != Path::int16_rows && path != Path::int16_gemm) return;
         const quant::I16Kernels& ik = quant::i16_kernels(w.type);
         const int64_t groups = ik.groups(w.n_in), halves = w.n_in / quant::kHalf;
         act_a_.resize(static_cast<size_t>(n * w.n_in));
@@ -403,13 +405,11 @@ private:
             }
         });
     }
-    // Weight rows per work unit: whole tiles of the tiled paths; for dot_rows, about
+    // Weight rows per work unit: whole tiles of the tiled paths; for the few-rows kernels, about
     // kUnitBytes of weights per activation row, so that a unit is a few microseconds of work
     // and each thread still gets several (a late or slow thread then takes fewer units).
     int64_t unit_rows(Path path, const Weight& w, int64_t n) const {
-        if (path == Path::gemm || (path == Path::int16 && (n >= kInt16BatchRows || !quant::i16_kernels(w.type).rows))) {
-            return kGemmTileRows;
-        }
+        if (path == Path::gemm || path == Path::int16_gemm) return kGemmTileRows;
         if (path == Path::reference) return kMatmulTile;
         const int64_t by_bytes = std::max<int64_t>(1, static_cast<int64_t>(kUnitBytes / (w.row_bytes * n)));
         const int64_t by_threads = (w.n_out + 4 * pool_.size() - 1) / (4 * pool_.size());
@@ -417,7 +417,7 @@ private:
     }
     // Floats of per-thread scratch a path needs.
     static size_t path_scratch(Path path, const Weight& w) {
-        if (path == Path::int16) {  // int16 weights (half a float each), sw per group, mw per half span
+        if (path == Path::int16_gemm) {  // int16 weights (half a float each), sw per group, mw per half span
             return static_cast<size_t>(kGemmTileRows * (w.n_in / 2 + w.n_in / quant::kSpan + w.n_in / quant::kHalf));
         }
         if (path == Path::gemm) {
@@ -463,7 +463,7 @@ private:
             }
             return;
         }
-        if (path == Path::int16 && n < kInt16BatchRows && quant::i16_kernels(w.type).rows) {
+        if (path == Path::int16_rows) {
             // Few rows of a format with a fused kernel: each weight row decoded in registers once
             // per chunk of up to kDotRowsMax activation rows, straight from the mmap.
             const quant::I16Kernels& ik = quant::i16_kernels(w.type);
@@ -477,7 +477,7 @@ private:
             }
             return;
         }
-        if (path == Path::int16) {
+        if (path == Path::int16_gemm) {
             // As the GEMM below, over integer tiles and the activations quantised by prepare().
             const quant::I16Kernels& ik = quant::i16_kernels(w.type);
             const int64_t groups = ik.groups(w.n_in), halves = w.n_in / quant::kHalf;
