@@ -52,56 +52,30 @@ void scale_all(int16_t* t, int n, int c) {
     for (int e = 0; e < n; ++e) t[e] = static_cast<int16_t>(t[e] * c);
 }
 
-struct Q4_0 {
-    using Block = block_q4_0;
+// The 32-element legacy formats: nibbles, a fifth bit for Q5_*, and either an offset (-8 / -16,
+// the _0 formats) or the block's minimum (w = d q + m, the _1 formats).
+template <class Blk, bool kFifth, bool kHasMin>
+struct Legacy {
+    using Block = Blk;
     static constexpr int B = 32;
-    static constexpr bool kMin = false;
-    static constexpr int kRange = 32767;
-    static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
-        const auto& b = *reinterpret_cast<const Block*>(p);
-        legacy_nibbles(b.qs, t);
-        add_all(t, B, -8);
-        sw[0] = ref::fp16(b.d);
-    }
-};
-struct Q4_1 {
-    using Block = block_q4_1;
-    static constexpr int B = 32;
-    static constexpr bool kMin = true;
+    static constexpr bool kMin = kHasMin;
     static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
         const auto& b = *reinterpret_cast<const Block*>(p);
         legacy_nibbles(b.qs, t);
+        if constexpr (kFifth) legacy_fifth_bits(b.qh, t);
         sw[0] = ref::fp16(b.d);
-        mw[0] = mw[1] = -ref::fp16(b.m);  // w = d q + m
+        if constexpr (kHasMin) {
+            mw[0] = mw[1] = -ref::fp16(b.m);
+        } else {
+            add_all(t, B, kFifth ? -16 : -8);
+        }
     }
 };
-struct Q5_0 {
-    using Block = block_q5_0;
-    static constexpr int B = 32;
-    static constexpr bool kMin = false;
-    static constexpr int kRange = 32767;
-    static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
-        const auto& b = *reinterpret_cast<const Block*>(p);
-        legacy_nibbles(b.qs, t);
-        legacy_fifth_bits(b.qh, t);
-        add_all(t, B, -16);
-        sw[0] = ref::fp16(b.d);
-    }
-};
-struct Q5_1 {
-    using Block = block_q5_1;
-    static constexpr int B = 32;
-    static constexpr bool kMin = true;
-    static constexpr int kRange = 32767;
-    static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
-        const auto& b = *reinterpret_cast<const Block*>(p);
-        legacy_nibbles(b.qs, t);
-        legacy_fifth_bits(b.qh, t);
-        sw[0] = ref::fp16(b.d);
-        mw[0] = mw[1] = -ref::fp16(b.m);
-    }
-};
+using Q4_0 = Legacy<block_q4_0, false, false>;
+using Q4_1 = Legacy<block_q4_1, false, true>;
+using Q5_0 = Legacy<block_q5_0, true, false>;
+using Q5_1 = Legacy<block_q5_1, true, true>;
 struct Q8_0 {
     using Block = block_q8_0;
     static constexpr int B = 32;
