@@ -119,11 +119,12 @@ def main():
     path = default_model_path()
     model = ds4.Model(str(path), threads=2, n_ctx=512)
     exact = ds4.Model(str(path), threads=2, n_ctx=512, precision="f32")
+    half_kv = ds4.Model(str(path), threads=2, n_ctx=512, kv_type="f16")
     ref = reference(oracle, path, model)
     llama = LlamaCpp(path)
     same_tok = all(llama.llm.tokenize(t.encode(), add_bos=True) == model.tokenize(t) for t in oracle.TEXTS)
     print(f"{path.name}; llama.cpp's own tokenisation matches ds4's ids: {same_tok}")
-    engines = (Ds4(model, "ds4 (int16, default)"), Ds4(exact, "ds4 (f32)"), llama)
+    engines = (Ds4(model, "ds4 (int16, default)"), Ds4(exact, "ds4 (f32)"), Ds4(half_kv, "ds4 (int16, f16 KV)"), llama)
     results = {e.name: measure(e, oracle, model, ref) for e in engines}
 
     n_ref = len(ref["greedy"])
@@ -136,7 +137,7 @@ def main():
               f"| {r['agree_decided']}/{r['decided']} ({r['agree_decided'] / r['decided']:.4f}) "
               f"| {r['mean']:.2e} | {r['max']:.2e} | {div} |")
     lc = results["llama.cpp"]
-    for e in engines[:2]:
+    for e in engines[:3]:
         ds = results[e.name]
         print(f"\nllama.cpp mean / {e.name} mean = {lc['mean'] / ds['mean']:.1f}x; "
               f"llama.cpp max / {e.name} max = {lc['max'] / ds['max']:.1f}x")

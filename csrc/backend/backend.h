@@ -113,10 +113,10 @@ public:
 
     // Whether matmuls (and matmul_argmax) may quantise their activations to int16
     // (quant/int16_gemm.h; ~1e-4 relative deviation from float activations) where that is
-    // faster: every batch for the formats whose float dots are bound by their vector ops (Q4_K,
-    // Q6_K), batches of at least kInt16BatchRows rows (prompts) for the other quantised formats.
-    // Either way one format's matmul takes the same path for 1..kInt16BatchRows-1 rows, so decode
-    // and verify blocks still agree bit for bit. Off by default (float activations everywhere).
+    // faster: every batch for the formats with fused few-rows kernels (Q4_0, Q4_1, Q5_0, Q5_1,
+    // Q8_0, Q4_K, Q6_K), so that decode, verify blocks and prompts agree bit for bit; batches of
+    // at least kInt16BatchRows rows for Q2_K, Q3_K and Q5_K, which then take the same path for
+    // 1..kInt16BatchRows-1 rows. Off by default (float activations everywhere).
     static constexpr int64_t kInt16BatchRows = 32;
     void set_int16_activations(bool on) { int16_ = on; }
     bool int16_activations() const { return int16_; }

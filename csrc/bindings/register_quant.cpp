@@ -243,18 +243,19 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
                     k.dot_rows(b.ptr + static_cast<size_t>(o) * row, xp + r * n, n, m, n, y + r * n_rows + o, n_rows);
                 }
         } else if (path == "i16" || path == "i16rows") {
-            std::vector<int16_t> q(static_cast<size_t>(n_rows * n)), a(static_cast<size_t>(nx * n));
+            std::vector<int16_t> a(static_cast<size_t>(nx * n));
             const int64_t groups = ik.groups(n), halves = n / quant::kHalf;
-            std::vector<float> sw(static_cast<size_t>(n_rows * groups)), mw(static_cast<size_t>(n_rows * halves));
             std::vector<float> da(static_cast<size_t>(nx * groups)), xs(static_cast<size_t>(nx * halves));
-            for (int64_t o = 0; o < n_rows; ++o) {
-                ik.decode(b.ptr + static_cast<size_t>(o) * row, n, q.data() + o * n, sw.data() + o * groups,
-                          mw.data() + o * halves);
-            }
             for (int64_t r = 0; r < nx; ++r) {
                 ik.quantize_row(xp + r * n, n, a.data() + r * n, da.data() + r * groups, xs.data() + r * halves);
             }
             if (path == "i16") {
+                std::vector<int16_t> q(static_cast<size_t>(n_rows * n));
+                std::vector<float> sw(static_cast<size_t>(n_rows * groups)), mw(static_cast<size_t>(n_rows * halves));
+                for (int64_t o = 0; o < n_rows; ++o) {
+                    ik.decode(b.ptr + static_cast<size_t>(o) * row, n, q.data() + o * n, sw.data() + o * groups,
+                              mw.data() + o * halves);
+                }
                 ik.gemm_rows(q.data(), sw.data(), mw.data(), static_cast<int>(n_rows), a.data(), da.data(), xs.data(),
                              static_cast<int>(nx), n, y, n_rows);
             } else {

@@ -117,32 +117,15 @@ void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t
             const __m256 id = _mm256_set1_ps(mx > 0.0f ? static_cast<float>(range) / mx : 0.0f);
             __m256i i[4];
             for (int k = 0; k < 4; ++k) i[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xp + 8 * k), id));
-            // Dword k holds elements 2k, 2k+1. packs works per 128-bit lane: P = [d0 d1 d4 d5 | d2 d3 d6
-            // d7] and Q likewise with d8..d15; reordered to [d0 d2 d1 d3 | d4 d6 d5 d7], the per-lane
-            // unpacks give [d0 d8 d2 d10 | d4 d12 d6 d14] (positions 0..15) and [d1 d9 d3 d11 | d5 d13
-            // d7 d15] (16..31), the lane order of int16_gemm.h.
-            const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-            const __m256i P = _mm256_permutevar8x32_epi32(_mm256_packs_epi32(i[0], i[1]), order);
-            const __m256i Q = _mm256_permutevar8x32_epi32(_mm256_packs_epi32(i[2], i[3]), order);
-            // Groups of several spans (one scale for all lanes) keep the natural order:
-            // [d0 d2 d1 d3 | d4 d6 d5 d7] back to [d0 .. d7] is one qword shuffle.
-            const __m256i p0 = group_spans == 1 ? _mm256_unpacklo_epi32(P, Q) : _mm256_shuffle_epi32(P, 0xD8);
-            const __m256i p1 = group_spans == 1 ? _mm256_unpackhi_epi32(P, Q) : _mm256_shuffle_epi32(Q, 0xD8);
+            // packs works per 128-bit lane: [i0 i1 | i0' i1'] -> elements [0..3 8..11 | 4..7 12..15]
+            // as qwords 0 2 1 3 of the natural order.
+            const __m256i p0 = _mm256_permute4x64_epi64(_mm256_packs_epi32(i[0], i[1]), 0xD8);
+            const __m256i p1 = _mm256_permute4x64_epi64(_mm256_packs_epi32(i[2], i[3]), 0xD8);
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(ap), p0);
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(ap) + 1, p1);
-            // Sums of the stored (saturated) values, as the reference takes them: in the lane order
-            // even lanes hold half 0; in the natural order p0 holds half 0 and p1 half 1.
-            const __m256i w0 = _mm256_madd_epi16(p0, _mm256_set1_epi16(1)), w1 = _mm256_madd_epi16(p1, _mm256_set1_epi16(1));
-            int32_t sum0, sum1;
-            if (group_spans == 1) {
-                const __m256i lanes = _mm256_add_epi32(w0, w1);
-                const __m128i h4 = _mm_add_epi32(_mm256_castsi256_si128(lanes), _mm256_extracti128_si256(lanes, 1));
-                sum0 = _mm_cvtsi128_si32(h4) + _mm_extract_epi32(h4, 2);
-                sum1 = _mm_extract_epi32(h4, 1) + _mm_extract_epi32(h4, 3);
-            } else {
-                sum0 = hsum_epi32(w0);
-                sum1 = hsum_epi32(w1);
-            }
+            // Sums of the stored (saturated) values, as the reference takes them: p0 is half 0, p1 half 1.
+            const int32_t sum0 = hsum_epi32(_mm256_madd_epi16(p0, _mm256_set1_epi16(1)));
+            const int32_t sum1 = hsum_epi32(_mm256_madd_epi16(p1, _mm256_set1_epi16(1)));
             xs[e0 / kHalf] = d * static_cast<float>(sum0);
             xs[e0 / kHalf + 1] = d * static_cast<float>(sum1);
         }

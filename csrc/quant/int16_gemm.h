@@ -1,6 +1,7 @@
 // The int16 path: matmuls of integer weights with int16-quantised activations, where the float
 // path is bound by its vector ops: a GEMM for batches of many rows (prompts), and fused kernels
-// for a few rows of Q4_K / Q6_K (decode, verify blocks) that give the GEMM's floats bit for bit.
+// for a few rows (decode, verify blocks) that give the GEMM's floats bit for bit, so that every
+// batch size of a model gets the same logits.
 // (On Zen 3 vpmaddwd shares the multiply pipes with the FMAs, so the gain comes from its 16
 // multiply-adds per instruction and, for the K-quants, from converting once per super-block.)
 //
@@ -20,11 +21,8 @@
 //   - An activation row is quantised per group: da = max|x_e| / R, a_e = round-to-nearest-even
 //     (x_e / da) (|a_e| <= R; an all-zero group has da = 0), xs_h = da * Σ_{e in h} a_e. R =
 //     32767, or 16383 for Q6_K, whichever keeps a group's integer sums below 2^31.
-// With G = 1, within a span the 32 int16 are stored in the lane order of vpmaddwd: element
-// 16 h + 4 k + m (half h, k = 0..3, m = 0..3) sits at position 2 j + m (m < 2) or 16 + 2 j + m - 2
-// (m >= 2), with j = 2 k + h, so that the sum of the vpmaddwd of positions 0..15 and of 16..31
-// has in lane j the four products of elements 16 h + 4 k .. + 3. With G = 8 one scale covers
-// every lane, and spans keep the natural element order (cheaper to decode in registers).
+// Spans keep the natural element order: the sum of the vpmaddwd of elements 0..15 and of
+// 16..31 has in lane j the products of elements 2j, 2j+1, 2j+16 and 2j+17.
 //
 // Arithmetic (one order, shared by the scalar reference and every SIMD kernel, so that the int16
 // path gives the same floats on every ISA that has it): per (weight row, activation row), eight
@@ -48,9 +46,9 @@ namespace ds4::quant {
 constexpr int kSpan = 32;
 constexpr int kHalf = 16;
 
-// One weight row of n elements: q[n] (span lane order), sw[n / (32 G)], mw[n / 16].
+// One weight row of n elements: q[n], sw[n / (32 G)], mw[n / 16].
 using DecodeI16Fn = void (*)(const void* w, int64_t n, int16_t* q, float* sw, float* mw);
-// One activation row of n floats, groups of `group_spans` spans, range R: a[n] (span lane order),
+// One activation row of n floats, groups of `group_spans` spans, range R: a[n],
 // da[n / (32 G)], xs[n / 16].
 using QuantizeI16Fn = void (*)(const float* x, int64_t n, int group_spans, int range, int16_t* a, float* da,
                                float* xs);
@@ -74,8 +72,9 @@ struct I16Kernels {
     GemmI16Fn gemm = nullptr;
     // A fused kernel for a few rows (optional acceleration of decode + gemm).
     RowsI16Fn rows = nullptr;
-    // Whether the format takes the int16 path for every batch size (decode and verify too): the
-    // K-quants whose float dots are bound by their vector ops. The others take it from
+    // Whether the format takes the int16 path for every batch size (decode and verify too):
+    // those with a fused kernel on x86, on every ISA (the scalar one through decode + gemm) so
+    // that all give the same floats. The others (Q2_K, Q3_K, Q5_K) take it from
     // Backend::kInt16BatchRows rows on.
     bool all_batches = false;
 
@@ -101,10 +100,8 @@ const I16Kernels& i16_kernels(Type type);  // for the active ISA
 namespace ref { DS4_I16_DECLARE }
 namespace avx2 {
 DS4_I16_DECLARE
-void rows_i16_q4_K(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
-                   int64_t ldy);
-void rows_i16_q6_K(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
-                   int64_t ldy);
+// The fused few-rows kernel of `type` (every format above), or nullptr.
+RowsI16Fn rows_i16(Type type);
 }  // namespace avx2
 #undef DS4_I16_DECLARE
 

@@ -19,21 +19,14 @@ namespace ds4::quant {
 
 namespace {
 
-// Position of span element e (0..31) in the lane order (int16_gemm.h): element 16 h + 4 k + m
-// goes to lane j = 2 k + h, as pair m / 2 of the first (m < 2) or second 16-value vector.
-constexpr int span_pos(int e) {
-    const int h = e / 16, k = e % 16 / 4, m = e % 4, j = 2 * k + h;
-    return (m < 2 ? 0 : 16) + 2 * j + m % 2;
-}
-
 // ---- weights: one block -> q, scale and minimum per half ---------------------------------------
 //
 // Each decoder writes the block's integers t[0..B) in natural order (simple loops over the
 // packed fields, which the compiler vectorises), its one group scale sw[0] and mw[0..B/16) such
 // that the reference weight (kernels_ref / ggml) is sw * t - mw exactly as a real number: the
-// K-quants fold their small integer sub-block scales into t (d * sc * q = d * (sc * q)); decode_row
-// then moves each span into the lane order. kRange: the activation range R (int16_gemm.h) that
-// keeps a group's lane sums (32 products of |t| R for a 256-element group) below 2^31.
+// K-quants fold their small integer sub-block scales into t (d * sc * q = d * (sc * q)). kRange:
+// the activation range R (int16_gemm.h) that keeps a group's lane sums (32 products of |t| R for
+// a 256-element group) below 2^31.
 
 void legacy_nibbles(const uint8_t* qs, int16_t* t) {
     for (int j = 0; j < 16; ++j) {
@@ -179,17 +172,11 @@ struct Q6K {
 template <class F>
 void decode_row(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
     const auto* p = static_cast<const uint8_t*>(w);
-    int16_t t[F::B];
     for (int64_t i = 0; i < n; i += F::B, p += sizeof(typename F::Block)) {
         float* swb = sw + i / F::B;
         float* mwb = mw + i / kHalf;
         if constexpr (!F::kMin) std::fill(mwb, mwb + F::B / kHalf, 0.0f);
-        F::block(p, t, swb, mwb);
-        if constexpr (F::B == kSpan) {  // pairs of elements move together
-            for (int e = 0; e < kSpan; e += 2) std::memcpy(q + i + span_pos(e), t + e, 2 * sizeof(int16_t));
-        } else {
-            std::memcpy(q + i, t, sizeof t);  // super-blocks keep the natural order
-        }
+        F::block(p, q + i, swb, mwb);
     }
 }
 
@@ -218,7 +205,7 @@ void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t
             for (int e = 0; e < kSpan; ++e) {
                 const float r = finite ? std::nearbyint(xp[e0 + e] * id) : 0.0f;
                 const auto v = static_cast<int16_t>(std::clamp(r, -32768.0f, 32767.0f));
-                as[group_spans == 1 ? span_pos(e) : e] = v;
+                as[e] = v;
                 sum[e / kHalf] += v;
             }
             const int64_t h = (g * len + e0) / kHalf;
@@ -267,21 +254,15 @@ namespace {
 
 // The SIMD GEMM needs only AVX2 (AVX-512 machines run it too); the scalar ISA runs the
 // reference; NEON has none and keeps the float path.
-// Q4_K and Q6_K take the int16 path for every batch size wherever it exists (x86 through fused
-// kernels, the scalar ISA through decode + gemm), so scalar and x86 runs use the same arithmetic.
+constexpr bool all_batches(Type t) { return t != Type::Q2_K && t != Type::Q3_K && t != Type::Q5_K; }
 template <class F>
-constexpr bool all_batches() {
-    return std::is_same_v<F, Q45K<false>> || std::is_same_v<F, Q6K>;
-}
-
-template <class F>
-const I16Kernels& table(Isa isa, RowsI16Fn simd_rows = nullptr) {
+const I16Kernels& table(Type type, Isa isa) {
     static const I16Kernels none{};
     static const I16Kernels scalar{&decode_row<F>, F::kMin, F::B / kSpan, F::kRange, &ref::quantize_i16, &ref::gemm_i16,
-                                   nullptr, all_batches<F>()};
+                                   nullptr, all_batches(type)};
 #if defined(DS4_X86)
     static const I16Kernels simd{&decode_row<F>, F::kMin, F::B / kSpan, F::kRange, &avx2::quantize_i16, &avx2::gemm_i16,
-                                 simd_rows, all_batches<F>()};
+                                 avx2::rows_i16(type), all_batches(type)};
     if (isa == Isa::avx2 || isa == Isa::avx512) return simd;
 #endif
     return isa == Isa::scalar ? scalar : none;
@@ -292,21 +273,16 @@ const I16Kernels& table(Isa isa, RowsI16Fn simd_rows = nullptr) {
 const I16Kernels& i16_kernels(Type type, Isa isa) {
     static const I16Kernels none{};
     switch (type) {
-        case Type::Q4_0: return table<Q4_0>(isa);
-        case Type::Q4_1: return table<Q4_1>(isa);
-        case Type::Q5_0: return table<Q5_0>(isa);
-        case Type::Q5_1: return table<Q5_1>(isa);
-        case Type::Q8_0: return table<Q8_0>(isa);
-        case Type::Q2_K: return table<Q2K>(isa);
-        case Type::Q3_K: return table<Q3K>(isa);
-#if defined(DS4_X86)
-        case Type::Q4_K: return table<Q45K<false>>(isa, &avx2::rows_i16_q4_K);
-        case Type::Q6_K: return table<Q6K>(isa, &avx2::rows_i16_q6_K);
-#else
-        case Type::Q4_K: return table<Q45K<false>>(isa);
-        case Type::Q6_K: return table<Q6K>(isa);
-#endif
-        case Type::Q5_K: return table<Q45K<true>>(isa);
+        case Type::Q4_0: return table<Q4_0>(type, isa);
+        case Type::Q4_1: return table<Q4_1>(type, isa);
+        case Type::Q5_0: return table<Q5_0>(type, isa);
+        case Type::Q5_1: return table<Q5_1>(type, isa);
+        case Type::Q8_0: return table<Q8_0>(type, isa);
+        case Type::Q2_K: return table<Q2K>(type, isa);
+        case Type::Q3_K: return table<Q3K>(type, isa);
+        case Type::Q4_K: return table<Q45K<false>>(type, isa);
+        case Type::Q5_K: return table<Q45K<true>>(type, isa);
+        case Type::Q6_K: return table<Q6K>(type, isa);
         default: return none;
     }
 }

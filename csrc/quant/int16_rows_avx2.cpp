@@ -1,13 +1,15 @@
-// AVX2 int16-path kernels for a few activation rows (decode, verify blocks) of the K-quants whose
-// float dots are bound by their vector ops (Q4_K, Q6_K): each super-block is decoded once into
-// registers, in the natural element order with the sub-block scales folded in, and feeds R
-// activation rows. Every (weight row, activation row) result is bit for bit what gemm_i16 gives
-// for the same row (int16_gemm.h: the same integer lane sums, one conversion and fma per
-// super-block, the same minimum term), so decode, verify blocks and prefill agree.
+// AVX2 int16-path kernels for a few activation rows (decode, verify blocks): each block is
+// decoded once into registers, in the natural element order (the K-quants' sub-block scales
+// folded in), and feeds R activation rows. Every (weight row, activation row) result is bit for
+// bit what gemm_i16 gives for the same row (int16_gemm.h: the same integer lane sums, one
+// conversion and fma per group, the same minimum term), so decode, verify blocks and prefill
+// agree.
 //
-// Per 32 weights and one row: Q4_K ~10 vector ops, Q6_K ~16, against ~20 and ~25 on the float path.
+// Per 32 weights and one row: Q8_0 ~9 vector ops, Q4_0 ~12, Q5_0 ~20, Q4_K ~10, Q6_K ~16,
+// against ~18, ~20, ~24, ~20 and ~25 on the float path.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "quant/blocks.h"
@@ -25,6 +27,7 @@ inline __m256i load_u8x16(const uint8_t* p) {
 // The super-block's weights, 32 at a time: span(k, v) sets v[0], v[1] to elements 32k .. 32k+15
 // and 32k+16 .. 32k+31 as int16 (sub-block scale applied); mw[16] the minimum per half.
 struct Q4K {
+    static constexpr bool kSuper = true;
     static constexpr bool kMin = true;
     static constexpr int kBytes = sizeof(block_q4_K);
     const block_q4_K& b;
@@ -61,6 +64,7 @@ struct Q4K {
 // Q6_K: element 128 h + 32 g + l: nibble g / 2 of ql[64 h + 32 (g % 2) + l], bits 2 g of
 // qh[32 h + l], value q - 32, scale scales[(32 g + l) / 16 + 8 h].
 struct Q6K {
+    static constexpr bool kSuper = true;
     static constexpr bool kMin = false;
     static constexpr int kBytes = sizeof(block_q6_K);
     const block_q6_K& b;
@@ -82,8 +86,105 @@ struct Q6K {
     }
 };
 
+// The 32-element legacy formats: span(p, v) sets v[0], v[1] to elements 0..15 and 16..31.
+inline void nibbles(const uint8_t* qs, __m256i (&v)[2]) {
+    const __m256i x = load_u8x16(qs);  // byte j: element j (low nibble) and j + 16 (high)
+    v[0] = _mm256_and_si256(x, _mm256_set1_epi16(0x0F));
+    v[1] = _mm256_srli_epi16(x, 4);
+}
+// -1 in the lanes of elements 16 i .. 16 i + 15 whose fifth bit (bit e of qh) is set.
+inline __m256i fifth_bits(const uint8_t* qh, int i) {
+    uint16_t h;
+    std::memcpy(&h, qh + 2 * i, sizeof h);
+    const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384,
+                                          static_cast<int16_t>(0x8000));
+    return _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(static_cast<int16_t>(h)), bit), bit);
+}
+template <class Blk, bool kFifth, bool kHasMin>
+struct Legacy {
+    static constexpr bool kSuper = false;
+    static constexpr bool kMin = kHasMin;
+    static constexpr int kBytes = sizeof(Blk);
+    const Blk& b;
+    explicit Legacy(const uint8_t* p) : b(*reinterpret_cast<const Blk*>(p)) {}
+    float d() const { return _cvtsh_ss(b.d); }
+    float mw() const {
+        if constexpr (kHasMin) return -_cvtsh_ss(b.m);
+        return 0.0f;
+    }
+    void span(__m256i (&v)[2]) const {
+        nibbles(b.qs, v);
+        for (int i = 0; i < 2; ++i) {
+            if constexpr (kFifth && kHasMin) {  // q | 16 where the bit is set
+                v[i] = _mm256_or_si256(v[i], _mm256_and_si256(fifth_bits(b.qh, i), _mm256_set1_epi16(16)));
+            } else if constexpr (kFifth) {  // (q | 16 h) - 16: q - 16 where the bit is clear
+                v[i] = _mm256_add_epi16(v[i], _mm256_andnot_si256(fifth_bits(b.qh, i), _mm256_set1_epi16(-16)));
+            } else if constexpr (!kHasMin) {
+                v[i] = _mm256_sub_epi16(v[i], _mm256_set1_epi16(8));
+            }
+        }
+    }
+};
+struct Q8_0 {
+    static constexpr bool kSuper = false;
+    static constexpr bool kMin = false;
+    static constexpr int kBytes = sizeof(block_q8_0);
+    const block_q8_0& b;
+    explicit Q8_0(const uint8_t* p) : b(*reinterpret_cast<const block_q8_0*>(p)) {}
+    float d() const { return _cvtsh_ss(b.d); }
+    float mw() const { return 0.0f; }
+    void span(__m256i (&v)[2]) const {
+        for (int i = 0; i < 2; ++i) v[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * i)));
+    }
+};
+
+// y[r] for the legacy formats: one group per block, so one conversion and fma per block and row.
+// The minimum term (Q4_1, Q5_1) takes eight halves (four blocks) per vector fma, in the
+// reference's lane order (half h into lane h % 8); a last partial four goes lane by lane.
 template <class F, int R>
-void rows(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, float* y, int64_t ldy) {
+void rows_legacy(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, float* y,
+                 int64_t ldy) {
+    const auto* p = static_cast<const uint8_t*>(w);
+    const int64_t nb = n / kSpan, halves = n / kHalf;
+    __m256 acc[R], c[R];
+    for (int r = 0; r < R; ++r) acc[r] = c[r] = _mm256_setzero_ps();
+    const auto block = [&](int64_t bi) {
+        prefetch_block<F::kBytes>(p + bi * F::kBytes);
+        const F f(p + bi * F::kBytes);
+        __m256i v[2];
+        f.span(v);
+        const float d = f.d();
+        for (int r = 0; r < R; ++r) {
+            const auto* ap = reinterpret_cast<const __m256i*>(a + r * n + bi * kSpan);
+            const __m256i S = _mm256_add_epi32(_mm256_madd_epi16(v[0], _mm256_loadu_si256(ap)),
+                                               _mm256_madd_epi16(v[1], _mm256_loadu_si256(ap + 1)));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), _mm256_set1_ps(d * da[r * nb + bi]), acc[r]);
+        }
+        return f.mw();
+    };
+    int64_t bi = 0;
+    if constexpr (F::kMin) {
+        for (; bi + 4 <= nb; bi += 4) {
+            const float m0 = block(bi), m1 = block(bi + 1), m2 = block(bi + 2), m3 = block(bi + 3);
+            const __m256 m = _mm256_setr_ps(m0, m0, m1, m1, m2, m2, m3, m3);
+            for (int r = 0; r < R; ++r) c[r] = _mm256_fmadd_ps(m, _mm256_loadu_ps(xs + r * halves + 2 * bi), c[r]);
+        }
+    }
+    alignas(32) float cl[R][8];
+    for (int r = 0; r < R; ++r) _mm256_store_ps(cl[r], c[r]);
+    for (; bi < nb; ++bi) {
+        const float m = block(bi);
+        if constexpr (F::kMin) {
+            for (int r = 0; r < R; ++r)
+                for (int64_t h = 2 * bi; h < 2 * bi + 2; ++h) cl[r][h % 8] = std::fma(m, xs[r * halves + h], cl[r][h % 8]);
+        }
+    }
+    for (int r = 0; r < R; ++r) y[r * ldy] = F::kMin ? hsum(acc[r]) - hsum(_mm256_load_ps(cl[r])) : hsum(acc[r]);
+}
+
+template <class F, int R>
+void rows_super(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, float* y,
+                int64_t ldy) {
     const auto* p = static_cast<const uint8_t*>(w);
     const int64_t nb = n / QK_K, halves = n / kHalf;
     __m256 acc[R], c[R];
@@ -116,6 +217,15 @@ void rows(const void* w, int64_t n, const int16_t* a, const float* da, const flo
     for (int r = 0; r < R; ++r) y[r * ldy] = F::kMin ? hsum(acc[r]) - hsum(c[r]) : hsum(acc[r]);
 }
 
+template <class F, int R>
+void rows(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, float* y, int64_t ldy) {
+    if constexpr (F::kSuper) {
+        rows_super<F, R>(w, n, a, da, xs, y, ldy);
+    } else {
+        rows_legacy<F, R>(w, n, a, da, xs, y, ldy);
+    }
+}
+
 template <class F>
 void rows_any(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
               int64_t ldy) {
@@ -126,13 +236,17 @@ void rows_any(const void* w, int64_t n, const int16_t* a, const float* da, const
 
 }  // namespace
 
-void rows_i16_q4_K(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
-                   int64_t ldy) {
-    rows_any<Q4K>(w, n, a, da, xs, nx, y, ldy);
-}
-void rows_i16_q6_K(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
-                   int64_t ldy) {
-    rows_any<Q6K>(w, n, a, da, xs, nx, y, ldy);
+RowsI16Fn rows_i16(Type type) {
+    switch (type) {
+        case Type::Q4_0: return &rows_any<Legacy<block_q4_0, false, false>>;
+        case Type::Q4_1: return &rows_any<Legacy<block_q4_1, false, true>>;
+        case Type::Q5_0: return &rows_any<Legacy<block_q5_0, true, false>>;
+        case Type::Q5_1: return &rows_any<Legacy<block_q5_1, true, true>>;
+        case Type::Q8_0: return &rows_any<Q8_0>;
+        case Type::Q4_K: return &rows_any<Q4K>;
+        case Type::Q6_K: return &rows_any<Q6K>;
+        default: return nullptr;
+    }
 }
 
 }  // namespace ds4::quant::avx2
