@@ -6,9 +6,9 @@ the same GGUF in fp32 with eager attention. The reference is the test suite's ca
 (argmax, top-2 margin, top-20 ids/values and logits at 512 fixed ids per position, 32 greedy
 tokens); if the cache is missing it is built the same way (transformers takes minutes to load).
 
-ds4 runs twice: with the default precision="int16" (int16 activations for the Q4_K / Q6_K weights
-and, since the texts are evaluated in one block of >= 32 rows, for the others too) and with
-precision="f32" (float activations everywhere).
+ds4 runs three ways: with the defaults (precision="int16": int16 activations for every matmul of
+this file's Q8_0 / Q5_0 / Q4_K / Q6_K weights; an f16 KV cache), with the exact options
+(precision="f32", kv_type="f32") and with int16 and an f32 cache (the cost of each half).
 
 Per engine: top-1 agreement with the reference argmax (also counted only where the reference
 top-2 margin exceeds 1e-3), mean and max |Δlogit| over the cached ids (top-20 + fixed, as the
@@ -118,13 +118,14 @@ def main():
     oracle = load_oracle()
     path = default_model_path()
     model = ds4.Model(str(path), threads=2, n_ctx=512)
-    exact = ds4.Model(str(path), threads=2, n_ctx=512, precision="f32")
-    half_kv = ds4.Model(str(path), threads=2, n_ctx=512, kv_type="f16")
+    exact = ds4.Model(str(path), threads=2, n_ctx=512, precision="f32", kv_type="f32")
+    int16_f32kv = ds4.Model(str(path), threads=2, n_ctx=512, kv_type="f32")
     ref = reference(oracle, path, model)
     llama = LlamaCpp(path)
     same_tok = all(llama.llm.tokenize(t.encode(), add_bos=True) == model.tokenize(t) for t in oracle.TEXTS)
     print(f"{path.name}; llama.cpp's own tokenisation matches ds4's ids: {same_tok}")
-    engines = (Ds4(model, "ds4 (int16, default)"), Ds4(exact, "ds4 (f32)"), Ds4(half_kv, "ds4 (int16, f16 KV)"), llama)
+    engines = (Ds4(model, "ds4 (defaults: int16, f16 KV)"), Ds4(exact, "ds4 (exact: f32, f32 KV)"),
+               Ds4(int16_f32kv, "ds4 (int16, f32 KV)"), llama)
     results = {e.name: measure(e, oracle, model, ref) for e in engines}
 
     n_ref = len(ref["greedy"])

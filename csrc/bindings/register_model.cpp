@@ -222,7 +222,7 @@ void register_model(py::module_& m) {
                  py::gil_scoped_release release;
                  return load_model(path, threads, n_ctx, kt, int16);
              }),
-             py::arg("path"), py::arg("threads") = 0, py::arg("n_ctx") = 0, py::arg("kv_type") = "f32",
+             py::arg("path"), py::arg("threads") = 0, py::arg("n_ctx") = 0, py::arg("kv_type") = "f16",
              py::arg("precision") = "int16")
         .def_readonly("arch", &Model::arch)
         .def_property_readonly("n_ctx", [](const Model& self) { return self.net->n_ctx(); })

@@ -30,7 +30,7 @@ public:
 struct Options {
     int threads = 0;                              // <= 0: one per hardware thread
     int64_t n_ctx = 0;                            // <= 0: the model's trained context length
-    backend::KvType kv_type = backend::KvType::f32;
+    backend::KvType kv_type = backend::KvType::f16;
     bool int16_activations = true;  // Backend::set_int16_activations (false: float activations)
 };
 

@@ -49,7 +49,7 @@ def test_snapshot_restore(model: ds4.Model) -> None:
     s.eval(SEQ[:30])
     snap = s.snapshot()
     assert snap.n_past == 30
-    assert snap.nbytes == 30 * 4 * 2 * (2 * 16) * 4  # positions x layers x (K, V) x kv_dim x f32
+    assert snap.nbytes == 30 * 4 * 2 * (2 * 16) * 2  # positions x layers x (K, V) x kv_dim x f16
     after = s.eval(SEQ[30:])
     s.truncate(5)
     s.restore(snap)

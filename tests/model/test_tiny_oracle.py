@@ -31,7 +31,7 @@ def family(request: pytest.FixtureRequest) -> dict[str, Any]:
     torch = pytest.importorskip("torch")
     fam = request.param
     hf = tiny.load_hf(fam)
-    model = ds4.Model(str(tiny.convert(fam, "f32")), threads=2)
+    model = ds4.Model(str(tiny.convert(fam, "f32")), threads=2, kv_type="f32")
     refs = []
     for ids in sequences(model.n_vocab):
         with torch.no_grad():
@@ -79,7 +79,7 @@ def test_batch_invariance(family: dict[str, Any], chunk: int) -> None:
 def test_thread_count_invariance(family: dict[str, Any]) -> None:
     """Threads split output columns, never a reduction: 1 and 2 threads agree bit for bit."""
     ids = sequences(family["model"].n_vocab)[0]
-    one = ds4.Model(str(tiny.convert(family["name"], "f32")), threads=1).session().eval(ids)
+    one = ds4.Model(str(tiny.convert(family["name"], "f32")), threads=1, kv_type="f32").session().eval(ids)
     assert np.array_equal(one, family["model"].session().eval(ids))
 
 
@@ -121,7 +121,7 @@ def test_long_context_attention_chunks(family: dict[str, Any]) -> None:
     torch = pytest.importorskip("torch")
     n = 300
     path = str(tiny.convert(family["name"], "f32"))
-    m = ds4.Model(path, threads=2, n_ctx=n)
+    m = ds4.Model(path, threads=2, n_ctx=n, kv_type="f32")
     ids = np.random.default_rng(9).integers(0, m.n_vocab, size=n)
     with torch.no_grad():
         ref = tiny.load_hf(family["name"])(torch.tensor(ids[None, :])).logits[0].float().numpy()
@@ -131,6 +131,6 @@ def test_long_context_attention_chunks(family: dict[str, Any]) -> None:
     s.eval(ids[:200])
     tail = np.concatenate([s.eval(ids[i : i + 1]) for i in range(200, n)])
     assert np.array_equal(tail, whole[200:])
-    one = ds4.Model(path, threads=1, n_ctx=n).session()
+    one = ds4.Model(path, threads=1, n_ctx=n, kv_type="f32").session()
     one.eval(ids[:250])
     assert np.array_equal(np.concatenate([one.eval(ids[i : i + 1]) for i in range(250, n)]), whole[250:])
