@@ -178,19 +178,11 @@ public:
     void rope(float* x, int64_t n, int n_head, int head_dim, const int32_t* pos,
               const RopeParams& p) override {
         const int half = p.n_dims / 2;
-        // Inverse frequencies as float32, as the reference implementations round them.
-        std::vector<float> inv_freq(static_cast<size_t>(half));
-        for (int i = 0; i < half; ++i) {
-            double f = 1.0 / std::pow(static_cast<double>(p.freq_base), 2.0 * i / p.n_dims);
-            if (p.freq_factors) f /= p.freq_factors[i];
-            inv_freq[static_cast<size_t>(i)] = static_cast<float>(f);
-        }
+        const float* table = rope_table(pos, n, p);
         rows(n, static_cast<int64_t>(n_head) * head_dim, [&](int64_t r) {
-            const float t = static_cast<float>(pos[r]) * p.freq_scale;
+            const float* cs = table + r * 2 * half;
             for (int i = 0; i < half; ++i) {
-                const float angle = t * inv_freq[static_cast<size_t>(i)];
-                const auto c = static_cast<float>(std::cos(static_cast<double>(angle)));
-                const auto s = static_cast<float>(std::sin(static_cast<double>(angle)));
+                const float c = cs[2 * i], s = cs[2 * i + 1];
                 for (int h = 0; h < n_head; ++h) {
                     float* xh = x + (r * n_head + h) * head_dim;
                     const int a = p.mode == RopeMode::neox ? i : 2 * i;
@@ -533,6 +525,46 @@ private:
         }
     }
 
+    // cos and sin of every rotated pair at positions pos[0..n): [n][n_dims / 2][2]. A forward
+    // pass ropes q and k of every layer at the same positions with one or two parameter sets
+    // (Gemma's sliding and global layers), so the last two tables are kept and reused.
+    const float* rope_table(const int32_t* pos, int64_t n, const RopeParams& p) {
+        const auto same = [&](const RopeTable& t) {
+            return t.n_dims == p.n_dims && t.freq_base == p.freq_base && t.freq_scale == p.freq_scale &&
+                   t.freq_factors == p.freq_factors && t.pos.size() == static_cast<size_t>(n) &&
+                   std::equal(pos, pos + n, t.pos.begin());
+        };
+        for (const RopeTable& t : rope_tables_) {
+            if (same(t)) return t.cs.data();
+        }
+        RopeTable& t = rope_tables_[rope_next_];
+        rope_next_ = 1 - rope_next_;
+        t.n_dims = p.n_dims;
+        t.freq_base = p.freq_base;
+        t.freq_scale = p.freq_scale;
+        t.freq_factors = p.freq_factors;
+        t.pos.assign(pos, pos + n);
+        const int half = p.n_dims / 2;
+        // Inverse frequencies as float32, as the reference implementations round them.
+        std::vector<float> inv_freq(static_cast<size_t>(half));
+        for (int i = 0; i < half; ++i) {
+            double f = 1.0 / std::pow(static_cast<double>(p.freq_base), 2.0 * i / p.n_dims);
+            if (p.freq_factors) f /= p.freq_factors[i];
+            inv_freq[static_cast<size_t>(i)] = static_cast<float>(f);
+        }
+        t.cs.resize(static_cast<size_t>(n * 2 * half));
+        rows(n, 2 * half, [&](int64_t r) {
+            const float pr = static_cast<float>(pos[r]) * p.freq_scale;
+            float* cs = t.cs.data() + r * 2 * half;
+            for (int i = 0; i < half; ++i) {
+                const double angle = pr * inv_freq[static_cast<size_t>(i)];
+                cs[2 * i] = static_cast<float>(std::cos(angle));
+                cs[2 * i + 1] = static_cast<float>(std::sin(angle));
+            }
+        });
+        return t.cs.data();
+    }
+
     // fn(r) for each of n rows of dim elements, threaded when the block is large.
     template <class F>
     void rows(int64_t n, int64_t dim, F&& fn) {
@@ -565,6 +597,15 @@ private:
     std::vector<float> attn_running_;   // ... and the running (max, sum) of a merge
     std::vector<int16_t> act_a_;  // the int16 path's quantised activation rows (prepare)
     std::vector<float> act_da_, act_xs_;
+    struct RopeTable {
+        int n_dims = -1;
+        float freq_base = 0.0f, freq_scale = 0.0f;
+        const float* freq_factors = nullptr;
+        std::vector<int32_t> pos;
+        std::vector<float> cs;
+    };
+    RopeTable rope_tables_[2];  // rope_table(): the last two, the older replaced next
+    int rope_next_ = 0;
 };
 
 }  // namespace
