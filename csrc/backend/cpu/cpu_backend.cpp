@@ -137,13 +137,16 @@ public:
                 const int64_t i = vm.argmax(yr, o1 - o0, &mx, &finite);
                 if (!finite) bad.store(true, std::memory_order_relaxed);
                 Best& b = best[r];
-                if (mx > b.value) b = {mx, static_cast<int32_t>(o0 + i)};  // a thread's blocks ascend: lowest id wins
+                // Ties go to the lower id, whatever order the thread took its blocks in.
+                if (mx > b.value || (mx == b.value && b.index >= 0 && o0 + i < b.index)) {
+                    b = {mx, static_cast<int32_t>(o0 + i)};
+                }
             }
         });
         if (bad.load()) throw std::domain_error("matmul_argmax: a logit is NaN or +inf");
         for (int64_t r = 0; r < n; ++r) {
             Best b{-INFINITY, -1};
-            for (int t = 0; t < threads; ++t) {  // threads' blocks interleave: ties go to the lower id
+            for (int t = 0; t < threads; ++t) {  // ties go to the lower id
                 const Best& c = best_[static_cast<size_t>(t * n + r)];
                 if (c.value > b.value || (c.value == b.value && c.index >= 0 && c.index < b.index)) b = c;
             }

@@ -19,7 +19,8 @@ inline void cpu_relax() {
 }
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(std::max(1, n_threads)), shares_(std::make_unique<Share[]>(static_cast<size_t>(n_threads_))) {
     threads_.reserve(static_cast<size_t>(n_threads_ - 1));
     try {
         for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
@@ -105,15 +106,39 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     });
 }
 
+namespace {
+// Takes the first (front) or the last unit of a share; false when it is empty.
+bool take(std::atomic<uint64_t>& range, bool front, int64_t& unit) {
+    uint64_t v = range.load(std::memory_order_relaxed);
+    for (;;) {
+        const uint64_t begin = v >> 32, end = v & 0xFFFFFFFFu;
+        if (begin >= end) return false;
+        const uint64_t next = front ? (begin + 1) << 32 | end : begin << 32 | (end - 1);
+        if (range.compare_exchange_weak(v, next, std::memory_order_relaxed)) {
+            unit = static_cast<int64_t>(front ? begin : end - 1);
+            return true;
+        }
+    }
+}
+}  // namespace
+
 void ThreadPool::for_each_unit(int64_t n_units, const std::function<void(int, int64_t)>& fn) {
     if (n_units <= 0) return;
     if (n_units == 1 || n_threads_ == 1) {
         for (int64_t u = 0; u < n_units; ++u) fn(0, u);
         return;
     }
-    std::atomic<int64_t> next{0};
-    run([&](int t, int) {
-        for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < n_units;) fn(t, u);
+    const auto n = static_cast<uint64_t>(n_units), threads = static_cast<uint64_t>(n_threads_);
+    for (uint64_t t = 0; t < threads; ++t) {
+        shares_[t].range.store((n * t / threads) << 32 | n * (t + 1) / threads, std::memory_order_relaxed);
+    }
+    run([&](int t, int) {  // run() publishes the shares to the workers
+        int64_t u;
+        while (take(shares_[static_cast<size_t>(t)].range, true, u)) fn(t, u);
+        for (int i = 1; i < n_threads_; ++i) {
+            auto& other = shares_[static_cast<size_t>((t + i) % n_threads_)].range;
+            while (take(other, false, u)) fn(t, u);
+        }
     });
 }
 

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -33,10 +34,11 @@ public:
     // fn(begin, end) for each non-empty one.
     void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
-    // Calls fn(thread_index, unit) once for each unit in [0, n_units), threads taking the next
-    // unit from a shared counter as they finish: a thread that starts late or runs slower (a
-    // woken worker, a noisy neighbour) takes fewer units instead of holding the others at the
-    // end. Each thread sees its units in ascending order.
+    // Calls fn(thread_index, unit) once for each unit in [0, n_units) (n_units < 2^32). Each
+    // thread owns a contiguous share and takes its units in ascending order, so it streams
+    // through memory without jumps (a jump stalls until the prefetchers catch up); a thread
+    // whose share is done takes units from the back of the others' (descending), so one that
+    // starts late or runs slower (a woken worker, a noisy neighbour) holds nobody up.
     void for_each_unit(int64_t n_units, const std::function<void(int, int64_t)>& fn);
 
 private:
@@ -51,6 +53,11 @@ private:
     std::condition_variable wake_;         // workers sleep here between jobs
     std::condition_variable done_;         // the caller sleeps here if workers are slow
     bool stop_ = false;
+    // for_each_unit: each thread's remaining share of units, [begin, end) as begin << 32 | end.
+    struct alignas(64) Share {
+        std::atomic<uint64_t> range{0};
+    };
+    std::unique_ptr<Share[]> shares_;
 };
 
 }  // namespace ds4::backend::cpu
