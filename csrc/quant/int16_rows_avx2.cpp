@@ -24,35 +24,41 @@ inline __m256i load_u8x16(const uint8_t* p) {
     return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
+// Word k of the 8 int16 in each 128-bit lane of v, in every lane.
+inline __m256i word(__m256i v, int k) {
+    return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * k)));
+}
+
 // The super-block's weights, 32 at a time: span(k, v) sets v[0], v[1] to elements 32k .. 32k+15
-// and 32k+16 .. 32k+31 as int16 (sub-block scale applied); mw[16] the minimum per half.
+// and 32k+16 .. 32k+31 as int16 (sub-block scale applied); mw the minimum per half (halves
+// 0..7, 8..15).
 struct Q4K {
     static constexpr bool kSuper = true;
     static constexpr bool kMin = true;
     static constexpr int kBytes = sizeof(block_q4_K);
     const block_q4_K& b;
-    alignas(16) int16_t sc[8];
-    // The 6-bit sub-block scales and minimums (blocks.h); mw[16] gets dmin * m per half, as
-    // decode_row writes it.
-    Q4K(const uint8_t* p, float* mw) : b(*reinterpret_cast<const block_q4_K*>(p)) {
-        alignas(8) uint8_t m8[8];
-        for (int j = 0; j < 8; ++j) {
-            int s, m;
-            scale_min_k4(j, b.scales, &s, &m);
-            sc[j] = static_cast<int16_t>(s);
-            m8[j] = static_cast<uint8_t>(m);
-        }
-        uint64_t mm;
-        std::memcpy(&mm, m8, sizeof mm);
-        const __m256 m = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.dmin)),
-                                       _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mm)))));
-        _mm256_store_ps(mw, _mm256_permutevar8x32_ps(m, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)));
-        _mm256_store_ps(mw + 8, _mm256_permutevar8x32_ps(m, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)));
+    __m256i sc;  // the 6-bit sub-block scales (blocks.h: scale_min_k4) as int16, in both lanes
+    __m256 mw[2];
+    explicit Q4K(const uint8_t* p) : b(*reinterpret_cast<const block_q4_K*>(p)) {
+        // Bytes 0..3 hold scales 0..3 and the top bits of scales 4..7, bytes 4..7 the mins likewise,
+        // bytes 8..11 the low nibbles of scales and mins 4..7.
+        uint32_t lo, mid, hi;
+        std::memcpy(&lo, b.scales, 4);
+        std::memcpy(&mid, b.scales + 4, 4);
+        std::memcpy(&hi, b.scales + 8, 4);
+        const uint64_t s = (lo & 0x3F3F3F3Fu) | uint64_t{(hi & 0x0F0F0F0Fu) | ((lo >> 6) & 0x03030303u) << 4} << 32;
+        const uint64_t m = (mid & 0x3F3F3F3Fu) | uint64_t{((hi >> 4) & 0x0F0F0F0Fu) | ((mid >> 6) & 0x03030303u) << 4} << 32;
+        sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(s))));
+        // dmin * m per half, as decode_row writes it
+        const __m256 mf = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.dmin)),
+                                        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m)))));
+        mw[0] = _mm256_permutevar8x32_ps(mf, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+        mw[1] = _mm256_permutevar8x32_ps(mf, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
     }
     float d() const { return _cvtsh_ss(b.d); }
     void span(int k, __m256i (&v)[2]) const {
         const uint8_t* qs = b.qs + 32 * (k / 2);
-        const __m256i s = _mm256_set1_epi16(sc[k]);
+        const __m256i s = word(sc, k);
         for (int i = 0; i < 2; ++i) {
             const __m256i x = load_u8x16(qs + 16 * i);
             const __m256i q = k % 2 ? _mm256_srli_epi16(x, 4) : _mm256_and_si256(x, _mm256_set1_epi16(0x0F));
@@ -68,7 +74,12 @@ struct Q6K {
     static constexpr bool kMin = false;
     static constexpr int kBytes = sizeof(block_q6_K);
     const block_q6_K& b;
-    explicit Q6K(const uint8_t* p, float*) : b(*reinterpret_cast<const block_q6_K*>(p)) {}
+    __m256i sc[2];  // the 16 int8 scales as int16: 0..7 and 8..15, each in both lanes
+    explicit Q6K(const uint8_t* p) : b(*reinterpret_cast<const block_q6_K*>(p)) {
+        const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+        sc[0] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s));
+        sc[1] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s, 8)));
+    }
     float d() const { return _cvtsh_ss(b.d); }
     void span(int k, __m256i (&v)[2]) const {
         const int h = k / 4, g = k % 4;
@@ -80,9 +91,8 @@ struct Q6K {
         const __m256i hi = _mm256_and_si256(g < 2 ? _mm256_slli_epi16(qh, 4 - 2 * g) : _mm256_srli_epi16(qh, 2 * g - 4),
                                             _mm256_set1_epi8(0x30));
         const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
-        const int8_t* sc = b.scales + 8 * h + 2 * g;
-        v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), _mm256_set1_epi16(sc[0]));
-        v[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), _mm256_set1_epi16(sc[1]));
+        v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), word(sc[h], 2 * g));
+        v[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), word(sc[h], 2 * g + 1));
     }
 };
 
@@ -191,10 +201,10 @@ void rows_super(const void* w, int64_t n, const int16_t* a, const float* da, con
     for (int r = 0; r < R; ++r) acc[r] = c[r] = _mm256_setzero_ps();
     for (int64_t bi = 0; bi < nb; ++bi, p += F::kBytes) {
         prefetch_block<F::kBytes>(p);
-        alignas(32) float mw[16];
-        const F f(p, mw);
+        const F f(p);
         __m256i S[R];
         for (int r = 0; r < R; ++r) S[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) {
             __m256i v[2];
             f.span(k, v);
@@ -209,8 +219,8 @@ void rows_super(const void* w, int64_t n, const int16_t* a, const float* da, con
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[r]), _mm256_set1_ps(d * da[r * nb + bi]), acc[r]);
             if constexpr (F::kMin) {
                 const float* x = xs + r * halves + 16 * bi;
-                c[r] = _mm256_fmadd_ps(_mm256_load_ps(mw), _mm256_loadu_ps(x), c[r]);
-                c[r] = _mm256_fmadd_ps(_mm256_load_ps(mw + 8), _mm256_loadu_ps(x + 8), c[r]);
+                c[r] = _mm256_fmadd_ps(f.mw[0], _mm256_loadu_ps(x), c[r]);
+                c[r] = _mm256_fmadd_ps(f.mw[1], _mm256_loadu_ps(x + 8), c[r]);
             }
         }
     }
