@@ -8,16 +8,17 @@
 //     kDotRowsMax activation rows, decoding it once for the chunk, straight from the mmap;
 //   - many rows (prefill): a tile of weight rows is decoded once into floats (decode_groups) and
 //     a register-tiled GEMM (gemm_groups) runs every activation row against it;
-//   - with int16 activations on (Backend::set_int16_activations), Q4_K / Q6_K matmuls and, from
-//     32 rows on, those of the other quantised formats take the int16 path instead
-//     (quant/int16_gemm.h): activations quantised per group of 32 or 256 values, a fused kernel
-//     for a few rows, integer tiles for many; results differ from the float dot's by ~1e-4
-//     relative, and are the same for every batch size on the int16 path;
+//   - with int16 activations on (Backend::set_int16_activations), matmuls of the formats with
+//     fused int16 kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K) and, from 32 rows on, those
+//     of Q2_K, Q3_K and Q5_K take the int16 path instead (quant/int16_gemm.h): activations
+//     quantised per group of 32 or 256 values, a fused kernel for a few rows, integer tiles for
+//     many; results differ from the float dot's by ~1e-4 relative, and are the same for every
+//     batch size on the int16 path;
 //   - a format with only the scalar reference dot (slow, accumulates in double) dequantises a
 //     tile of weight rows and takes dot_f32 per element; that choice depends only on the format
 //     and ISA, never on n.
-// Threads split the output rows (weight rows) into units taken from a shared counter, never the
-// reduction; within a unit, weight rows are taken in blocks that stay in L2 while the activation rows stream past
+// Threads split the output rows (weight rows) into units (ThreadPool::for_each_unit: a contiguous
+// share each, then the others' leftovers), never the reduction; within a unit, weight rows are taken in blocks that stay in L2 while the activation rows stream past
 // them, so a prefill reads each weight byte from memory once. Threads also split rows of
 // elementwise ops and the (query row, KV group, key chunk) units of attention, whose SIMD inner
 // kernels (attn.h) keep one order per (row, head) and whose chunks merge in one fixed order;
