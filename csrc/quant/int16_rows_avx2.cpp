@@ -24,6 +24,15 @@ inline __m256i load_u8x16(const uint8_t* p) {
     return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
+// A block of format Blk read in place: its size and its f16 scale d.
+template <class Blk>
+struct BlockRef {
+    static constexpr int kBytes = sizeof(Blk);
+    const Blk& b;
+    explicit BlockRef(const uint8_t* p) : b(*reinterpret_cast<const Blk*>(p)) {}
+    float d() const { return _cvtsh_ss(b.d); }
+};
+
 // Word k of the 8 int16 in each 128-bit lane of v, in every lane.
 inline __m256i word(__m256i v, int k) {
     return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * k)));
@@ -32,14 +41,12 @@ inline __m256i word(__m256i v, int k) {
 // The super-block's weights, 32 at a time: span(k, v) sets v[0], v[1] to elements 32k .. 32k+15
 // and 32k+16 .. 32k+31 as int16 (sub-block scale applied); mw the minimum per half (halves
 // 0..7, 8..15).
-struct Q4K {
+struct Q4K : BlockRef<block_q4_K> {
     static constexpr bool kSuper = true;
     static constexpr bool kMin = true;
-    static constexpr int kBytes = sizeof(block_q4_K);
-    const block_q4_K& b;
     __m256i sc;  // the 6-bit sub-block scales (blocks.h: scale_min_k4) as int16, in both lanes
     __m256 mw[2];
-    explicit Q4K(const uint8_t* p) : b(*reinterpret_cast<const block_q4_K*>(p)) {
+    explicit Q4K(const uint8_t* p) : BlockRef(p) {
         // Bytes 0..3 hold scales 0..3 and the top bits of scales 4..7, bytes 4..7 the mins likewise,
         // bytes 8..11 the low nibbles of scales and mins 4..7.
         uint32_t lo, mid, hi;
@@ -55,7 +62,6 @@ struct Q4K {
         mw[0] = _mm256_permutevar8x32_ps(mf, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
         mw[1] = _mm256_permutevar8x32_ps(mf, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
     }
-    float d() const { return _cvtsh_ss(b.d); }
     void span(int k, __m256i (&v)[2]) const {
         const uint8_t* qs = b.qs + 32 * (k / 2);
         const __m256i s = word(sc, k);
@@ -69,18 +75,15 @@ struct Q4K {
 
 // Q6_K: element 128 h + 32 g + l: nibble g / 2 of ql[64 h + 32 (g % 2) + l], bits 2 g of
 // qh[32 h + l], value q - 32, scale scales[(32 g + l) / 16 + 8 h].
-struct Q6K {
+struct Q6K : BlockRef<block_q6_K> {
     static constexpr bool kSuper = true;
     static constexpr bool kMin = false;
-    static constexpr int kBytes = sizeof(block_q6_K);
-    const block_q6_K& b;
     __m256i sc[2];  // the 16 int8 scales as int16: 0..7 and 8..15, each in both lanes
-    explicit Q6K(const uint8_t* p) : b(*reinterpret_cast<const block_q6_K*>(p)) {
+    explicit Q6K(const uint8_t* p) : BlockRef(p) {
         const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
         sc[0] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s));
         sc[1] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s, 8)));
     }
-    float d() const { return _cvtsh_ss(b.d); }
     void span(int k, __m256i (&v)[2]) const {
         const int h = k / 4, g = k % 4;
         const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32 * (g % 2)));
@@ -111,13 +114,11 @@ inline __m256i fifth_bits(const uint8_t* qh, int i) {
     return _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(static_cast<int16_t>(h)), bit), bit);
 }
 template <class Blk, bool kFifth, bool kHasMin>
-struct Legacy {
+struct Legacy : BlockRef<Blk> {
     static constexpr bool kSuper = false;
     static constexpr bool kMin = kHasMin;
-    static constexpr int kBytes = sizeof(Blk);
-    const Blk& b;
-    explicit Legacy(const uint8_t* p) : b(*reinterpret_cast<const Blk*>(p)) {}
-    float d() const { return _cvtsh_ss(b.d); }
+    using BlockRef<Blk>::b;
+    explicit Legacy(const uint8_t* p) : BlockRef<Blk>(p) {}
     float mw() const {
         if constexpr (kHasMin) return -_cvtsh_ss(b.m);
         return 0.0f;
@@ -135,13 +136,10 @@ struct Legacy {
         }
     }
 };
-struct Q8_0 {
+struct Q8_0 : BlockRef<block_q8_0> {
     static constexpr bool kSuper = false;
     static constexpr bool kMin = false;
-    static constexpr int kBytes = sizeof(block_q8_0);
-    const block_q8_0& b;
-    explicit Q8_0(const uint8_t* p) : b(*reinterpret_cast<const block_q8_0*>(p)) {}
-    float d() const { return _cvtsh_ss(b.d); }
+    using BlockRef::BlockRef;
     float mw() const { return 0.0f; }
     void span(__m256i (&v)[2]) const {
         for (int i = 0; i < 2; ++i) v[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * i)));

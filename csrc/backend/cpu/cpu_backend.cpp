@@ -18,8 +18,9 @@
 //     tile of weight rows and takes dot_f32 per element; that choice depends only on the format
 //     and ISA, never on n.
 // Threads split the output rows (weight rows) into units (ThreadPool::for_each_unit: a contiguous
-// share each, then the others' leftovers), never the reduction; within a unit, weight rows are taken in blocks that stay in L2 while the activation rows stream past
-// them, so a prefill reads each weight byte from memory once. Threads also split rows of
+// share each, then the others' leftovers), never the reduction; within a unit, weight rows are
+// taken in blocks that stay in L2 while the activation rows stream past them, so a prefill reads
+// each weight byte from memory once. Threads also split rows of
 // elementwise ops and the (query row, KV group, key chunk) units of attention, whose SIMD inner
 // kernels (attn.h) keep one order per (row, head) and whose chunks merge in one fixed order;
 // no reduction is ever split in a way that depends on the batch or the threads.
@@ -232,7 +233,7 @@ public:
             });
             return;
         }
-        // Few rows: every (row, group, chunk) is a unit; partial results land in parts_, then
+        // Few rows: every (row, group, chunk) is a unit; partial results land in attn_parts_, then
         // each (row, group) merges its chunks in order.
         std::vector<int64_t>& start = attn_start_;  // first unit of each (row, group)
         start.assign(static_cast<size_t>(pairs + 1), 0);
@@ -434,7 +435,8 @@ private:
     static float softcapped(float v, float cap) { return std::tanh(v / cap) * cap; }
 
     // y[r * ldy + (o - o0)] = dot(weight row o, x row r) for o in [o0, o1), r < n, by `path`;
-    // every path gives the same floats (the dot kernel's order), so the choice is free.
+    // the float paths give the same floats (the dot kernel's order), and so do the two int16
+    // paths (int16_gemm.h), so the choice within each is free.
     void compute(Path path, const Weight& w, const float* x, int64_t n, int64_t o0, int64_t o1, float* y,
                  int64_t ldy, float* scratch) const {
         const quant::Kernels& k = quant::kernels(w.type);
@@ -533,9 +535,9 @@ private:
     // pass ropes q and k of every layer at the same positions with one or two parameter sets
     // (Gemma's sliding and global layers), so the last two tables are kept and reused.
     const float* rope_table(const int32_t* pos, int64_t n, const RopeParams& p) {
-        const auto same = [&](const RopeTable& t) {
-            return t.n_dims == p.n_dims && t.freq_base == p.freq_base && t.freq_scale == p.freq_scale &&
-                   t.freq_factors == p.freq_factors && t.pos.size() == static_cast<size_t>(n) &&
+        const auto same = [&](const RopeTable& t) {  // the mode only orders the pairs
+            return t.p.n_dims == p.n_dims && t.p.freq_base == p.freq_base && t.p.freq_scale == p.freq_scale &&
+                   t.p.freq_factors == p.freq_factors && t.pos.size() == static_cast<size_t>(n) &&
                    std::equal(pos, pos + n, t.pos.begin());
         };
         for (const RopeTable& t : rope_tables_) {
@@ -543,10 +545,7 @@ private:
         }
         RopeTable& t = rope_tables_[rope_next_];
         rope_next_ = 1 - rope_next_;
-        t.n_dims = p.n_dims;
-        t.freq_base = p.freq_base;
-        t.freq_scale = p.freq_scale;
-        t.freq_factors = p.freq_factors;
+        t.p = p;
         t.pos.assign(pos, pos + n);
         const int half = p.n_dims / 2;
         // Inverse frequencies as float32, as the reference implementations round them.
@@ -602,10 +601,8 @@ private:
     std::vector<int16_t> act_a_;  // the int16 path's quantised activation rows (prepare)
     std::vector<float> act_da_, act_xs_;
     struct RopeTable {
-        int n_dims = -1;
-        float freq_base = 0.0f, freq_scale = 0.0f;
-        const float* freq_factors = nullptr;
-        std::vector<int32_t> pos;
+        RopeParams p;
+        std::vector<int32_t> pos;  // empty until first filled (n >= 1 never matches it)
         std::vector<float> cs;
     };
     RopeTable rope_tables_[2];  // rope_table(): the last two, the older replaced next
