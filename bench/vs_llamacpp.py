@@ -25,9 +25,11 @@ parent alternates engines A B A B for ``--rounds`` rounds and reports medians an
 
 **Bandwidth**: a small C program (compiled on the fly with the system compiler) sums a 1 GiB
 array split across the same number of threads, best of 5 passes, in GB/s (1e9 bytes/s). Decode's
-"% of the bandwidth limit" = weight bytes read per token x decode tok/s / bandwidth, where the
-bytes per token are every tensor's ``nbytes`` from ``ds4.inspect`` except the token embedding when
-the model has a separate output matrix (a lookup reads one row of it). The KV cache is not counted.
+"% of the bandwidth limit" = bytes read per token x decode tok/s / bandwidth, where the bytes per
+token are the weights (every tensor's ``nbytes`` from ``ds4.inspect``, less the token embedding
+when the model has a separate output matrix: a lookup reads one row of it) plus the KV cache both
+engines read, f16 keys and values of every layer at the mean context of the decode window
+(prompt + half the decoded tokens; a Gemma 3 sliding layer reads at most its window).
 
 The machine may be shared: the load average is printed with every table; treat ratios from one
 table as the result, absolute figures as noisy.
@@ -65,6 +67,23 @@ def bytes_per_token(path: Path) -> int:
     if "output.weight" in tensors and "token_embd.weight" in tensors:
         total -= tensors["token_embd.weight"]
     return total
+
+
+def kv_bytes_per_token(path: Path, context: int) -> int:
+    """f16 K and V bytes one decode step reads at `context` positions (sliding layers: their window)."""
+    import ds4
+
+    md = dict(ds4.inspect(path)["metadata"])
+    arch = md["general.architecture"]
+    n_layer, n_head = md[f"{arch}.block_count"], md[f"{arch}.attention.head_count"]
+    n_kv = md.get(f"{arch}.attention.head_count_kv", n_head)
+    k_len = md.get(f"{arch}.attention.key_length", md[f"{arch}.embedding_length"] // n_head)
+    v_len = md.get(f"{arch}.attention.value_length", k_len)
+    window = md.get(f"{arch}.attention.sliding_window", 0) if arch == "gemma3" else 0
+    pattern = md.get(f"{arch}.attention.sliding_window_pattern")
+    sliding = [bool(pattern[i]) if pattern else i % 6 != 5 for i in range(n_layer)] if window else [False] * n_layer
+    positions = sum(min(context, window) if s else context for s in sliding)
+    return positions * n_kv * (k_len + v_len) * 2
 
 
 # --------------------------------------------------------------------------------------------
@@ -304,7 +323,9 @@ def median_of(runs: list[dict], key: str, sub: str | None = None) -> float:
 def print_table(name: str, path: Path, args: argparse.Namespace, bandwidth: float,
                 results: dict[str, list[dict]], loads: list[str]) -> None:
     ds, lc = results["ds4"], results["llama.cpp"]
-    bpt = bytes_per_token(path)
+    weights = bytes_per_token(path)
+    kv = kv_bytes_per_token(path, args.prompt_tokens + args.decode_tokens // 2)
+    bpt = weights + kv
     rows: list[tuple[str, float, float, str]] = [
         ("prefill tok/s", median_of(ds, "prefill_tok_s"), median_of(lc, "prefill_tok_s"), "{:.1f}"),
         ("decode tok/s", median_of(ds, "decode_tok_s"), median_of(lc, "decode_tok_s"), "{:.1f}"),
@@ -321,7 +342,8 @@ def print_table(name: str, path: Path, args: argparse.Namespace, bandwidth: floa
 
     print(f"\n### {name}: `{path.name}`\n")
     print(f"{args.threads} threads, {len(ds)} round(s), prompt {args.prompt_tokens} tokens, decode "
-          f"{args.decode_tokens} greedy tokens; weights read per token {bpt / 1e6:.1f} MB; read bandwidth "
+          f"{args.decode_tokens} greedy tokens; read per token: weights {weights / 1e6:.1f} MB + KV cache "
+          f"{kv / 1e6:.1f} MB (f16, mean context); read bandwidth "
           f"{bandwidth:.1f} GB/s ({args.threads} threads); load average (1/5/15 min) at start and after each "
           f"round: {', '.join(loads)}.\n")
     print("| measure | ds4 | llama.cpp | ds4 / llama.cpp |")

@@ -25,6 +25,9 @@ struct Weight {
     int64_t n_in = 0;        // row length (reduction dimension)
     int64_t n_out = 0;       // number of rows (output features / vocabulary entries)
     size_t row_bytes = 0;    // bytes of one row in its block format
+    // The same rows repacked by Backend::pack for the int16 path (quant/packed.h), or nullptr;
+    // owned by the backend. The float paths read `data`.
+    const void* packed = nullptr;
 };
 
 enum class Op {
@@ -77,6 +80,11 @@ public:
     // Whether `op` runs here for weights of `type` (only matmul and get_rows look at the type).
     virtual bool supports_op(Op op, quant::Type type = quant::Type::F32) const = 0;
 
+    // Gives w a repacked copy of its rows when that makes this backend's matmuls on it faster
+    // (with int16 activations on, for the formats quant/packed.h lays out); returns whether it
+    // did, in which case the matmul paths in use no longer read w.data. Results are unchanged.
+    virtual bool pack(Weight& w) { return false; }
+
     // y[n, w.n_out] = x[n, w.n_in] · wᵀ
     virtual void matmul(const Weight& w, const float* x, int64_t n, float* y) = 0;
     // Greedy head: for each of the n rows, idx[r] = the lowest index of the largest value of
@@ -120,9 +128,12 @@ public:
     static constexpr int64_t kInt16BatchRows = 32;
     void set_int16_activations(bool on) { int16_ = on; }
     bool int16_activations() const { return int16_; }
+    // Whether pack() may repack (on by default; off keeps every weight read from the mmap).
+    void set_repack(bool on) { repack_ = on; }
 
 protected:
     bool int16_ = false;
+    bool repack_ = true;
 };
 
 // threads <= 0: one per hardware thread.

@@ -44,7 +44,7 @@ bool parse_precision(const std::string& s) {  // true: int16 activations
 }
 
 std::unique_ptr<Model> load_model(const std::string& path, int threads, int64_t n_ctx, backend::KvType kv_type,
-                                  bool int16) {
+                                  bool int16, bool repack) {
     auto m = std::make_unique<Model>();
     m->file = gguf::File::open(path);
     m->arch = m->file->get("general.architecture").as_string();
@@ -54,6 +54,7 @@ std::unique_ptr<Model> load_model(const std::string& path, int threads, int64_t 
     opts.n_ctx = n_ctx;
     opts.kv_type = kv_type;
     opts.int16_activations = int16;
+    opts.repack = repack;
     m->net = model::Model::load(m->file, opts);
     // Embeddings may have padding rows past the vocabulary, never fewer rows than tokens.
     if (m->tokenizer->vocab_size() > m->net->hparams().n_vocab)
@@ -216,14 +217,14 @@ void register_model(py::module_& m) {
 
     py::class_<Model>(m, "Model")
         .def(py::init([](const std::string& path, int threads, int64_t n_ctx, const std::string& kv_type,
-                         const std::string& precision) {
+                         const std::string& precision, bool repack) {
                  const backend::KvType kt = parse_kv_type(kv_type);
                  const bool int16 = parse_precision(precision);
                  py::gil_scoped_release release;
-                 return load_model(path, threads, n_ctx, kt, int16);
+                 return load_model(path, threads, n_ctx, kt, int16, repack);
              }),
              py::arg("path"), py::arg("threads") = 0, py::arg("n_ctx") = 0, py::arg("kv_type") = "f16",
-             py::arg("precision") = "int16")
+             py::arg("precision") = "int16", py::arg("repack") = true)
         .def_readonly("arch", &Model::arch)
         .def_property_readonly("n_ctx", [](const Model& self) { return self.net->n_ctx(); })
         .def_property_readonly("n_vocab", [](const Model& self) { return self.net->hparams().n_vocab; })

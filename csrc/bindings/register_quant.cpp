@@ -15,6 +15,7 @@
 #include "quant/blocks.h"
 #include "quant/int16_gemm.h"
 #include "quant/kernels.h"
+#include "quant/packed.h"
 #include "quant/types.h"
 
 namespace py = pybind11;
@@ -220,8 +221,11 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
     const int64_t n = check_rows(t, b, n_rows, static_cast<int64_t>(x_obj.shape(1)));
     const Kernels& k = kernels_of(t.type, isa);
     const quant::I16Kernels& ik = quant::i16_kernels(t.type, isa ? quant::parse_isa(*isa) : quant::active_isa());
-    if (path != "dot" && path != "rows" && path != "gemm" && path != "i16" && path != "i16rows") {
-        throw py::value_error("path must be 'dot', 'rows', 'gemm', 'i16' or 'i16rows', got '" + path + "'");
+    if (path != "dot" && path != "rows" && path != "gemm" && path != "i16" && path != "i16rows" && path != "i16packed") {
+        throw py::value_error("path must be 'dot', 'rows', 'gemm', 'i16', 'i16rows' or 'i16packed', got '" + path + "'");
+    }
+    if (path == "i16packed" && !ik.rows_packed) {
+        throw py::value_error(type_name + " has no packed int16 rows kernel on this ISA");
     }
     if (path == "i16" && !ik.gemm) throw py::value_error(type_name + " has no int16 path on this ISA");
     if (path == "i16rows" && !ik.rows) throw py::value_error(type_name + " has no fused int16 rows kernel on this ISA");
@@ -242,7 +246,7 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
                     const int m = static_cast<int>(std::min<int64_t>(quant::kDotRowsMax, nx - r));
                     k.dot_rows(b.ptr + static_cast<size_t>(o) * row, xp + r * n, n, m, n, y + r * n_rows + o, n_rows);
                 }
-        } else if (path == "i16" || path == "i16rows") {
+        } else if (path == "i16" || path == "i16rows" || path == "i16packed") {
             std::vector<int16_t> a(static_cast<size_t>(nx * n));
             const int64_t groups = ik.groups(n), halves = n / quant::kHalf;
             std::vector<float> da(static_cast<size_t>(nx * groups)), xs(static_cast<size_t>(nx * halves));
@@ -258,6 +262,22 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
                 }
                 ik.gemm_rows(q.data(), sw.data(), mw.data(), static_cast<int>(n_rows), a.data(), da.data(), xs.data(),
                              static_cast<int>(nx), n, y, n_rows);
+            } else if (path == "i16packed") {  // whole tiles packed, the rows after them as in GGUF
+                const int64_t tiled = n_rows / quant::kPackRows * quant::kPackRows;
+                for (int64_t r = 0; r < nx; r += quant::kDotRowsMax) {
+                    const int m = static_cast<int>(std::min<int64_t>(quant::kDotRowsMax, nx - r));
+                    const int16_t* ar = a.data() + r * n;
+                    const float *dr = da.data() + r * groups, *xr = xs.data() + r * halves;
+                    for (int64_t o = 0; o < n_rows; o += o < tiled ? quant::kPackRows : 1) {
+                        const uint8_t* p = b.ptr + static_cast<size_t>(o) * row;
+                        float* yo = y + r * n_rows + o;
+                        if (o < tiled) {
+                            ik.rows_packed(p, n, ar, dr, xr, m, yo, n_rows);
+                        } else {
+                            ik.rows(p, n, ar, dr, xr, m, yo, n_rows);
+                        }
+                    }
+                }
             } else {
                 for (int64_t o = 0; o < n_rows; ++o)
                     for (int64_t r = 0; r < nx; r += quant::kDotRowsMax) {
@@ -274,6 +294,25 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
         }
     }
     return out;
+}
+
+// n_rows rows of n values (row_bytes each) in GGUF layout -> packed (quant/packed.h), or back.
+py::bytes repack(const std::string& type_name, const py::buffer& data, int64_t n_rows, int64_t n, bool pack) {
+    const TypeRef t = supported_type(type_name);
+    if (!quant::has_packed_layout(t.type)) throw py::value_error(type_name + " has no packed layout");
+    const Bytes b = bytes_of(data);
+    check_rows(t, b, n_rows, n);
+    std::string out(b.size, '\0');
+    auto* o = reinterpret_cast<uint8_t*>(out.data());
+    if (pack) {
+        quant::pack_rows(t.type, b.ptr, n, n_rows, o);
+    } else {
+        const size_t row = quant::row_bytes(*t.info, n);
+        const int64_t tiled = n_rows / quant::kPackRows * quant::kPackRows;
+        for (int64_t r = 0; r < tiled; r += quant::kPackRows) quant::unpack_tile(t.type, b.ptr + r * row, n, o + r * row);
+        std::copy(b.ptr + tiled * row, b.ptr + b.size, o + tiled * row);
+    }
+    return py::bytes(out);
 }
 
 py::bytes quantize_q8_0(const py::array& x_obj) {
@@ -309,7 +348,15 @@ void register_quant(py::module_& m) {
           py::arg("path"), py::arg("isa") = py::none(),
           "Y (nx, n_rows) = X (nx, n) against n_rows weight rows via one kernel path: dot, rows or gemm "
           "(float, bit-identical), or i16 / i16rows (int16-quantised activations: the GEMM, or the fused "
-          "few-rows kernel of the formats that have one).");
+          "few-rows kernel of the formats that have one) / i16packed (data from pack_weights).");
+    m.def("pack_weights", [](const std::string& t, const py::buffer& d, int64_t n_rows, int64_t n) {
+        return repack(t, d, n_rows, n, true);
+    }, py::arg("type_name"), py::arg("data"), py::arg("n_rows"), py::arg("n"),
+          "n_rows rows of n values rewritten in the packed layout the int16 path uses (same size).");
+    m.def("unpack_weights", [](const std::string& t, const py::buffer& d, int64_t n_rows, int64_t n) {
+        return repack(t, d, n_rows, n, false);
+    }, py::arg("type_name"), py::arg("data"), py::arg("n_rows"), py::arg("n"),
+          "The inverse of pack_weights.");
     m.def("quantize_q8_0", &quantize_q8_0, py::arg("x"),
           "Q8_0 blocks of x (float32, size a multiple of 32), byte-identical to ggml's reference.");
     m.def("simd_available", [] {

@@ -439,6 +439,19 @@ const TensorInfo* File::find_tensor(const std::string& name) const {
     return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
+void File::release(const void* p, size_t n) const {
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const auto b = reinterpret_cast<uintptr_t>(p);
+    for (const auto& m : maps_) {
+        const auto mb = reinterpret_cast<uintptr_t>(m->base);
+        if (b < mb || b + n > mb + m->size) continue;
+        const uintptr_t lo = (b + page - 1) / page * page, hi = (b + n) / page * page;
+        // Advice only: on failure the pages just stay resident.
+        if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+        return;
+    }
+}
+
 std::shared_ptr<File> File::open(const std::string& path) {
     std::shared_ptr<File> f(new File());
     f->path_ = path;

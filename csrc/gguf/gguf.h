@@ -121,6 +121,10 @@ public:
     const std::vector<TensorInfo>& tensors() const { return tensors_; }
     const TensorInfo* find_tensor(const std::string& name) const;  // nullptr if absent
 
+    // Drops the whole pages inside [p, p + n) of a map from this process's memory (they are
+    // read back from the file if touched again): for tensors whose bytes were copied elsewhere.
+    void release(const void* p, size_t n) const;
+
 private:
     struct Map;
     File() = default;

@@ -21,10 +21,11 @@ using backend::Weight;
 // format; every failure is a model::Error naming the file, the tensor and what was expected.
 class Loader {
 public:
-    Loader(const gguf::File& file, const Backend& be, std::string arch)
+    Loader(const gguf::File& file, Backend& be, std::string arch)
         : file_(file), be_(be), arch_(std::move(arch)) {}
 
-    // A matrix of n_out rows of n_in elements (ggml ne = [n_in, n_out]), used with `op`.
+    // A matrix of n_out rows of n_in elements (ggml ne = [n_in, n_out]), used with `op`. A
+    // matmul weight the backend repacks (Backend::pack) has its mapped pages released.
     Weight matrix(const std::string& name, int64_t n_in, int64_t n_out,
                   backend::Op op = backend::Op::matmul) const;
     bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
@@ -38,7 +39,7 @@ private:
     [[noreturn]] void shape_error(const gguf::TensorInfo& t, const std::string& expected) const;
 
     const gguf::File& file_;
-    const Backend& be_;
+    Backend& be_;
     std::string arch_;
 };
 

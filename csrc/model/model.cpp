@@ -39,6 +39,7 @@ Model::Model(std::shared_ptr<const gguf::File> file, HParams hp, const Options& 
       n_ctx_(opts.n_ctx > 0 ? opts.n_ctx : hp_.n_ctx_train),
       backend_(backend::make_cpu_backend(opts.threads)) {
     backend_->set_int16_activations(opts.int16_activations);
+    backend_->set_repack(opts.repack);
 }
 
 std::unique_ptr<state::KvCache> Model::new_cache() const {

@@ -32,6 +32,7 @@ struct Options {
     int64_t n_ctx = 0;                            // <= 0: the model's trained context length
     backend::KvType kv_type = backend::KvType::f16;
     bool int16_activations = true;  // Backend::set_int16_activations (false: float activations)
+    bool repack = true;             // Backend::set_repack: weights repacked at load where it pays
 };
 
 // What one forward call processes: n new tokens at positions pos[i] = kv.n_past() + i.

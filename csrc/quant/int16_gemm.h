@@ -39,6 +39,7 @@
 #include <cstdint>
 
 #include "quant/kernels.h"
+#include "quant/packed.h"
 #include "quant/types.h"
 
 namespace ds4::quant {
@@ -72,6 +73,8 @@ struct I16Kernels {
     GemmI16Fn gemm = nullptr;
     // A fused kernel for a few rows (optional acceleration of decode + gemm).
     RowsI16Fn rows = nullptr;
+    // The same over a tile of packed rows (packed.h), for the formats that have a packed layout.
+    RowsPackedFn rows_packed = nullptr;
     // Whether the format takes the int16 path for every batch size (decode and verify too):
     // those with a fused kernel on x86, on every ISA (the scalar one through decode + gemm) so
     // that all give the same floats. The others (Q2_K, Q3_K, Q5_K) take it from

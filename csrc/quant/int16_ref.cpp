@@ -259,10 +259,10 @@ template <class F>
 const I16Kernels& table(Type type, Isa isa) {
     static const I16Kernels none{};
     static const I16Kernels scalar{&decode_row<F>, F::kMin, F::B / kSpan, F::kRange, &ref::quantize_i16, &ref::gemm_i16,
-                                   nullptr, all_batches(type)};
+                                   nullptr, nullptr, all_batches(type)};
 #if defined(DS4_X86)
     static const I16Kernels simd{&decode_row<F>, F::kMin, F::B / kSpan, F::kRange, &avx2::quantize_i16, &avx2::gemm_i16,
-                                 avx2::rows_i16(type), all_batches(type)};
+                                 avx2::rows_i16(type), avx2::rows_packed(type), all_batches(type)};
     if (isa == Isa::avx2 || isa == Isa::avx512) return simd;
 #endif
     return isa == Isa::scalar ? scalar : none;

@@ -21,6 +21,7 @@ class Model:
         n_ctx: int | None = None,
         kv_type: Literal["f32", "f16"] = "f16",
         precision: Literal["int16", "f32"] = "int16",
+        repack: bool = True,
     ) -> None:
         """``threads``: compute threads (default: one per hardware thread); ``n_ctx``: context
         length of each session (default: the model's trained length; the KV cache grows with
@@ -32,7 +33,11 @@ class Model:
         defaults, Gemma 3 270M's logits are within ~2e-3 (mean) of transformers', >100x closer
         than llama.cpp's; with both set to ``"f32"``, within ~1e-5. Whatever the options, decoding one token
         at a time and verifying blocks of up to 31 tokens give bit-identical logits, which is
-        what speculative decoding needs."""
+        what speculative decoding needs. ``repack``: with int16 activations, rewrite the Q5_0
+        matrices at load into a layout of the same size that decodes in fewer instructions
+        (their mapped pages are released, so memory stays the same; the logits are identical
+        bit for bit, ~1.4x faster Q5_0 matmuls on a 2-core Zen 3); ``False`` reads every weight
+        from the mapped file."""
         if threads is not None and not 1 <= threads <= 1024:
             raise ValueError(f"threads must be in [1, 1024], got {threads}")
         if n_ctx is not None and n_ctx < 1:
@@ -42,7 +47,7 @@ class Model:
             raise ValueError(f"kv_type must be 'f32' or 'f16', got {kv_type!r}")
         if precision not in ("int16", "f32"):
             raise ValueError(f"precision must be 'int16' or 'f32', got {precision!r}")
-        self._m = _core.Model(self.path, threads or 0, n_ctx or 0, kv_type, precision)
+        self._m = _core.Model(self.path, threads or 0, n_ctx or 0, kv_type, precision, repack)
 
     @property
     def arch(self) -> str:

@@ -114,3 +114,44 @@ def test_float_formats_have_no_int16_path():
     x = np.ones((1, 32), dtype=np.float32)
     with pytest.raises(ValueError, match="no int16 path"):
         _core.matmul_path("F32", np.ones(32, dtype=np.float32).tobytes(), 1, x, "i16")
+
+
+# Packed weights (csrc/quant/packed.h): tiles of 8 rows rewritten in a layout of the same size,
+# whole tiles only, the rows after the last one copied.
+PACKED_TYPES = ["Q5_0"]
+
+
+@pytest.mark.parametrize("n_rows", [3, 8, 21])
+@pytest.mark.parametrize("t", PACKED_TYPES)
+def test_pack_round_trip(t, n_rows):
+    n = _n(t)
+    data, _ = _weights(t, n_rows, n, 12)
+    packed = _core.pack_weights(t, data, n_rows, n)
+    assert len(packed) == len(data)
+    tiled = n_rows // 8 * 8 * len(data) // n_rows
+    assert packed[tiled:] == data[tiled:]
+    if tiled:
+        assert packed[:tiled] != data[:tiled]
+    assert _core.unpack_weights(t, packed, n_rows, n) == data
+
+
+@pytest.mark.parametrize("isa", SIMD_ISAS)
+@pytest.mark.parametrize("t", PACKED_TYPES)
+def test_packed_rows_equal_gemm(t, isa):
+    # 2 tiles and 5 rows after them; 7 activation rows: chunks of 4 and 3
+    n = _n(t)
+    data, _ = _weights(t, 21, n, 13)
+    rng = np.random.default_rng(14)
+    x = (rng.standard_normal((7, n)) * np.exp(rng.standard_normal(n))).astype(np.float32)
+    packed = _core.pack_weights(t, data, 21, n)
+    want = _core.matmul_path(t, data, 21, x, "i16", isa=isa)
+    for nx in (1, 2, 7):
+        np.testing.assert_array_equal(_core.matmul_path(t, packed, 21, x[:nx], "i16packed", isa=isa), want[:nx])
+
+
+def test_pack_rejects_other_formats():
+    data, _ = _weights("Q8_0", 8, 64, 1)
+    with pytest.raises(ValueError, match="no packed layout"):
+        _core.pack_weights("Q8_0", data, 8, 64)
+    with pytest.raises(ValueError, match="bytes"):
+        _core.pack_weights("Q5_0", b"\0" * 10, 8, 64)

@@ -13,7 +13,9 @@
 //     of Q2_K, Q3_K and Q5_K take the int16 path instead (quant/int16_gemm.h): activations
 //     quantised per group of 32 or 256 values, a fused kernel for a few rows, integer tiles for
 //     many; results differ from the float dot's by ~1e-4 relative, and are the same for every
-//     batch size on the int16 path;
+//     batch size on the int16 path; weights repacked at load (pack(), quant/packed.h: Q5_0 in
+//     tiles of 8 rows) take the packed fused kernel for whole tiles and are unpacked a tile at a
+//     time for the GEMM, with the same integers, so the floats are again the same;
 //   - a format with only the scalar reference dot (slow, accumulates in double) dequantises a
 //     tile of weight rows and takes dot_f32 per element; that choice depends only on the format
 //     and ISA, never on n.
@@ -60,6 +62,8 @@ constexpr int64_t kGemmRowBlock = 32;
 constexpr int64_t kInt16RowBlock = 36;
 // Weight rows per block of the fused argmax head (a multiple of kGemmTileRows and kMatmulTile).
 constexpr int64_t kArgmaxBlock = 240;
+static_assert(kGemmTileRows % quant::kPackRows == 0 && kArgmaxBlock % quant::kPackRows == 0,
+              "packed weights are cut in whole tiles");
 // Weight bytes x activation rows per work unit of the dot_rows path (see unit_rows).
 constexpr size_t kUnitBytes = 64 * 1024;
 // Keys per attention chunk (aligned to absolute positions; see attention()).
@@ -98,6 +102,23 @@ public:
             case Op::get_rows: return quant::kernels(type).dequant != nullptr;
             default: return true;
         }
+    }
+
+    bool pack(Weight& w) override {
+        if (!repack_ || !int16_ || !quant::has_packed_layout(w.type) || w.n_out < quant::kPackRows || w.packed) return false;
+        const size_t bytes = w.row_bytes * static_cast<size_t>(w.n_out);
+        auto buf = std::make_unique<uint8_t[]>(bytes);
+        // Tiles in parallel; each thread writes its own tiles (and the first one the tail rows).
+        const int64_t tiles = w.n_out / quant::kPackRows;
+        const auto* src = static_cast<const uint8_t*>(w.data);
+        pool_.parallel_for(tiles, [&](int64_t t0, int64_t t1) {
+            const size_t off = static_cast<size_t>(t0 * quant::kPackRows) * w.row_bytes;
+            const int64_t rows = (t1 - t0) * quant::kPackRows + (t1 == tiles ? w.n_out % quant::kPackRows : 0);
+            quant::pack_rows(w.type, src + off, w.n_in, rows, buf.get() + off);
+        });
+        w.packed = buf.get();
+        packed_.push_back(std::move(buf));
+        return true;
     }
 
     void matmul(const Weight& w, const float* x, int64_t n, float* y) override {
@@ -380,7 +401,8 @@ private:
     Path path_of(const Weight& w, int64_t n) const {
         const quant::I16Kernels& ik = quant::i16_kernels(w.type);
         if (int16_ && ik.gemm && (n >= kInt16BatchRows || ik.all_batches)) {
-            return n < kInt16BatchRows && ik.rows ? Path::int16_rows : Path::int16_gemm;
+            const bool fused = ik.rows && (!w.packed || ik.rows_packed);
+            return n < kInt16BatchRows && fused ? Path::int16_rows : Path::int16_gemm;
         }
         const quant::Kernels& k = quant::kernels(w.type);
         // A SIMD dot exists iff the active ISA's dot is not the scalar reference's.
@@ -410,12 +432,16 @@ private:
         if (path == Path::reference) return kMatmulTile;
         const int64_t by_bytes = std::max<int64_t>(1, static_cast<int64_t>(kUnitBytes / (w.row_bytes * n)));
         const int64_t by_threads = (w.n_out + 4 * pool_.size() - 1) / (4 * pool_.size());
-        return std::max<int64_t>(1, std::min(by_bytes, by_threads));
+        const int64_t rows = std::max<int64_t>(1, std::min(by_bytes, by_threads));
+        // packed weights: whole tiles
+        return w.packed ? (rows + quant::kPackRows - 1) / quant::kPackRows * quant::kPackRows : rows;
     }
     // Floats of per-thread scratch a path needs.
     static size_t path_scratch(Path path, const Weight& w) {
         if (path == Path::int16_gemm) {  // int16 weights (half a float each), sw per group, mw per half span
-            return static_cast<size_t>(kGemmTileRows * (w.n_in / 2 + w.n_in / quant::kSpan + w.n_in / quant::kHalf));
+            const size_t unpacked = w.packed ? (quant::kPackRows * w.row_bytes + 3) / 4 : 0;  // a tile's GGUF rows
+            return static_cast<size_t>(kGemmTileRows * (w.n_in / 2 + w.n_in / quant::kSpan + w.n_in / quant::kHalf)) +
+                   unpacked;
         }
         if (path == Path::gemm) {
             return static_cast<size_t>(kGemmTileRows * (w.n_in + w.n_in / quant::kernels(w.type).group_len));
@@ -464,13 +490,22 @@ private:
         if (path == Path::int16_rows) {
             // Few rows of a format with a fused kernel: each weight row decoded in registers once
             // per chunk of up to kDotRowsMax activation rows, straight from the mmap.
+            // Packed weights: whole tiles by the packed kernel, rows after the last tile as in GGUF.
             const quant::I16Kernels& ik = quant::i16_kernels(w.type);
             const int64_t groups = ik.groups(w.n_in), halves = w.n_in / quant::kHalf;
+            const auto* rows = static_cast<const uint8_t*>(w.packed ? w.packed : w.data);
+            const int64_t tiled = w.packed ? w.n_out / quant::kPackRows * quant::kPackRows : 0;
             for (int64_t r = 0; r < n; r += quant::kDotRowsMax) {
                 const int m = static_cast<int>(std::min<int64_t>(quant::kDotRowsMax, n - r));
-                for (int64_t o = o0; o < o1; ++o) {
-                    ik.rows(base + static_cast<size_t>(o) * w.row_bytes, w.n_in, act_a_.data() + r * w.n_in,
-                            act_da_.data() + r * groups, act_xs_.data() + r * halves, m, y + r * ldy + (o - o0), ldy);
+                const int16_t* a = act_a_.data() + r * w.n_in;
+                const float *da = act_da_.data() + r * groups, *xs = act_xs_.data() + r * halves;
+                int64_t o = o0;
+                for (; o < std::min(o1, tiled); o += quant::kPackRows) {
+                    ik.rows_packed(rows + static_cast<size_t>(o) * w.row_bytes, w.n_in, a, da, xs, m,
+                                   y + r * ldy + (o - o0), ldy);
+                }
+                for (; o < o1; ++o) {
+                    ik.rows(rows + static_cast<size_t>(o) * w.row_bytes, w.n_in, a, da, xs, m, y + r * ldy + (o - o0), ldy);
                 }
             }
             return;
@@ -482,11 +517,20 @@ private:
             auto* q = reinterpret_cast<int16_t*>(scratch);
             float* sw = scratch + kGemmTileRows * w.n_in / 2;
             float* mw = sw + kGemmTileRows * groups;
+            auto* unpacked = reinterpret_cast<uint8_t*>(mw + kGemmTileRows * halves);
+            const int64_t tiled = w.packed ? w.n_out / quant::kPackRows * quant::kPackRows : 0;
+            const auto* rows = static_cast<const uint8_t*>(w.packed ? w.packed : w.data);
             for (int64_t t0 = o0; t0 < o1; t0 += kGemmTileRows) {
                 const int nw = static_cast<int>(std::min(kGemmTileRows, o1 - t0));
                 for (int i = 0; i < nw; ++i) {
-                    ik.decode(base + static_cast<size_t>(t0 + i) * w.row_bytes, w.n_in, q + i * w.n_in, sw + i * groups,
-                              mw + i * halves);
+                    const int64_t o = t0 + i;
+                    const uint8_t* row = rows + static_cast<size_t>(o) * w.row_bytes;
+                    if (o < tiled) {  // packed: the tile back in GGUF layout (o0 and the tiles are whole tiles)
+                        const int64_t j = o % quant::kPackRows;
+                        if (j == 0) quant::unpack_tile(w.type, row, w.n_in, unpacked);
+                        row = unpacked + static_cast<size_t>(j) * w.row_bytes;
+                    }
+                    ik.decode(row, w.n_in, q + i * w.n_in, sw + i * groups, mw + i * halves);
                 }
                 for (int64_t r = 0; r < n; r += kInt16RowBlock) {
                     const int m = static_cast<int>(std::min(kInt16RowBlock, n - r));
@@ -598,6 +642,7 @@ private:
     std::vector<float> attn_parts_;     // attention, few rows: per-chunk partial results
     std::vector<int64_t> attn_start_;   // ... the first unit of each (row, KV group)
     std::vector<float> attn_running_;   // ... and the running (max, sum) of a merge
+    std::vector<std::unique_ptr<uint8_t[]>> packed_;  // pack(): the repacked weights
     std::vector<int16_t> act_a_;  // the int16 path's quantised activation rows (prepare)
     std::vector<float> act_da_, act_xs_;
     struct RopeTable {

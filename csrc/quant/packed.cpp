@@ -1,0 +1,91 @@
+// The packed layouts (packed.h): packing at load and unpacking for the GEMM, in scalar code
+// shared by every ISA, so the layout is defined in one place.
+#include "quant/packed.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "quant/blocks.h"
+
+namespace ds4::quant {
+
+namespace {
+
+constexpr int kQ5Words = 5;
+constexpr size_t kQ5TileBlock = kPackRows * sizeof(uint16_t) + kQ5Words * 16 * sizeof(uint16_t);
+static_assert(kQ5TileBlock == kPackRows * sizeof(block_q5_0), "a packed Q5_0 tile has the GGUF size");
+
+// The 5-bit quant q of element e of a GGUF block.
+int q5_of(const block_q5_0& b, int e) {
+    const int nib = e < 16 ? b.qs[e] & 0x0F : b.qs[e - 16] >> 4;
+    return nib | ((b.qh[e / 8] >> (e % 8)) & 1) << 4;
+}
+
+void pack_q5_0_tile(const uint8_t* rows, size_t row_bytes, int64_t nb, uint8_t* tile) {
+    for (int64_t bi = 0; bi < nb; ++bi) {
+        uint8_t* out = tile + bi * kQ5TileBlock;
+        uint16_t words[kQ5Words][16] = {};
+        for (int rho = 0; rho < kPackRows; ++rho) {
+            const auto& b = reinterpret_cast<const block_q5_0*>(rows + rho * row_bytes)[bi];
+            std::memcpy(out + rho * sizeof(uint16_t), &b.d, sizeof(uint16_t));
+            for (int e = 0; e < 32; ++e) {
+                const int h = 2 * rho + e / 16, lane = e % 16;
+                const unsigned v = static_cast<unsigned>(q5_of(b, e) ^ 16);  // (q - 16) mod 32
+                if (h < 15) {
+                    words[h / 3][lane] |= static_cast<uint16_t>(v << (5 * (h % 3)));
+                } else {
+                    for (int k = 0; k < kQ5Words; ++k) words[k][lane] |= static_cast<uint16_t>(((v >> k) & 1) << 15);
+                }
+            }
+        }
+        std::memcpy(out + kPackRows * sizeof(uint16_t), words, sizeof words);
+    }
+}
+
+void unpack_q5_0_tile(const uint8_t* tile, int64_t nb, uint8_t* rows, size_t row_bytes) {
+    for (int64_t bi = 0; bi < nb; ++bi) {
+        const uint8_t* in = tile + bi * kQ5TileBlock;
+        uint16_t words[kQ5Words][16];
+        std::memcpy(words, in + kPackRows * sizeof(uint16_t), sizeof words);
+        for (int rho = 0; rho < kPackRows; ++rho) {
+            auto& b = reinterpret_cast<block_q5_0*>(rows + rho * row_bytes)[bi];
+            std::memcpy(&b.d, in + rho * sizeof(uint16_t), sizeof(uint16_t));
+            std::memset(b.qh, 0, sizeof b.qh);
+            std::memset(b.qs, 0, sizeof b.qs);
+            for (int e = 0; e < 32; ++e) {
+                const int h = 2 * rho + e / 16, lane = e % 16;
+                unsigned v = 0;
+                if (h < 15) {
+                    v = (words[h / 3][lane] >> (5 * (h % 3))) & 31;
+                } else {
+                    for (int k = 0; k < kQ5Words; ++k) v |= ((words[k][lane] >> 15) & 1u) << k;
+                }
+                const unsigned q = v ^ 16;
+                b.qs[e % 16] |= static_cast<uint8_t>((q & 0x0F) << (e < 16 ? 0 : 4));
+                b.qh[e / 8] |= static_cast<uint8_t>((q >> 4) << (e % 8));
+            }
+        }
+    }
+}
+
+}  // namespace
+
+bool has_packed_layout(Type type) { return type == Type::Q5_0; }
+
+void pack_rows(Type type, const void* src, int64_t n_in, int64_t n_out, void* dst) {
+    if (!has_packed_layout(type)) throw std::invalid_argument("pack_rows: the format has no packed layout");
+    const size_t row = static_cast<size_t>(n_in / 32) * sizeof(block_q5_0);
+    const auto* s = static_cast<const uint8_t*>(src);
+    auto* d = static_cast<uint8_t*>(dst);
+    const int64_t tiled = n_out / kPackRows * kPackRows;
+    for (int64_t o = 0; o < tiled; o += kPackRows) pack_q5_0_tile(s + o * row, row, n_in / 32, d + o * row);
+    std::memcpy(d + tiled * row, s + tiled * row, static_cast<size_t>(n_out - tiled) * row);
+}
+
+void unpack_tile(Type type, const void* tile, int64_t n_in, void* dst) {
+    if (!has_packed_layout(type)) throw std::invalid_argument("unpack_tile: the format has no packed layout");
+    const size_t row = static_cast<size_t>(n_in / 32) * sizeof(block_q5_0);
+    unpack_q5_0_tile(static_cast<const uint8_t*>(tile), n_in / 32, static_cast<uint8_t*>(dst), row);
+}
+
+}  // namespace ds4::quant

@@ -1,0 +1,35 @@
+"""Weights repacked at load (Model(repack=True), the default; csrc/quant/packed.h): the embedded
+Gemma 3 270M's Q5_0 matrices take the packed kernels for a few rows and are unpacked tile by tile
+for the GEMM, and every logit is bit for bit what the GGUF layout gives, for prompts, verify-sized
+blocks and single tokens, with 1 and 2 threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ds4
+
+IDS = np.random.default_rng(21).integers(0, 262_000, size=45)
+
+
+@pytest.fixture(scope="module")
+def reference() -> np.ndarray:
+    return ds4.Model(threads=2, n_ctx=128, repack=False).session().eval(IDS)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_repacked_logits_identical(reference: np.ndarray, threads: int) -> None:
+    model = ds4.Model(threads=threads, n_ctx=128)
+    assert np.array_equal(model.session().eval(IDS), reference)  # 45 rows: the GEMM over unpacked tiles
+    for chunk in (1, 3, 4, 7):  # the packed few-rows kernels
+        s = model.session()
+        got = np.concatenate([s.eval(IDS[i:i + chunk]) for i in range(0, len(IDS), chunk)])
+        assert np.array_equal(got, reference), f"chunks of {chunk}"
+
+
+def test_float_precision_ignores_packing(reference: np.ndarray) -> None:
+    # precision="f32" reads the GGUF bytes (nothing is packed): the same logits either way
+    a = ds4.Model(threads=2, n_ctx=128, precision="f32").session().eval(IDS[:8])
+    b = ds4.Model(threads=2, n_ctx=128, precision="f32", repack=False).session().eval(IDS[:8])
+    assert np.array_equal(a, b)
