@@ -2,10 +2,12 @@
 // shared by every ISA, so the layout is defined in one place.
 #include "quant/packed.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
 #include "quant/blocks.h"
+#include "quant/kernels.h"
 
 namespace ds4::quant {
 
@@ -69,6 +71,34 @@ void unpack_q5_0_tile(const uint8_t* tile, int64_t nb, uint8_t* rows, size_t row
 }
 
 }  // namespace
+
+void decode_tile(Type type, const void* tile, int64_t n_in, int16_t* q, float* sw, float* mw) {
+    if (!has_packed_layout(type)) throw std::invalid_argument("decode_tile: the format has no packed layout");
+    const int64_t nb = n_in / 32;
+    std::fill(mw, mw + kPackRows * (n_in / 16), 0.0f);
+    for (int64_t bi = 0; bi < nb; ++bi) {
+        const uint8_t* in = static_cast<const uint8_t*>(tile) + bi * kQ5TileBlock;
+        uint16_t d[kPackRows], words[kQ5Words][16];
+        std::memcpy(d, in, sizeof d);
+        std::memcpy(words, in + sizeof d, sizeof words);
+        for (int rho = 0; rho < kPackRows; ++rho) {
+            sw[rho * nb + bi] = f16_to_f32(d[rho]);
+            int16_t* out = q + rho * n_in + bi * 32;
+            for (int s = 0; s < 2; ++s) {
+                const int h = 2 * rho + s;
+                for (int lane = 0; lane < 16; ++lane) {
+                    unsigned v = 0;
+                    if (h < 15) {
+                        v = (words[h / 3][lane] >> (5 * (h % 3))) & 31;
+                    } else {
+                        for (int k = 0; k < kQ5Words; ++k) v |= ((words[k][lane] >> 15) & 1u) << k;
+                    }
+                    out[16 * s + lane] = static_cast<int16_t>(static_cast<int>(v ^ 16) - 16);
+                }
+            }
+        }
+    }
+}
 
 bool has_packed_layout(Type type) { return type == Type::Q5_0; }
 

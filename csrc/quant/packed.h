@@ -36,6 +36,9 @@ bool has_packed_layout(Type type);
 void pack_rows(Type type, const void* src, int64_t n_in, int64_t n_out, void* dst);
 // The kPackRows rows of a tile (n_in elements each) back in the GGUF layout, consecutive in dst.
 void unpack_tile(Type type, const void* tile, int64_t n_in, void* dst);
+// The tile's rows decoded for the int16 GEMM, as DecodeI16Fn (int16_gemm.h) decodes each GGUF
+// row: row i to q + i n_in, sw + i (n_in / 32), mw + i (n_in / 16).
+void decode_tile(Type type, const void* tile, int64_t n_in, int16_t* q, float* sw, float* mw);
 
 namespace avx2 {
 // The packed few-rows kernel of `type`, or nullptr.

@@ -439,9 +439,7 @@ private:
     // Floats of per-thread scratch a path needs.
     static size_t path_scratch(Path path, const Weight& w) {
         if (path == Path::int16_gemm) {  // int16 weights (half a float each), sw per group, mw per half span
-            const size_t unpacked = w.packed ? (quant::kPackRows * w.row_bytes + 3) / 4 : 0;  // a tile's GGUF rows
-            return static_cast<size_t>(kGemmTileRows * (w.n_in / 2 + w.n_in / quant::kSpan + w.n_in / quant::kHalf)) +
-                   unpacked;
+            return static_cast<size_t>(kGemmTileRows * (w.n_in / 2 + w.n_in / quant::kSpan + w.n_in / quant::kHalf));
         }
         if (path == Path::gemm) {
             return static_cast<size_t>(kGemmTileRows * (w.n_in + w.n_in / quant::kernels(w.type).group_len));
@@ -517,20 +515,20 @@ private:
             auto* q = reinterpret_cast<int16_t*>(scratch);
             float* sw = scratch + kGemmTileRows * w.n_in / 2;
             float* mw = sw + kGemmTileRows * groups;
-            auto* unpacked = reinterpret_cast<uint8_t*>(mw + kGemmTileRows * halves);
             const int64_t tiled = w.packed ? w.n_out / quant::kPackRows * quant::kPackRows : 0;
             const auto* rows = static_cast<const uint8_t*>(w.packed ? w.packed : w.data);
             for (int64_t t0 = o0; t0 < o1; t0 += kGemmTileRows) {
                 const int nw = static_cast<int>(std::min(kGemmTileRows, o1 - t0));
-                for (int i = 0; i < nw; ++i) {
+                for (int i = 0; i < nw;) {  // packed tiles (o0 and the GEMM tiles are whole ones), then rows
                     const int64_t o = t0 + i;
                     const uint8_t* row = rows + static_cast<size_t>(o) * w.row_bytes;
-                    if (o < tiled) {  // packed: the tile back in GGUF layout (o0 and the tiles are whole tiles)
-                        const int64_t j = o % quant::kPackRows;
-                        if (j == 0) quant::unpack_tile(w.type, row, w.n_in, unpacked);
-                        row = unpacked + static_cast<size_t>(j) * w.row_bytes;
+                    if (o < tiled) {
+                        quant::decode_tile(w.type, row, w.n_in, q + i * w.n_in, sw + i * groups, mw + i * halves);
+                        i += quant::kPackRows;
+                    } else {
+                        ik.decode(row, w.n_in, q + i * w.n_in, sw + i * groups, mw + i * halves);
+                        ++i;
                     }
-                    ik.decode(row, w.n_in, q + i * w.n_in, sw + i * groups, mw + i * halves);
                 }
                 for (int64_t r = 0; r < n; r += kInt16RowBlock) {
                     const int m = static_cast<int>(std::min(kInt16RowBlock, n - r));
