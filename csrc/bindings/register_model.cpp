@@ -84,10 +84,16 @@ py::dict stats_dict(const model::GenerateStats& st) {
     d["n_prompt"] = st.n_prompt;
     d["n_generated"] = st.n_generated;
     // Speculation counters: plain decoding drafts nothing and verifies one row per pass.
-    d["n_drafted"] = 0;
-    d["n_accepted"] = 0;
+    d["n_drafted"] = st.n_drafted;
+    d["n_accepted"] = st.n_accepted;
     d["n_verify_passes"] = st.n_forward;
-    d["accepted_per_position"] = py::list();
+    d["n_spec_passes"] = st.n_spec_passes;
+    d["accepted_per_position"] = st.accepted_per_position;
+    d["drafted_per_position"] = st.drafted_per_position;
+    d["tokens_per_pass"] = st.n_forward > 0 ? static_cast<double>(st.n_generated - 1) / st.n_forward : 0.0;
+    d["draft_seconds"] = st.draft_seconds;
+    d["calibration_seconds"] = st.calibration_seconds;
+    d["plain_tokens_per_second_estimate"] = st.plain_tokens_per_second;
     d["prefill_seconds"] = st.prefill_seconds;
     d["decode_seconds"] = st.decode_seconds;
     d["sample_seconds"] = st.sample_seconds;
@@ -117,18 +123,21 @@ void register_generate(py::module_& m) {
         .def(py::init([](model::Session& s, const Model& mdl,
                          const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& prompt,
                          int64_t max_tokens, const sample::SamplingParams& sampling, std::vector<std::string> stop,
-                         bool stop_at_eog) {
+                         bool stop_at_eog, std::vector<std::string> spec_types, int spec_n_max) {
                  model::GenerateParams p;
                  p.max_tokens = max_tokens;
                  p.sampling = sampling;
                  p.stop = std::move(stop);
                  p.stop_at_eog = stop_at_eog;
+                 p.spec.types = std::move(spec_types);
+                 p.spec.n_max = spec_n_max;
                  auto h = std::make_unique<GeneratorHandle>();
                  h->g = std::make_unique<model::Generator>(s, *mdl.tokenizer, token_ids(prompt, s.n_vocab()), std::move(p));
                  return h;
              }),
              py::arg("session"), py::arg("model"), py::arg("prompt"), py::arg("max_tokens"), py::arg("sampling"),
-             py::arg("stop"), py::arg("stop_at_eog") = true,
+             py::arg("stop"), py::arg("stop_at_eog") = true, py::arg("spec_types") = std::vector<std::string>{},
+             py::arg("spec_n_max") = 16,
              py::keep_alive<1, 2>(), py::keep_alive<1, 3>())
         .def(
             "next",

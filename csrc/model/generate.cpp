@@ -45,6 +45,14 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
         throw std::invalid_argument("empty prompt and an empty session: there is nothing to continue from");
     if (params_.stop_at_eog) eog_ = eog_tokens(tok_);
     fused_greedy_ = params_.sampling.plain_greedy();
+    if (!params_.spec.types.empty()) {
+        if (params_.spec.n_max < 1) throw std::invalid_argument("spec n_max must be >= 1, got " + std::to_string(params_.spec.n_max));
+        if (!fused_greedy_) {
+            throw std::invalid_argument("speculative decoding needs greedy sampling (temperature 0, no penalties or "
+                                        "logit bias) in this version");
+        }
+        for (const std::string& t : params_.spec.types) proposers_.push_back(spec::make_proposer(t));
+    }
 }
 
 void Generator::start() {
@@ -59,6 +67,14 @@ void Generator::start() {
     stats_.prefill_seconds = now() - t0;
     // Only now, with the prefill done (it may throw and be retried), is the generator started.
     started_ = true;
+    if (!proposers_.empty()) {
+        const double t1 = now();
+        std::vector<double> cost = session_.verify_costs(params_.spec.n_max + 1);
+        stats_.calibration_seconds = now() - t1;
+        scheduler_ = std::make_unique<spec::Scheduler>(params_.spec.n_max, std::move(cost), static_cast<int>(proposers_.size()));
+        context_ = session_.tokens();
+        for (auto& p : proposers_) p->observe(context_);
+    }
     // The penalties look back over the context, prompt included, as llama.cpp's do.
     const std::vector<int32_t> context = session_.tokens();
     const size_t window = static_cast<size_t>(std::max(0, params_.sampling.repeat_last_n));
@@ -70,6 +86,51 @@ void Generator::hold(int32_t tok) {
     // The session keeps the last sampled token pending, unless the context has no room left
     // for it: then, as when the context fills mid-way, the token is returned but not held.
     if (session_.n_past() < session_.n_ctx()) session_.set_pending(tok);
+}
+
+int32_t Generator::speculate(int32_t tok) {
+    int winner = -1;
+    draft_.clear();
+    const double t0 = now();
+    for (size_t i = 0; i < proposers_.size() && winner < 0; ++i) {
+        proposers_[i]->propose(context_, params_.spec.n_max, &draft_);
+        if (!draft_.empty()) winner = static_cast<int>(i);
+    }
+    stats_.draft_seconds += now() - t0;
+    // tok takes one position; the draft may use what is left of the context.
+    const int64_t room = session_.n_ctx() - session_.n_past() - 1;
+    const int avail = static_cast<int>(std::min<int64_t>(static_cast<int64_t>(draft_.size()), std::max<int64_t>(0, room)));
+    const int k = winner >= 0 ? scheduler_->pick(winner, avail) : 0;
+    const double t1 = now();
+    if (k == 0) {
+        const int32_t next = session_.eval_argmax(&tok, 1).back();
+        scheduler_->timed_pass(1, now() - t1);
+        return next;
+    }
+    // tok goes to position p, draft token i to p + 1 + i; ids[i] is the target's token after
+    // feed[i], so draft token i is accepted while it equals ids[i] (and all before it were).
+    const int64_t p = session_.n_past();
+    draft_.resize(static_cast<size_t>(k));
+    draft_.insert(draft_.begin(), tok);
+    std::vector<int32_t> ids = session_.eval_argmax(draft_.data(), k + 1);
+    ids.erase(ids.begin(), ids.end() - (k + 1));  // a token the session held pending comes first
+    draft_.erase(draft_.begin());
+    scheduler_->timed_pass(k + 1, now() - t1);
+    int j = 0;
+    while (j < k && draft_[static_cast<size_t>(j)] == ids[static_cast<size_t>(j)]) ++j;
+    if (j < k) session_.truncate(p + 1 + j);
+    scheduler_->verified(winner, k, j);
+    ++stats_.n_spec_passes;
+    stats_.n_drafted += k;
+    stats_.n_accepted += j;
+    if (stats_.drafted_per_position.size() < static_cast<size_t>(k)) {
+        stats_.drafted_per_position.resize(static_cast<size_t>(k));
+        stats_.accepted_per_position.resize(static_cast<size_t>(k));
+    }
+    for (int i = 0; i < k; ++i) ++stats_.drafted_per_position[static_cast<size_t>(i)];
+    for (int i = 0; i < j; ++i) ++stats_.accepted_per_position[static_cast<size_t>(i)];
+    for (int i = 0; i < j; ++i) queue_.push_back({draft_[static_cast<size_t>(i)], p + 1 + i});
+    return ids[static_cast<size_t>(j)];
 }
 
 void Generator::finish(const char* reason) {
@@ -107,33 +168,63 @@ bool Generator::next(std::string* piece) {
             break;
         }
         const double t0 = now();
-        const int32_t tok = next_ >= 0 ? next_ : sampler_.sample(logits_.data(), session_.n_vocab());
+        // An accepted draft token (already evaluated at `verified`), the target's next greedy
+        // token, or a sample.
+        int64_t verified = -1;
+        int32_t tok;
+        if (!queue_.empty()) {
+            tok = queue_.front().tok;
+            verified = queue_.front().pos;
+            queue_.pop_front();
+        } else {
+            tok = next_ >= 0 ? next_ : sampler_.sample(logits_.data(), session_.n_vocab());
+        }
         sampler_.accept(tok);
         stats_.sample_seconds += now() - t0;
         ++stats_.n_generated;
         tokens_.push_back(tok);
+        if (scheduler_) context_.push_back(tok);
+        // Ending on an accepted draft token: the session keeps what precedes it, and it pending,
+        // as when decoding plainly.
+        const auto end_here = [&] {
+            if (verified >= 0) session_.truncate(verified);
+            queue_.clear();
+            hold(tok);
+        };
         const bool eog = std::find(eog_.begin(), eog_.end(), tok) != eog_.end();
         // Ids past the tokenizer's vocabulary (padding rows of the embedding) have no text.
         if (!eog && tok < tok_.vocab_size()) held_ += decoder_.push(tok);
         const size_t before = text_.size();
         if (release(piece, eog)) {
-            hold(tok);
+            end_here();
             finish("stop");
             break;
         }
         if (eog) {
-            hold(tok);
+            end_here();
             finish("eog");
             break;
         }
         if (static_cast<int64_t>(tokens_.size()) >= params_.max_tokens) {
-            hold(tok);
+            end_here();
             finish("max_tokens");
             break;
         }
+        if (verified >= 0) {  // evaluated by the verify pass; next_ already holds what follows the last one
+            if (queue_.empty()) {
+                for (auto& p : proposers_) p->observe(context_);
+            }
+            if (text_.size() > before) return true;
+            continue;
+        }
         const double t1 = now();
         try {
-            if (fused_greedy_) {
+            if (scheduler_) {
+                next_ = speculate(tok);
+                if (queue_.empty()) {
+                    for (auto& p : proposers_) p->observe(context_);
+                }
+            } else if (fused_greedy_) {
                 next_ = session_.eval_argmax(&tok, 1).back();
             } else {
                 session_.eval(&tok, 1, logits_.data(), 1);
@@ -144,6 +235,7 @@ bool Generator::next(std::string* piece) {
         }
         stats_.decode_seconds += now() - t1;
         ++stats_.n_forward;
+        if (scheduler_) stats_.plain_tokens_per_second = scheduler_->plain_tokens_per_second();
         if (text_.size() > before) return true;
     }
     // The end: whatever the decoder and the stop-string check still hold is final text.

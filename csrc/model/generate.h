@@ -7,20 +7,33 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "model/session.h"
 #include "sample/sampler.h"
+#include "spec/proposer.h"
+#include "spec/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ds4::model {
+
+// Speculative decoding (spec/): proposers chained in order (the first with a draft wins the
+// step), each draft verified by one batched target pass. Greedy sampling only for now: accepted
+// drafts are exactly the target's argmax, so the output is the same as plain greedy decoding.
+struct SpecParams {
+    std::vector<std::string> types;    // empty: plain decoding
+    int n_max = 16;                    // >= 1: most drafted tokens verified in one pass
+};
 
 struct GenerateParams {
     int64_t max_tokens = 256;          // >= 0
     sample::SamplingParams sampling;
     std::vector<std::string> stop;     // generation ends where one of these appears in the text
     bool stop_at_eog = true;           // end at an end-of-generation token (EOS, end of turn)
+    SpecParams spec;
 };
 
 struct GenerateStats {
@@ -30,6 +43,15 @@ struct GenerateStats {
     double prefill_seconds = 0;
     double decode_seconds = 0;         // forward passes after the prefill
     double sample_seconds = 0;
+    // Speculation (zero / empty without it)
+    int64_t n_drafted = 0;             // drafted tokens verified
+    int64_t n_accepted = 0;            // of which accepted
+    int64_t n_spec_passes = 0;         // forward passes that verified a draft
+    std::vector<int64_t> accepted_per_position;  // [i]: passes that accepted draft position i
+    std::vector<int64_t> drafted_per_position;   // [i]: passes that verified draft position i
+    double draft_seconds = 0;          // in the proposers
+    double calibration_seconds = 0;    // timing the verify cost curve (first use per model)
+    double plain_tokens_per_second = 0;  // the scheduler's model of plain decoding
     std::string stop_reason;           // "max_tokens" | "eog" | "stop" | "context" while running: ""
 };
 
@@ -52,6 +74,9 @@ public:
 private:
     void start();
     void hold(int32_t tok);
+    // Evaluates tok (pending in the session) together with a draft, if a proposer has one and the
+    // scheduler finds it pays, queueing the accepted draft tokens; returns the target's next token.
+    int32_t speculate(int32_t tok);
     void finish(const char* reason);
     // Moves what can safely be shown from held_ to text_ (and *piece): everything except a
     // tail that could still become a stop string. Returns true if a stop string was found.
@@ -69,6 +94,18 @@ private:
     // projection (Session::eval_argmax) instead of a logits row: next_ holds it, or -1.
     bool fused_greedy_ = false;
     int32_t next_ = -1;
+    // Speculation: the proposers, the scheduler, the context they see (every token of the
+    // session, the last emitted one included) and the accepted draft tokens still to emit, with
+    // the session position each was evaluated at.
+    std::vector<std::unique_ptr<spec::Proposer>> proposers_;
+    std::unique_ptr<spec::Scheduler> scheduler_;
+    std::vector<int32_t> context_;
+    struct Verified {
+        int32_t tok;
+        int64_t pos;
+    };
+    std::deque<Verified> queue_;
+    std::vector<int32_t> draft_;
     std::vector<int32_t> tokens_;
     std::string text_;                 // shown so far
     std::string held_;                 // decoded, not yet shown (may start a stop string)

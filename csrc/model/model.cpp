@@ -1,6 +1,8 @@
 // Model: architecture dispatch, context and token checks around forward(); see model.h.
 #include "model/model.h"
 
+#include <algorithm>
+#include <chrono>
 #include <numeric>
 #include <string>
 
@@ -73,6 +75,35 @@ void Model::run(state::KvCache& kv, const int32_t* tokens, int64_t n, int64_t n_
     b.argmax = ids;
     forward(b);
     kv.commit(n_past + n);
+}
+
+std::vector<double> Model::verify_costs(int max_rows) {
+    std::lock_guard<std::mutex> lock(cost_mu_);
+    if (static_cast<int>(verify_costs_.size()) < max_rows) {
+        constexpr int kWarm = 32;  // positions before the timed passes
+        auto kv = new_cache();
+        std::vector<int32_t> tokens(static_cast<size_t>(kWarm + max_rows)), ids(tokens.size());
+        for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7919 + 11) % hp_.n_vocab);
+        eval_argmax(*kv, tokens.data(), kWarm, ids.data());
+        std::vector<int> probe;
+        for (int r = 1; r < max_rows; r *= 2) probe.push_back(r);
+        probe.push_back(max_rows);
+        std::vector<double> at(probe.size());
+        for (size_t i = 0; i < probe.size(); ++i) {
+            const auto t0 = std::chrono::steady_clock::now();
+            eval_argmax(*kv, tokens.data() + kWarm, probe[i], ids.data());
+            at[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            kv->truncate(kWarm);
+        }
+        verify_costs_.assign(static_cast<size_t>(max_rows), 0.0);
+        for (int r = 1; r <= max_rows; ++r) {
+            const size_t hi = static_cast<size_t>(std::lower_bound(probe.begin(), probe.end(), r) - probe.begin());
+            const size_t lo = hi == 0 ? 0 : hi - 1;
+            const double f = probe[hi] == probe[lo] ? 0.0 : double(r - probe[lo]) / (probe[hi] - probe[lo]);
+            verify_costs_[static_cast<size_t>(r - 1)] = probe[hi] == r ? at[hi] : at[lo] + f * (at[hi] - at[lo]);
+        }
+    }
+    return {verify_costs_.begin(), verify_costs_.begin() + max_rows};
 }
 
 }  // namespace ds4::model

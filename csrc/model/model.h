@@ -71,6 +71,11 @@ public:
     // the n_out x n_vocab rows. Bit-consistent with eval: argmax of the very same logits.
     void eval_argmax(state::KvCache& kv, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out = -1);
 
+    // Seconds of an eval_argmax pass over r new rows, r = 1 .. max_rows (element r - 1): timed
+    // once per model on a scratch cache at a short context (rows 1, 2, 4, 8, ... and max_rows,
+    // the others interpolated) and kept; what the speculation scheduler starts from.
+    std::vector<double> verify_costs(int max_rows);
+
 protected:
     Model(std::shared_ptr<const gguf::File> file, HParams hp, const Options& opts);
     virtual void forward(const Batch& b) = 0;
@@ -87,6 +92,8 @@ private:
     void run(state::KvCache& kv, const int32_t* tokens, int64_t n, int64_t n_out, float* logits, int32_t* ids);
 
     std::mutex mu_;
+    std::mutex cost_mu_;
+    std::vector<double> verify_costs_;
 };
 
 // The architecture builders (one per file), called by Model::load.

@@ -29,6 +29,8 @@ public:
     };
 
     const Model& model() const { return *model_; }
+    // The model's verify cost curve (Model::verify_costs).
+    std::vector<double> verify_costs(int max_rows) { return model_->verify_costs(max_rows); }
     // Positions the session holds: the cached ones plus a pending token, if any.
     int64_t n_past() const;
     int64_t n_ctx() const { return model_->n_ctx(); }

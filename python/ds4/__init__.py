@@ -10,6 +10,7 @@ from ds4.convert import ConvertError, convert
 from ds4.gguf import dequantize, inspect
 from ds4.model import Model
 from ds4.session import Session
+from ds4.spec import Spec
 
 __all__ = [
     "ContextOverflowError",
@@ -18,6 +19,7 @@ __all__ = [
     "Model",
     "ModelError",
     "Session",
+    "Spec",
     "TokenizerError",
     "convert",
     "dequantize",

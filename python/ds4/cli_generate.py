@@ -40,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     p.add_argument("--ignore-eos", action="store_true", help="keep going past end-of-generation tokens")
     p.add_argument("--json", action="store_true", help="print the generation and its stats as one JSON object")
+    s = p.add_argument_group("speculative decoding (greedy: the same text as plain decoding)")
+    s.add_argument("--spec-type", help="proposers chained in order, comma-separated: ngram-simple, ngram-mod")
+    s.add_argument("--spec-draft-n-max", type=int, default=None, help="most drafted tokens per verify pass (default 16)")
+    s.add_argument("--mtp-timing", action="store_true", help="print acceptance and timing counters at the end")
+    s.add_argument("--quality", "--dspark-strict", dest="quality", action="store_true",
+                   help="target-only decoding: speculation off")
     return p
 
 
@@ -57,6 +63,34 @@ def _sampling(args: argparse.Namespace) -> dict[str, Any]:
         seed=args.seed,
         stop=args.stop,
         stop_at_eog=not args.ignore_eos,
+        spec=_spec(args),
+    )
+
+
+def _spec(args: argparse.Namespace) -> Any:
+    from ds4 import Spec
+
+    if not args.spec_type:
+        if args.spec_draft_n_max is not None:
+            raise SystemExit("ds4: --spec-draft-n-max needs --spec-type")
+        return None
+    return Spec(types=[t.strip() for t in args.spec_type.split(",") if t.strip()], n_max=args.spec_draft_n_max,
+                strict=args.quality)
+
+
+def _timing(stats: dict[str, Any]) -> None:
+    passes = stats["n_spec_passes"]
+    drafted, accepted = stats["n_drafted"], stats["n_accepted"]
+    rate = f"{accepted / drafted:.1%}" if drafted else "n/a"
+    per_pos = ", ".join(f"{a}/{d}" for a, d in zip(stats["accepted_per_position"], stats["drafted_per_position"]))
+    print(
+        f"ds4 spec: {stats['n_verify_passes']} decode passes ({passes} verifying drafts), "
+        f"{stats['tokens_per_pass']:.2f} tokens/pass | drafted {drafted}, accepted {accepted} ({rate}) | "
+        f"accepted/drafted per position: {per_pos or 'n/a'} | draft {stats['draft_seconds'] * 1e3:.1f} ms, "
+        f"decode {stats['decode_seconds'] * 1e3:.1f} ms, sampling {stats['sample_seconds'] * 1e3:.1f} ms, "
+        f"calibration {stats['calibration_seconds'] * 1e3:.1f} ms | {stats['tokens_per_second']:.1f} tok/s, "
+        f"plain decode estimated at {stats['plain_tokens_per_second_estimate']:.1f} tok/s",
+        file=sys.stderr,
     )
 
 
@@ -96,6 +130,8 @@ def run_prompt(args: argparse.Namespace) -> int:
         sys.stdout.flush()
     sys.stdout.write("\n")
     _report(g.stats, load_s)
+    if args.mtp_timing:
+        _timing(g.stats)
     return 0
 
 

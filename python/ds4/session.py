@@ -9,6 +9,7 @@ import numpy.typing as npt
 
 from ds4 import _core
 from ds4.generation import Generation
+from ds4.spec import Spec
 
 if TYPE_CHECKING:
     from ds4.model import Model
@@ -89,7 +90,7 @@ class Session:
         seed: int | None = None,
         stop: str | Sequence[str] | None = None,
         stop_at_eog: bool = True,
-        spec: object | None = None,
+        spec: Spec | None = None,
         stream: bool = False,
     ) -> Generation:
         """Continue the session: append ``prompt`` and sample up to ``max_tokens`` tokens.
@@ -101,9 +102,22 @@ class Session:
         token (unless ``stop_at_eog=False``), at a ``stop`` string (cut from the text), or when
         the context is full. Afterwards the session holds the prompt and every sampled token.
         ``stream=True`` returns at once; iterate over the result for text pieces.
+
+        ``spec`` (a :class:`ds4.Spec`) turns on speculative decoding: drafted tokens verified in
+        one batched pass, the same tokens as plain greedy decoding at temperature 0; its counters
+        are in ``stats``.
         """
-        if spec is not None:
-            raise NotImplementedError("speculative decoding (spec=...) is not available in this version of ds4")
+        spec_types: list[str] = []
+        n_max = 16
+        if spec is not None and not spec.strict:
+            if not isinstance(spec, Spec):
+                raise TypeError(f"spec must be a ds4.Spec, got {type(spec).__name__}")
+            spec_types = spec.resolved_types()
+            n_max = spec.n_max or n_max
+            if temperature != 0.0:
+                raise NotImplementedError("speculative decoding at temperature > 0 (opportunistic or exact "
+                                          "sampling) is not available in this version of ds4; use temperature=0 "
+                                          "or Spec(strict=True)")
         if isinstance(prompt, str):
             ids = self.model.tokenize(prompt, add_special=self.n_past == 0) if prompt else []
         else:
@@ -122,7 +136,8 @@ class Session:
             seed=seed,
         )
         params.validate(self.model.n_vocab)
-        core = _core.Generator(self._s, self.model._m, np.asarray(ids, dtype=np.int64), max_tokens, params, stops, stop_at_eog)
+        core = _core.Generator(self._s, self.model._m, np.asarray(ids, dtype=np.int64), max_tokens, params, stops,
+                               stop_at_eog, spec_types, n_max)
         gen = Generation(core)
         if not stream:
             core.run()

@@ -1,0 +1,34 @@
+// Drafters for speculative decoding. A Proposer guesses tokens that may follow the context; the
+// target model verifies a draft in one batched pass (model/generate.cpp) and every proposer of a
+// chain is shown the context as it grows, accepted drafts included.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ds4::spec {
+
+class Proposer {
+public:
+    virtual ~Proposer() = default;
+    virtual const char* name() const = 0;
+    // Appends to *draft up to n_max tokens guessed to follow `context` (every token so far).
+    virtual void propose(const std::vector<int32_t>& context, int n_max, std::vector<int32_t>* draft) = 0;
+    // The context has grown (or is seen for the first time): keep any index current.
+    virtual void observe(const std::vector<int32_t>& context) {}
+};
+
+// Prompt lookup: the most recent earlier occurrence of the context's last n tokens, n from
+// match_max down to match_min, and the tokens that followed it.
+std::unique_ptr<Proposer> make_ngram_simple(int match_min = 2, int match_max = 4);
+// llama.cpp's ngram-mod: a fixed pool (2^20 entries) maps a hash of n_match tokens to the token
+// that last followed them anywhere in the session; a draft chains lookups of its own tail.
+std::unique_ptr<Proposer> make_ngram_mod(int n_match = 8);
+
+// A proposer by type name ("ngram-simple", "ngram-mod"); throws std::invalid_argument for an
+// unknown or not yet available type, naming the known ones.
+std::unique_ptr<Proposer> make_proposer(const std::string& type);
+
+}  // namespace ds4::spec

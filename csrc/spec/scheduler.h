@@ -1,0 +1,46 @@
+// The speculation scheduler: per step, the draft length k (0 = a plain decode step) that
+// maximises expected tokens per second, from the cost of a verify pass of k + 1 rows (calibrated
+// when the model first speculates, refined by every pass timed since) and each proposer's running
+// acceptance per draft position. When no k > 0 pays it steps aside, and re-probes every few
+// steps so that a proposer that starts matching again is noticed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace ds4::spec {
+
+class Scheduler {
+public:
+    // cost[r - 1]: seconds of a target pass over r rows, r = 1 .. n_max + 1.
+    Scheduler(int n_max, std::vector<double> cost, int n_proposers);
+
+    int n_max() const { return n_max_; }
+    // How many of the `available` drafted tokens of proposer p to verify (0: decode plainly).
+    int pick(int p, int available);
+    // A target pass over `rows` rows took `seconds`.
+    void timed_pass(int rows, double seconds);
+    // Proposer p's draft of k tokens had its first `accepted` accepted.
+    void verified(int p, int k, int accepted);
+
+    // Expected tokens from one pass that verifies k drafted tokens of proposer p (1 + the
+    // expected accepted prefix).
+    double expected_tokens(int p, int k) const;
+    double cost(int rows) const { return cost_[static_cast<size_t>(rows - 1)]; }
+    // Plain decoding's speed as the scheduler models it.
+    double plain_tokens_per_second() const { return 1.0 / cost(1); }
+    // Acceptance rate at each draft position of proposer p (given the earlier ones accepted).
+    std::vector<double> acceptance(int p) const;
+
+private:
+    struct Position {
+        double reached = 0, accepted = 0;  // decayed counts
+    };
+    int n_max_;
+    std::vector<double> cost_;
+    std::vector<std::vector<Position>> stats_;  // [proposer][position]
+    std::vector<int> skipped_;                  // plain steps since the proposer last drafted
+};
+
+}  // namespace ds4::spec

@@ -1,0 +1,62 @@
+"""``ds4.Spec``: how ``Session.generate`` speculates (drafts tokens and verifies them in one pass)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+# llama.cpp's spellings of the same proposers
+ALIASES = {"draft-simple": "draft", "draft-mtp": "mtp", "draft-dflash": "dflash", "draft-dspark": "dspark"}
+AVAILABLE = ("ngram-simple", "ngram-mod")
+PLANNED = ("draft", "mtp", "dflash", "dspark")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """Speculative decoding settings for :meth:`ds4.Session.generate`.
+
+    ``types`` are proposers chained in order; at each step the first one with a draft proposes
+    it: ``"ngram-simple"`` (prompt lookup: the most recent earlier occurrence of the last 4, 3
+    or 2 tokens and what followed them) and ``"ngram-mod"`` (llama.cpp's hashed pool of 8-grams
+    over the whole session). A scheduler picks how many drafted tokens to verify (up to
+    ``n_max``) from the measured cost of a verify pass and each proposer's running acceptance,
+    and decodes plainly when drafting does not pay. At temperature 0 the output is exactly plain
+    greedy decoding's. ``strict=True`` turns speculation off (the target-only path, as the
+    seeds' ``--quality``).
+
+    Not yet available (``NotImplementedError``): the ``"draft"``, ``"mtp"``, ``"dflash"`` and
+    ``"dspark"`` proposers (``draft_model``, ``mtp_model``, ``confidence``) and speculation at
+    temperature > 0 (``sampling="opportunistic"`` or ``"exact"``).
+    """
+
+    types: list[str] = field(default_factory=lambda: ["ngram-mod"])
+    draft_model: str | None = None
+    mtp_model: str | None = None
+    n_max: int | None = None
+    sampling: Literal["opportunistic", "exact"] = "opportunistic"
+    confidence: float | None = None
+    strict: bool = False
+
+    def resolved_types(self) -> list[str]:
+        """The proposer types with aliases resolved; ValueError / NotImplementedError if unusable."""
+        if isinstance(self.types, str):
+            raise TypeError("Spec.types must be a list of proposer names, e.g. ['ngram-mod']")
+        if not self.types:
+            raise ValueError("Spec.types is empty: name at least one proposer (or use spec=None)")
+        out = []
+        for t in self.types:
+            name = ALIASES.get(t, t)
+            if name in PLANNED:
+                raise NotImplementedError(f"speculative proposer {t!r} is not available in this version of ds4 "
+                                          f"(available: {', '.join(AVAILABLE)})")
+            if name not in AVAILABLE:
+                raise ValueError(f"unknown speculative proposer {t!r} (available: {', '.join(AVAILABLE)})")
+            out.append(name)
+        if self.n_max is not None and self.n_max < 1:
+            raise ValueError(f"Spec.n_max must be >= 1, got {self.n_max}")
+        if self.sampling not in ("opportunistic", "exact"):
+            raise ValueError(f"Spec.sampling must be 'opportunistic' or 'exact', got {self.sampling!r}")
+        if self.draft_model is not None or self.mtp_model is not None or self.confidence is not None:
+            raise NotImplementedError("draft and MTP models (draft_model, mtp_model, confidence) are not available "
+                                      "in this version of ds4")
+        return out

@@ -1,0 +1,88 @@
+"""ds4.Spec and Session.generate(spec=...): validation, bad input, strict mode and the stats a
+user judges speculation by."""
+
+from __future__ import annotations
+
+import pytest
+
+import ds4
+from ds4 import _core
+
+
+@pytest.fixture(scope="module")
+def model() -> ds4.Model:
+    return ds4.Model(threads=2, n_ctx=512)
+
+
+PROMPT = "one two three four five six seven eight nine ten one two three four five six seven"
+
+
+def test_unknown_type_is_a_clear_error(model: ds4.Model) -> None:
+    with pytest.raises(ValueError, match="unknown speculative proposer 'ngram-bogus'.*ngram-simple"):
+        model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=["ngram-bogus"]))
+    with pytest.raises(ValueError, match="unknown speculative proposer"):
+        _core.Generator(model.session()._s, model._m, __import__("numpy").array([5]), 4,
+                        _core.SamplingParams(), [], True, ["nope"], 4)
+
+
+@pytest.mark.parametrize("n_max", [0, -3])
+def test_n_max_must_be_positive(model: ds4.Model, n_max: int) -> None:
+    with pytest.raises(ValueError, match="n_max must be >= 1"):
+        model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=["ngram-simple"], n_max=n_max))
+
+
+def test_empty_types(model: ds4.Model) -> None:
+    with pytest.raises(ValueError, match="empty"):
+        model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=[]))
+
+
+@pytest.mark.parametrize("t", ["draft", "draft-simple", "mtp", "dspark"])
+def test_model_proposers_not_yet(model: ds4.Model, t: str) -> None:
+    with pytest.raises(NotImplementedError, match="not available"):
+        model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=[t]))
+
+
+def test_sampling_speculation_not_yet(model: ds4.Model) -> None:
+    with pytest.raises(NotImplementedError, match="temperature > 0"):
+        model.session().generate(PROMPT, max_tokens=4, temperature=0.7, spec=ds4.Spec(types=["ngram-mod"]))
+
+
+def test_strict_is_target_only(model: ds4.Model) -> None:
+    g = model.session().generate(PROMPT, max_tokens=24, stop_at_eog=False, spec=ds4.Spec(strict=True))
+    assert g.stats["n_drafted"] == 0 and g.stats["n_spec_passes"] == 0
+    assert g.tokens == model.session().generate(PROMPT, max_tokens=24, stop_at_eog=False).tokens
+
+
+def test_stats_and_stop_inside_an_accepted_draft(model: ds4.Model) -> None:
+    plain = model.session().generate(PROMPT, max_tokens=40, stop_at_eog=False)
+    s = model.session()
+    g = s.generate(PROMPT, max_tokens=40, stop_at_eog=False, spec=ds4.Spec(types=["ngram-simple"]))
+    st = g.stats
+    assert g.tokens == plain.tokens
+    assert st["n_accepted"] > 0 and st["tokens_per_pass"] > 1
+    assert st["n_verify_passes"] < st["n_generated"]
+    assert st["plain_tokens_per_second_estimate"] > 0
+    assert len(st["accepted_per_position"]) == len(st["drafted_per_position"])
+    assert all(a <= d for a, d in zip(st["accepted_per_position"], st["drafted_per_position"]))
+    # max_tokens and stop strings that fall inside an accepted draft end there, and the session
+    # then holds exactly the emitted tokens (the last one pending), as with plain decoding
+    for n in (5, 13, 22):
+        s1, s2 = model.session(), model.session()
+        a = s1.generate(PROMPT, max_tokens=n, stop_at_eog=False, spec=ds4.Spec(types=["ngram-simple"]))
+        b = s2.generate(PROMPT, max_tokens=n, stop_at_eog=False)
+        assert a.tokens == b.tokens and s1.tokens == s2.tokens and s1.n_past == s2.n_past
+        # and the sessions continue identically
+        assert s1.generate("", max_tokens=6).tokens == s2.generate("", max_tokens=6).tokens
+    stop = plain.text[30:36]
+    a = model.session().generate(PROMPT, max_tokens=40, stop=stop, spec=ds4.Spec(types=["ngram-simple"]))
+    b = model.session().generate(PROMPT, max_tokens=40, stop=stop)
+    assert a.text == b.text and a.stats["stop_reason"] == b.stats["stop_reason"] == "stop"
+
+
+def test_cli_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    from ds4.cli import main
+
+    assert main(["-p", PROMPT, "-n", "16", "--spec-type", "ngram-simple,ngram-mod", "--spec-draft-n-max", "4",
+                 "--mtp-timing"]) == 0
+    err = capsys.readouterr().err
+    assert "ds4 spec:" in err and "accepted" in err
