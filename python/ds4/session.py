@@ -109,9 +109,9 @@ class Session:
         """
         spec_types: list[str] = []
         n_max = 16
+        if spec is not None and not isinstance(spec, Spec):
+            raise TypeError(f"spec must be a ds4.Spec, got {type(spec).__name__}")
         if spec is not None and not spec.strict:
-            if not isinstance(spec, Spec):
-                raise TypeError(f"spec must be a ds4.Spec, got {type(spec).__name__}")
             spec_types = spec.resolved_types()
             n_max = spec.n_max or n_max
             if temperature != 0.0:

@@ -107,7 +107,7 @@ def test_bad_arguments(gemma: ds4.Model) -> None:
         s.generate(PROMPT, max_tokens=-1)
     with pytest.raises(ValueError, match="stop"):
         s.generate(PROMPT, stop=[""])
-    with pytest.raises(NotImplementedError, match="speculative"):
+    with pytest.raises(TypeError, match="ds4.Spec"):
         s.generate(PROMPT, spec=object())
     with pytest.raises(ds4.ModelError, match="outside the vocabulary"):
         s.generate([gemma.n_vocab + 5])
