@@ -5,6 +5,7 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "spec/verify.h"
 #include "state/kv_cache.h"
 
 namespace ds4::model {
@@ -47,10 +48,6 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
     fused_greedy_ = params_.sampling.plain_greedy();
     if (!params_.spec.types.empty()) {
         if (params_.spec.n_max < 1) throw std::invalid_argument("spec n_max must be >= 1, got " + std::to_string(params_.spec.n_max));
-        if (!fused_greedy_) {
-            throw std::invalid_argument("speculative decoding needs greedy sampling (temperature 0, no penalties or "
-                                        "logit bias) in this version");
-        }
         for (const std::string& t : params_.spec.types) proposers_.push_back(spec::make_proposer(t));
     }
 }
@@ -103,21 +100,61 @@ int32_t Generator::speculate(int32_t tok) {
     const int k = winner >= 0 ? scheduler_->pick(winner, avail) : 0;
     const double t1 = now();
     if (k == 0) {
-        const int32_t next = session_.eval_argmax(&tok, 1).back();
+        int32_t next = -1;  // sampling: drawn by the caller from logits_
+        if (fused_greedy_) {
+            next = session_.eval_argmax(&tok, 1).back();
+        } else {
+            session_.eval(&tok, 1, logits_.data(), 1);
+        }
         scheduler_->timed_pass(1, now() - t1);
         return next;
     }
-    // tok goes to position p, draft token i to p + 1 + i; ids[i] is the target's token after
-    // feed[i], so draft token i is accepted while it equals ids[i] (and all before it were).
+    // tok goes to position p, draft token i to p + 1 + i; row i of the pass is the target's
+    // prediction after feed[i], the one draft token i is checked against.
     const int64_t p = session_.n_past();
+    const int32_t n_vocab = session_.n_vocab();
     draft_.resize(static_cast<size_t>(k));
     draft_.insert(draft_.begin(), tok);
-    std::vector<int32_t> ids = session_.eval_argmax(draft_.data(), k + 1);
-    ids.erase(ids.begin(), ids.end() - (k + 1));  // a token the session held pending comes first
+    std::vector<int32_t> ids;
+    if (fused_greedy_) {
+        ids = session_.eval_argmax(draft_.data(), k + 1);
+        ids.erase(ids.begin(), ids.end() - (k + 1));  // a token the session held pending comes first
+    } else {
+        rows_.resize(static_cast<size_t>(k + 1) * n_vocab);
+        session_.eval(draft_.data(), k + 1, rows_.data(), k + 1);
+    }
     draft_.erase(draft_.begin());
     scheduler_->timed_pass(k + 1, now() - t1);
+    const auto row = [&](int i) { return rows_.data() + static_cast<size_t>(i) * n_vocab; };
     int j = 0;
-    while (j < k && draft_[static_cast<size_t>(j)] == ids[static_cast<size_t>(j)]) ++j;
+    int32_t next = -1;
+    bool sampled = false;
+    if (fused_greedy_) {
+        while (j < k && draft_[static_cast<size_t>(j)] == ids[static_cast<size_t>(j)]) ++j;
+        next = ids[static_cast<size_t>(j)];
+    } else if (!params_.spec.exact) {
+        const auto argmax = [&](const float* r) { return static_cast<int32_t>(std::max_element(r, r + n_vocab) - r); };
+        while (j < k && draft_[static_cast<size_t>(j)] == argmax(row(j))) ++j;
+    } else {
+        const double t2 = now();
+        sampled = true;
+        probs_.resize(static_cast<size_t>(n_vocab));
+        for (; j < k; ++j) {
+            const int32_t d = draft_[static_cast<size_t>(j)];
+            sampler_.probs(row(j), n_vocab, probs_.data());
+            if (spec::accept_exact(probs_.data(), nullptr, d, sampler_.uniform())) {
+                sampler_.accept(d);
+                continue;
+            }
+            std::vector<float> res(static_cast<size_t>(n_vocab));
+            if (spec::residual(probs_.data(), nullptr, d, n_vocab, res.data())) next = sampler_.sample_from(res);
+            break;
+        }
+        stats_.sample_seconds += now() - t2;
+    }
+    if (next < 0 && !fused_greedy_) {  // drawn by the caller from the row after the accepted prefix
+        logits_.assign(row(j), row(j) + n_vocab);
+    }
     if (j < k) session_.truncate(p + 1 + j);
     scheduler_->verified(winner, k, j);
     ++stats_.n_spec_passes;
@@ -129,8 +166,8 @@ int32_t Generator::speculate(int32_t tok) {
     }
     for (int i = 0; i < k; ++i) ++stats_.drafted_per_position[static_cast<size_t>(i)];
     for (int i = 0; i < j; ++i) ++stats_.accepted_per_position[static_cast<size_t>(i)];
-    for (int i = 0; i < j; ++i) queue_.push_back({draft_[static_cast<size_t>(i)], p + 1 + i});
-    return ids[static_cast<size_t>(j)];
+    for (int i = 0; i < j; ++i) queue_.push_back({draft_[static_cast<size_t>(i)], p + 1 + i, sampled});
+    return next;
 }
 
 void Generator::finish(const char* reason) {
@@ -172,14 +209,16 @@ bool Generator::next(std::string* piece) {
         // token, or a sample.
         int64_t verified = -1;
         int32_t tok;
+        bool recorded = false;
         if (!queue_.empty()) {
             tok = queue_.front().tok;
             verified = queue_.front().pos;
+            recorded = queue_.front().sampled;
             queue_.pop_front();
         } else {
             tok = next_ >= 0 ? next_ : sampler_.sample(logits_.data(), session_.n_vocab());
         }
-        sampler_.accept(tok);
+        if (!recorded) sampler_.accept(tok);
         stats_.sample_seconds += now() - t0;
         ++stats_.n_generated;
         tokens_.push_back(tok);
@@ -220,6 +259,7 @@ bool Generator::next(std::string* piece) {
         const double t1 = now();
         try {
             if (scheduler_) {
+                if (logits_.empty()) logits_.resize(static_cast<size_t>(session_.n_vocab()));
                 next_ = speculate(tok);
                 if (queue_.empty()) {
                     for (auto& p : proposers_) p->observe(context_);

@@ -21,11 +21,18 @@
 namespace ds4::model {
 
 // Speculative decoding (spec/): proposers chained in order (the first with a draft wins the
-// step), each draft verified by one batched target pass. Greedy sampling only for now: accepted
-// drafts are exactly the target's argmax, so the output is the same as plain greedy decoding.
+// step), each draft verified by one batched target pass.
+//   - Greedy sampling (temperature 0): a drafted token is accepted iff it is the target's argmax,
+//     so the output is exactly plain greedy decoding's (the kernels are batch-invariant).
+//   - Otherwise, opportunistic (the default): a drafted token equal to the target's argmax (of
+//     its raw logits) is accepted as is, and sampling resumes at the first one that is not. Not
+//     distribution-preserving: more deterministic than plain sampling, by design.
+//   - Otherwise, exact: rejection sampling (spec/verify.h) against the sampler's distribution, so
+//     every token is distributed exactly as plain sampling's.
 struct SpecParams {
     std::vector<std::string> types;    // empty: plain decoding
     int n_max = 16;                    // >= 1: most drafted tokens verified in one pass
+    bool exact = false;                // temperature > 0: exact instead of opportunistic
 };
 
 struct GenerateParams {
@@ -103,9 +110,11 @@ private:
     struct Verified {
         int32_t tok;
         int64_t pos;
+        bool sampled;  // already recorded by the sampler (exact mode accepts as it goes)
     };
     std::deque<Verified> queue_;
     std::vector<int32_t> draft_;
+    std::vector<float> rows_, probs_;  // sampled speculation: the verify pass's logits, a distribution
     std::vector<int32_t> tokens_;
     std::string text_;                 // shown so far
     std::string held_;                 // decoded, not yet shown (may start a stop string)

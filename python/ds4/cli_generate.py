@@ -40,8 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     p.add_argument("--ignore-eos", action="store_true", help="keep going past end-of-generation tokens")
     p.add_argument("--json", action="store_true", help="print the generation and its stats as one JSON object")
-    s = p.add_argument_group("speculative decoding (greedy: the same text as plain decoding)")
+    s = p.add_argument_group("speculative decoding (at --temp 0 the same text as plain decoding)")
     s.add_argument("--spec-type", help="proposers chained in order, comma-separated: ngram-simple, ngram-mod")
+    s.add_argument("--mtp-exact-sampling", action="store_true",
+                   help="at temperature > 0, rejection sampling that keeps the sampling distribution exact")
     s.add_argument("--spec-draft-n-max", type=int, default=None, help="most drafted tokens per verify pass (default 16)")
     s.add_argument("--mtp-timing", action="store_true", help="print acceptance and timing counters at the end")
     s.add_argument("--quality", "--dspark-strict", dest="quality", action="store_true",
@@ -75,7 +77,7 @@ def _spec(args: argparse.Namespace) -> Any:
             raise SystemExit("ds4: --spec-draft-n-max needs --spec-type")
         return None
     return Spec(types=[t.strip() for t in args.spec_type.split(",") if t.strip()], n_max=args.spec_draft_n_max,
-                strict=args.quality)
+                strict=args.quality, sampling="exact" if args.mtp_exact_sampling else "opportunistic")
 
 
 def _timing(stats: dict[str, Any]) -> None:

@@ -104,8 +104,8 @@ class Session:
         ``stream=True`` returns at once; iterate over the result for text pieces.
 
         ``spec`` (a :class:`ds4.Spec`) turns on speculative decoding: drafted tokens verified in
-        one batched pass, the same tokens as plain greedy decoding at temperature 0; its counters
-        are in ``stats``.
+        one batched pass; at temperature 0 the same tokens as plain greedy decoding, otherwise
+        ``spec.sampling`` decides (see :class:`ds4.Spec`); its counters are in ``stats``.
         """
         spec_types: list[str] = []
         n_max = 16
@@ -114,10 +114,6 @@ class Session:
         if spec is not None and not spec.strict:
             spec_types = spec.resolved_types()
             n_max = spec.n_max or n_max
-            if temperature != 0.0:
-                raise NotImplementedError("speculative decoding at temperature > 0 (opportunistic or exact "
-                                          "sampling) is not available in this version of ds4; use temperature=0 "
-                                          "or Spec(strict=True)")
         if isinstance(prompt, str):
             ids = self.model.tokenize(prompt, add_special=self.n_past == 0) if prompt else []
         else:
@@ -136,8 +132,9 @@ class Session:
             seed=seed,
         )
         params.validate(self.model.n_vocab)
+        exact = spec is not None and spec.sampling == "exact"
         core = _core.Generator(self._s, self.model._m, np.asarray(ids, dtype=np.int64), max_tokens, params, stops,
-                               stop_at_eog, spec_types, n_max)
+                               stop_at_eog, spec_types, n_max, exact)
         gen = Generation(core)
         if not stream:
             core.run()

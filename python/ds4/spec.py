@@ -20,13 +20,22 @@ class Spec:
     or 2 tokens and what followed them) and ``"ngram-mod"`` (llama.cpp's hashed pool of 8-grams
     over the whole session). A scheduler picks how many drafted tokens to verify (up to
     ``n_max``) from the measured cost of a verify pass and each proposer's running acceptance,
-    and decodes plainly when drafting does not pay. At temperature 0 the output is exactly plain
-    greedy decoding's. ``strict=True`` turns speculation off (the target-only path, as the
-    seeds' ``--quality``).
+    and decodes plainly when drafting does not pay. ``strict=True`` turns speculation off (the
+    target-only path, as the seeds' ``--quality``).
+
+    Acceptance: at temperature 0 a drafted token is accepted iff it is the target's argmax, so
+    the output is exactly plain greedy decoding's (``sampling`` is then irrelevant). At
+    temperature > 0, ``sampling="opportunistic"`` (the default, as the seeds') accepts drafted
+    tokens that equal the target's greedy token and samples normally from the first one that does
+    not: faster, but *not* distribution-preserving (more deterministic than plain sampling).
+    ``sampling="exact"`` is Leviathan et al.'s rejection sampling (accept with probability
+    p(token) under the sampler's distribution, else draw from p without it): every token is
+    distributed exactly as plain sampling's. A ``seed`` then fixes the distribution, not the
+    exact tokens: how many tokens the scheduler drafts follows measured timings, and that changes
+    which random draws go where.
 
     Not yet available (``NotImplementedError``): the ``"draft"``, ``"mtp"``, ``"dflash"`` and
-    ``"dspark"`` proposers (``draft_model``, ``mtp_model``, ``confidence``) and speculation at
-    temperature > 0 (``sampling="opportunistic"`` or ``"exact"``).
+    ``"dspark"`` proposers (``draft_model``, ``mtp_model``, ``confidence``).
     """
 
     types: list[str] = field(default_factory=lambda: ["ngram-mod"])

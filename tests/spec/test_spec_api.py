@@ -42,9 +42,16 @@ def test_model_proposers_not_yet(model: ds4.Model, t: str) -> None:
         model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=[t]))
 
 
-def test_sampling_speculation_not_yet(model: ds4.Model) -> None:
-    with pytest.raises(NotImplementedError, match="temperature > 0"):
-        model.session().generate(PROMPT, max_tokens=4, temperature=0.7, spec=ds4.Spec(types=["ngram-mod"]))
+def test_bad_sampling_mode(model: ds4.Model) -> None:
+    with pytest.raises(ValueError, match="opportunistic"):
+        model.session().generate(PROMPT, max_tokens=4, temperature=0.7, spec=ds4.Spec(sampling="fair"))  # type: ignore[arg-type]
+
+
+def test_exact_at_temperature_zero_is_greedy(model: ds4.Model) -> None:
+    # documented: at temperature 0 acceptance is the argmax whatever `sampling` says
+    plain = model.session().generate(PROMPT, max_tokens=20, stop_at_eog=False).tokens
+    spec = ds4.Spec(types=["ngram-simple"], sampling="exact")
+    assert model.session().generate(PROMPT, max_tokens=20, stop_at_eog=False, spec=spec).tokens == plain
 
 
 def test_strict_is_target_only(model: ds4.Model) -> None:
@@ -86,3 +93,6 @@ def test_cli_flags(capsys: pytest.CaptureFixture[str]) -> None:
                  "--mtp-timing"]) == 0
     err = capsys.readouterr().err
     assert "ds4 spec:" in err and "accepted" in err
+    assert main(["-p", PROMPT, "-n", "8", "--temp", "0.8", "--seed", "1", "--spec-type", "ngram-simple",
+                 "--mtp-exact-sampling", "--json"]) == 0
+    assert '"n_drafted"' in capsys.readouterr().out

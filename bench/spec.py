@@ -1,0 +1,151 @@
+"""Speculative decoding against plain decoding and against llama-cpp-python's prompt lookup.
+
+Scenarios (the embedded Gemma 3 270M unless --model says otherwise):
+  edit   a grounded code edit: a ~40-line function, then "the same function with one variable
+         renamed" — the answer is mostly a copy of the prompt, so n-gram drafts should be long
+  prose  open-ended prose: drafts rarely match; the scheduler must not lose (>= 0.95x plain)
+  temp   the edit at temperature 0.7: exact vs opportunistic acceptance
+
+ds4 runs plain greedy decoding and each speculation setting; llama-cpp-python runs plain greedy
+decoding and its prompt lookup (``LlamaPromptLookupDecoding``) at several draft lengths, the best
+of which is reported. Decode tokens/s exclude the prompt (ds4: ``stats``; llama.cpp: the time of
+the whole completion less that of a 1-token completion of the same prompt). Each measurement is
+the median of ``--rounds`` runs, engines alternating. ds4's one-time verify-cost calibration is
+excluded and printed.
+
+Usage: PYTHONPATH=python python bench/spec.py [--rounds 3] [--threads 2] [--tokens 320]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any, Callable
+
+FUNCTION = '''def summarize_orders(orders, tax_rate, discounts):
+    """Total, tax and per-customer amounts of a list of orders."""
+    subtotal = 0.0
+    per_customer = {}
+    for order in orders:
+        customer = order["customer"]
+        amount = order["quantity"] * order["unit_price"]
+        if customer in discounts:
+            amount = amount * (1.0 - discounts[customer])
+        subtotal += amount
+        if customer not in per_customer:
+            per_customer[customer] = 0.0
+        per_customer[customer] += amount
+    tax = subtotal * tax_rate
+    total = subtotal + tax
+    largest = None
+    for customer, amount in per_customer.items():
+        if largest is None or amount > per_customer[largest]:
+            largest = customer
+    report = []
+    for customer in sorted(per_customer):
+        share = per_customer[customer] / subtotal if subtotal else 0.0
+        report.append(f"{customer}: {per_customer[customer]:.2f} ({share:.1%})")
+    return {
+        "subtotal": subtotal,
+        "tax": tax,
+        "total": total,
+        "largest_customer": largest,
+        "report": report,
+    }
+'''
+
+PROMPTS = {
+    "edit": ("Here is a Python function:\n\n```python\n" + FUNCTION + "```\n\nHere is the same function with the "
+             "variable `subtotal` renamed to `net_amount`, and nothing else changed:\n\n```python\n"),
+    "prose": "Write a short story about a lighthouse keeper who finds a message in a bottle.\n\nThe lighthouse",
+}
+
+
+def median_time(fn: Callable[[], Any], rounds: int) -> float:
+    return statistics.median(fn() for _ in range(rounds))
+
+
+def ds4_rate(model: Any, prompt: str, tokens: int, spec: Any, temperature: float = 0.0) -> tuple[float, dict]:
+    g = model.session().generate(prompt, max_tokens=tokens, temperature=temperature, seed=1, spec=spec,
+                                 stop_at_eog=False)
+    return g.stats["tokens_per_second"], g.stats
+
+
+def llama_rate(path: str, prompt: str, tokens: int, threads: int, lookup: int | None) -> float:
+    import llama_cpp
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+    draft = LlamaPromptLookupDecoding(num_pred_tokens=lookup) if lookup else None
+    llm = llama_cpp.Llama(model_path=path, n_ctx=2048, n_threads=threads, n_threads_batch=threads, verbose=False,
+                          draft_model=draft, logits_all=draft is not None)
+    llm.create_completion(prompt, max_tokens=1, temperature=0.0)  # warm-up
+    llm.reset()
+    t0 = time.perf_counter()
+    llm.create_completion(prompt, max_tokens=1, temperature=0.0)
+    t_prompt = time.perf_counter() - t0
+    llm.reset()
+    t0 = time.perf_counter()
+    out = llm.create_completion(prompt, max_tokens=tokens, temperature=0.0)
+    t_all = time.perf_counter() - t0
+    n = out["usage"]["completion_tokens"]
+    return (n - 1) / max(1e-9, t_all - t_prompt)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--tokens", type=int, default=320)
+    ap.add_argument("--no-llama", action="store_true", help="ds4 only")
+    args = ap.parse_args()
+
+    import ds4
+
+    model = ds4.Model(threads=args.threads, n_ctx=2048)
+    settings = {
+        "ngram-simple": ds4.Spec(types=["ngram-simple"]),
+        "ngram-mod": ds4.Spec(types=["ngram-mod"]),
+        "ngram-mod,ngram-simple": ds4.Spec(types=["ngram-mod", "ngram-simple"]),
+    }
+    calib = model.session().generate("warm up", max_tokens=2, spec=settings["ngram-simple"]).stats
+    print(f"ds4 verify-cost calibration (once per model): {calib['calibration_seconds']:.2f} s")
+
+    for scenario in ("edit", "prose"):
+        prompt = PROMPTS[scenario]
+        rows: list[tuple[str, float, str]] = []
+        plain = statistics.median(ds4_rate(model, prompt, args.tokens, None)[0] for _ in range(args.rounds))
+        rows.append(("ds4 plain", plain, ""))
+        for name, spec in settings.items():
+            runs = [ds4_rate(model, prompt, args.tokens, spec) for _ in range(args.rounds)]
+            st = runs[0][1]
+            rate = statistics.median(r[0] for r in runs)
+            rows.append((f"ds4 {name}", rate, f"accepted {st['n_accepted']}/{st['n_drafted']}, "
+                                              f"{st['tokens_per_pass']:.2f} tokens/pass"))
+        if not args.no_llama:
+            lc_plain = statistics.median(llama_rate(model.path, prompt, args.tokens, args.threads, None)
+                                         for _ in range(args.rounds))
+            rows.append(("llama.cpp plain", lc_plain, ""))
+            best = max((statistics.median(llama_rate(model.path, prompt, args.tokens, args.threads, n)
+                                          for _ in range(args.rounds)), n) for n in (2, 4, 10))
+            rows.append((f"llama.cpp prompt lookup (best: num_pred_tokens={best[1]})", best[0], ""))
+        print(f"\n### {scenario} ({args.tokens} tokens, greedy, {args.threads} threads, median of {args.rounds})\n")
+        print("| engine | decode tok/s | vs ds4 plain | notes |\n|---|---:|---:|---|")
+        for name, rate, note in rows:
+            print(f"| {name} | {rate:.1f} | {rate / plain:.2f} | {note} |")
+
+    prompt = PROMPTS["edit"]
+    print(f"\n### edit at temperature 0.7 (median of {args.rounds})\n")
+    print("| mode | decode tok/s | vs ds4 plain | acceptance |\n|---|---:|---:|---|")
+    plain = statistics.median(ds4_rate(model, prompt, args.tokens, None, 0.7)[0] for _ in range(args.rounds))
+    print(f"| ds4 plain sampling | {plain:.1f} | 1.00 | |")
+    for mode in ("opportunistic", "exact"):
+        spec = ds4.Spec(types=["ngram-mod", "ngram-simple"], sampling=mode)  # type: ignore[arg-type]
+        runs = [ds4_rate(model, prompt, args.tokens, spec, 0.7) for _ in range(args.rounds)]
+        st = runs[0][1]
+        rate = statistics.median(r[0] for r in runs)
+        print(f"| ds4 {mode} | {rate:.1f} | {rate / plain:.2f} | {st['n_accepted']}/{st['n_drafted']} |")
+
+
+if __name__ == "__main__":
+    main()

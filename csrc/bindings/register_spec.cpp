@@ -1,0 +1,98 @@
+// Speculation bindings for tests: the acceptance rules of spec/verify.h, and a simulation of
+// verifying a drafted block against fixed target distributions, for statistical tests of the
+// rule (a deliberately wrong rule is available there only, to show the tests can fail).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bindings/register.h"
+#include "sample/rng.h"
+#include "spec/verify.h"
+
+namespace py = pybind11;
+
+namespace ds4::bindings {
+
+namespace {
+
+using Rows = py::array_t<float, py::array::c_style | py::array::forcecast>;
+
+// Draws from weights w[n] (not necessarily normalised), by the walk the sampler uses.
+int32_t draw(const float* w, int32_t n, sample::Rng& rng) {
+    double total = 0;
+    for (int32_t i = 0; i < n; ++i) total += w[i];
+    const double u = rng.uniform() * total;
+    double run = 0;
+    int32_t last = -1;
+    for (int32_t i = 0; i < n; ++i) {
+        if (w[i] <= 0) continue;
+        run += w[i];
+        last = i;
+        if (run > u) return i;
+    }
+    return last;
+}
+
+// n_draws emitted sequences of k + 1 tokens when a draft d[0..k) (a deterministic proposer:
+// one-hot q) is verified against rows p[0..k] (p[i]: the target's distribution at position i,
+// the same whatever came before): the accepted prefix, then the recovered token, then plain
+// draws. rule "exact" is spec/verify.h; "no-residual" draws the recovered token from p itself.
+py::array_t<int32_t> simulate(const Rows& p, const std::vector<int32_t>& draft, int64_t n_draws, uint64_t seed,
+                              const std::string& rule) {
+    if (p.ndim() != 2) throw py::value_error("p must be 2-D (k + 1, n_vocab)");
+    const auto k = static_cast<int64_t>(draft.size());
+    const auto n = static_cast<int32_t>(p.shape(1));
+    if (p.shape(0) != k + 1) throw py::value_error("p needs k + 1 rows for a draft of k tokens");
+    if (rule != "exact" && rule != "no-residual") throw py::value_error("rule must be 'exact' or 'no-residual'");
+    for (int32_t d : draft)
+        if (d < 0 || d >= n) throw py::value_error("draft token outside the vocabulary");
+    py::array_t<int32_t> out({static_cast<py::ssize_t>(n_draws), static_cast<py::ssize_t>(k + 1)});
+    int32_t* o = out.mutable_data();
+    const float* rows = p.data();
+    std::vector<float> res(static_cast<size_t>(n));
+    sample::Rng rng(seed);
+    for (int64_t s = 0; s < n_draws; ++s, o += k + 1) {
+        bool drafting = true;
+        for (int64_t i = 0; i <= k; ++i) {
+            const float* pi = rows + i * n;
+            if (drafting && i < k) {
+                const int32_t d = draft[static_cast<size_t>(i)];
+                if (spec::accept_exact(pi, nullptr, d, rng.uniform())) {
+                    o[i] = d;
+                    continue;
+                }
+                drafting = false;
+                if (rule == "exact" && spec::residual(pi, nullptr, d, n, res.data())) {
+                    o[i] = draw(res.data(), n, rng);
+                    continue;
+                }
+            }
+            o[i] = draw(pi, n, rng);
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+void register_spec(py::module_& m) {
+    m.def("spec_accept_exact", [](const Rows& p, int32_t d, double u) {
+        if (p.ndim() != 1 || d < 0 || d >= p.shape(0)) throw py::value_error("p must be 1-D and d inside it");
+        return spec::accept_exact(p.data(), nullptr, d, u);
+    }, py::arg("p"), py::arg("d"), py::arg("u"), "Whether a one-hot draft d is accepted for the uniform draw u.");
+    m.def("spec_residual", [](const Rows& p, int32_t d) {
+        if (p.ndim() != 1 || d < 0 || d >= p.shape(0)) throw py::value_error("p must be 1-D and d inside it");
+        py::array_t<float> out(p.shape(0));
+        spec::residual(p.data(), nullptr, d, static_cast<int32_t>(p.shape(0)), out.mutable_data());
+        return out;
+    }, py::arg("p"), py::arg("d"), "The weights the recovered token is drawn from after rejecting d.");
+    m.def("spec_simulate", &simulate, py::arg("p"), py::arg("draft"), py::arg("n_draws"), py::arg("seed"),
+          py::arg("rule") = "exact", "Emitted sequences of verifying `draft` against fixed rows p (tests only).");
+}
+
+}  // namespace ds4::bindings
