@@ -123,7 +123,8 @@ void register_generate(py::module_& m) {
         .def(py::init([](model::Session& s, const Model& mdl,
                          const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& prompt,
                          int64_t max_tokens, const sample::SamplingParams& sampling, std::vector<std::string> stop,
-                         bool stop_at_eog, std::vector<std::string> spec_types, int spec_n_max, bool spec_exact) {
+                         bool stop_at_eog, std::vector<std::string> spec_types, int spec_n_max, bool spec_exact,
+                         const Model* draft) {
                  model::GenerateParams p;
                  p.max_tokens = max_tokens;
                  p.sampling = sampling;
@@ -132,14 +133,18 @@ void register_generate(py::module_& m) {
                  p.spec.types = std::move(spec_types);
                  p.spec.n_max = spec_n_max;
                  p.spec.exact = spec_exact;
+                 if (draft) {
+                     p.spec.draft = draft->net;
+                     p.spec.draft_tok = draft->tokenizer.get();
+                 }
                  auto h = std::make_unique<GeneratorHandle>();
                  h->g = std::make_unique<model::Generator>(s, *mdl.tokenizer, token_ids(prompt, s.n_vocab()), std::move(p));
                  return h;
              }),
              py::arg("session"), py::arg("model"), py::arg("prompt"), py::arg("max_tokens"), py::arg("sampling"),
              py::arg("stop"), py::arg("stop_at_eog") = true, py::arg("spec_types") = std::vector<std::string>{},
-             py::arg("spec_n_max") = 16, py::arg("spec_exact") = false,
-             py::keep_alive<1, 2>(), py::keep_alive<1, 3>())
+             py::arg("spec_n_max") = 16, py::arg("spec_exact") = false, py::arg("draft") = nullptr,
+             py::keep_alive<1, 2>(), py::keep_alive<1, 3>(), py::keep_alive<1, 12>())
         .def(
             "next",
             [](GeneratorHandle& h) -> py::object {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "spec/draft.h"
 #include "spec/verify.h"
 #include "state/kv_cache.h"
 
@@ -48,7 +49,15 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
     fused_greedy_ = params_.sampling.plain_greedy();
     if (!params_.spec.types.empty()) {
         if (params_.spec.n_max < 1) throw std::invalid_argument("spec n_max must be >= 1, got " + std::to_string(params_.spec.n_max));
-        for (const std::string& t : params_.spec.types) proposers_.push_back(spec::make_proposer(t));
+        for (const std::string& t : params_.spec.types) {
+            if (t != "draft") {
+                proposers_.push_back(spec::make_proposer(t));
+            } else if (!params_.spec.draft || !params_.spec.draft_tok) {
+                throw std::invalid_argument("the 'draft' proposer needs a draft model");
+            } else {
+                proposers_.push_back(spec::make_draft_proposer(params_.spec.draft, *params_.spec.draft_tok, tok_));
+            }
+        }
     }
 }
 
@@ -87,17 +96,29 @@ void Generator::hold(int32_t tok) {
 
 int32_t Generator::speculate(int32_t tok) {
     int winner = -1;
-    draft_.clear();
+    // The first proposer of the chain with a draft the scheduler takes wins the step. Free
+    // proposers draft all they can and the scheduler keeps a prefix; one that costs is asked
+    // for the number of tokens the scheduler picks from its cost and running acceptance.
+    // tok takes one position; the draft may use what is left of the context.
+    const int64_t room = std::max<int64_t>(0, session_.n_ctx() - session_.n_past() - 1);
+    const int cap = static_cast<int>(std::min<int64_t>(params_.spec.n_max, room));
+    int k = 0;
     const double t0 = now();
-    for (size_t i = 0; i < proposers_.size() && winner < 0; ++i) {
-        proposers_[i]->propose(context_, params_.spec.n_max, &draft_);
-        if (!draft_.empty()) winner = static_cast<int>(i);
+    for (size_t i = 0; i < proposers_.size() && k == 0 && cap > 0; ++i) {
+        spec::Proposer& prop = *proposers_[i];
+        const int p = static_cast<int>(i);
+        draft_.clear();
+        if (prop.costs()) {
+            const int want = scheduler_->pick(p, cap, prop.cost_per_token());
+            if (want > 0) prop.propose(context_, want, &draft_);
+            k = static_cast<int>(draft_.size());
+        } else {
+            prop.propose(context_, cap, &draft_);
+            k = draft_.empty() ? 0 : scheduler_->pick(p, std::min(cap, static_cast<int>(draft_.size())));
+        }
+        if (k > 0) winner = p;
     }
     stats_.draft_seconds += now() - t0;
-    // tok takes one position; the draft may use what is left of the context.
-    const int64_t room = session_.n_ctx() - session_.n_past() - 1;
-    const int avail = static_cast<int>(std::min<int64_t>(static_cast<int64_t>(draft_.size()), std::max<int64_t>(0, room)));
-    const int k = winner >= 0 ? scheduler_->pick(winner, avail) : 0;
     const double t1 = now();
     if (k == 0) {
         int32_t next = -1;  // sampling: drawn by the caller from logits_

@@ -33,6 +33,9 @@ struct SpecParams {
     std::vector<std::string> types;    // empty: plain decoding
     int n_max = 16;                    // >= 1: most drafted tokens verified in one pass
     bool exact = false;                // temperature > 0: exact instead of opportunistic
+    // The "draft" proposer's model and its tokenizer (which must be the target's).
+    std::shared_ptr<Model> draft;
+    const tok::Tokenizer* draft_tok = nullptr;
 };
 
 struct GenerateParams {

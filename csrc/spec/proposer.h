@@ -18,6 +18,10 @@ public:
     virtual void propose(const std::vector<int32_t>& context, int n_max, std::vector<int32_t>* draft) = 0;
     // The context has grown (or is seen for the first time): keep any index current.
     virtual void observe(const std::vector<int32_t>& context) {}
+    // Seconds per drafted token (0: free, as the n-gram proposers). A proposer that costs is
+    // asked for exactly the number of tokens the scheduler decided to verify.
+    virtual double cost_per_token() const { return 0.0; }
+    virtual bool costs() const { return false; }
 };
 
 // Prompt lookup: the most recent earlier occurrence of the context's last n tokens, n from

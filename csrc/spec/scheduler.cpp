@@ -49,7 +49,7 @@ double Scheduler::expected_tokens(int p, int k) const {
     return e;
 }
 
-int Scheduler::pick(int p, int available) {
+int Scheduler::pick(int p, int available, double draft_cost) {
     const int kmax = std::min(available, n_max_);
     const std::vector<double> a = acceptance(p);
     int best = 0;
@@ -58,7 +58,8 @@ int Scheduler::pick(int p, int available) {
     for (int k = 1; k <= kmax; ++k) {
         prefix *= a[static_cast<size_t>(k - 1)];
         e += prefix;
-        if (e / cost(k + 1) > best_rate) best = k, best_rate = e / cost(k + 1);
+        const double t = cost(k + 1) + k * draft_cost;
+        if (e / t > best_rate) best = k, best_rate = e / t;
     }
     int& skipped = skipped_[static_cast<size_t>(p)];
     if (best == 0 && kmax > 0 && ++skipped >= kProbeEvery) best = 1;

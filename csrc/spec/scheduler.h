@@ -17,8 +17,9 @@ public:
     Scheduler(int n_max, std::vector<double> cost, int n_proposers);
 
     int n_max() const { return n_max_; }
-    // How many of the `available` drafted tokens of proposer p to verify (0: decode plainly).
-    int pick(int p, int available);
+    // How many of the `available` drafted tokens of proposer p to verify (0: decode plainly),
+    // drafting costing draft_cost seconds per token.
+    int pick(int p, int available, double draft_cost = 0.0);
     // A target pass over `rows` rows took `seconds`.
     void timed_pass(int rows, double seconds);
     // Proposer p's draft of k tokens had its first `accepted` accepted.

@@ -47,6 +47,7 @@ class Model:
             raise ValueError(f"kv_type must be 'f32' or 'f16', got {kv_type!r}")
         if precision not in ("int16", "f32"):
             raise ValueError(f"precision must be 'int16' or 'f32', got {precision!r}")
+        self.threads = threads
         self._m = _core.Model(self.path, threads or 0, n_ctx or 0, kv_type, precision, repack)
 
     @property

@@ -133,8 +133,9 @@ class Session:
         )
         params.validate(self.model.n_vocab)
         exact = spec is not None and spec.sampling == "exact"
+        draft = spec.draft(self.model.threads) if spec_types and spec is not None else None
         core = _core.Generator(self._s, self.model._m, np.asarray(ids, dtype=np.int64), max_tokens, params, stops,
-                               stop_at_eog, spec_types, n_max, exact)
+                               stop_at_eog, spec_types, n_max, exact, draft)
         gen = Generation(core)
         if not stream:
             core.run()

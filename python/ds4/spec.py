@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from ds4.model import Model
 
 # llama.cpp's spellings of the same proposers
 ALIASES = {"draft-simple": "draft", "draft-mtp": "mtp", "draft-dflash": "dflash", "draft-dspark": "dspark"}
-AVAILABLE = ("ngram-simple", "ngram-mod")
-PLANNED = ("draft", "mtp", "dflash", "dspark")
+AVAILABLE = ("ngram-simple", "ngram-mod", "draft")
+PLANNED = ("mtp", "dflash", "dspark")
+_draft_models: dict[tuple[str, int | None], Any] = {}
 
 
 @dataclass(frozen=True)
@@ -17,8 +22,10 @@ class Spec:
 
     ``types`` are proposers chained in order; at each step the first one with a draft proposes
     it: ``"ngram-simple"`` (prompt lookup: the most recent earlier occurrence of the last 4, 3
-    or 2 tokens and what followed them) and ``"ngram-mod"`` (llama.cpp's hashed pool of 8-grams
-    over the whole session). A scheduler picks how many drafted tokens to verify (up to
+    or 2 tokens and what followed them), ``"ngram-mod"`` (llama.cpp's hashed pool of 8-grams
+    over the whole session) and ``"draft"`` (``draft_model``: a smaller GGUF with the same
+    tokenizer, a path or a loaded :class:`ds4.Model`, drafting greedily in its own session; given
+    a draft model, ``"draft"`` is appended to ``types`` unless named there). A scheduler picks how many drafted tokens to verify (up to
     ``n_max``) from the measured cost of a verify pass and each proposer's running acceptance,
     and decodes plainly when drafting does not pay. ``strict=True`` turns speculation off (the
     target-only path, as the seeds' ``--quality``).
@@ -34,12 +41,12 @@ class Spec:
     exact tokens: how many tokens the scheduler drafts follows measured timings, and that changes
     which random draws go where.
 
-    Not yet available (``NotImplementedError``): the ``"draft"``, ``"mtp"``, ``"dflash"`` and
-    ``"dspark"`` proposers (``draft_model``, ``mtp_model``, ``confidence``).
+    Not yet available (``NotImplementedError``): the ``"mtp"``, ``"dflash"`` and ``"dspark"``
+    proposers (``mtp_model``, ``confidence``).
     """
 
     types: list[str] = field(default_factory=lambda: ["ngram-mod"])
-    draft_model: str | None = None
+    draft_model: str | os.PathLike[str] | Model | None = None
     mtp_model: str | None = None
     n_max: int | None = None
     sampling: Literal["opportunistic", "exact"] = "opportunistic"
@@ -50,10 +57,13 @@ class Spec:
         """The proposer types with aliases resolved; ValueError / NotImplementedError if unusable."""
         if isinstance(self.types, str):
             raise TypeError("Spec.types must be a list of proposer names, e.g. ['ngram-mod']")
-        if not self.types:
-            raise ValueError("Spec.types is empty: name at least one proposer (or use spec=None)")
         out = []
-        for t in self.types:
+        types = list(self.types)
+        if self.draft_model is not None and not any(ALIASES.get(t, t) == "draft" for t in types):
+            types.append("draft")
+        if not types:
+            raise ValueError("Spec.types is empty: name at least one proposer (or use spec=None)")
+        for t in types:
             name = ALIASES.get(t, t)
             if name in PLANNED:
                 raise NotImplementedError(f"speculative proposer {t!r} is not available in this version of ds4 "
@@ -65,7 +75,22 @@ class Spec:
             raise ValueError(f"Spec.n_max must be >= 1, got {self.n_max}")
         if self.sampling not in ("opportunistic", "exact"):
             raise ValueError(f"Spec.sampling must be 'opportunistic' or 'exact', got {self.sampling!r}")
-        if self.draft_model is not None or self.mtp_model is not None or self.confidence is not None:
-            raise NotImplementedError("draft and MTP models (draft_model, mtp_model, confidence) are not available "
-                                      "in this version of ds4")
+        if "draft" in out and self.draft_model is None:
+            raise ValueError("the 'draft' proposer needs Spec(draft_model=...)")
+        if self.mtp_model is not None or self.confidence is not None:
+            raise NotImplementedError("MTP models and the confidence cut-off (mtp_model, confidence) are not "
+                                      "available in this version of ds4")
         return out
+
+    def draft(self, threads: int | None) -> Any:
+        """The draft model's core object (loaded once per path and thread count), or None."""
+        from ds4.model import Model
+
+        if self.draft_model is None:
+            return None
+        if isinstance(self.draft_model, Model):
+            return self.draft_model._m
+        key = (os.fspath(self.draft_model), threads)
+        if key not in _draft_models:
+            _draft_models[key] = Model(key[0], threads=threads)
+        return _draft_models[key]._m

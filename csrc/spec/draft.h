@@ -1,0 +1,19 @@
+// The draft-model proposer: a separate, smaller GGUF with the same tokenizer drafts greedily
+// in its own session, kept in step with the target's context (what was accepted stays cached;
+// a rejected suffix is truncated away before the next draft).
+#pragma once
+
+#include <memory>
+
+#include "model/model.h"
+#include "spec/proposer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ds4::spec {
+
+// Throws std::invalid_argument naming the first difference if the draft's vocabulary (size,
+// token texts, BOS / EOS ids) is not the target's.
+std::unique_ptr<Proposer> make_draft_proposer(std::shared_ptr<model::Model> draft, const tok::Tokenizer& draft_tok,
+                                              const tok::Tokenizer& target_tok);
+
+}  // namespace ds4::spec
