@@ -1,10 +1,12 @@
 """The draft-model proposer: a second GGUF with the same tokenizer drafts greedily in its own
 session, rolled back when the target rejects; greedy output stays byte-identical to plain
 decoding. Tiny models (two families sharing the placeholder vocabulary: many rejections), the
-embedded Gemma drafting for itself, and Qwen2.5-Coder 1.5B with the 0.5B draft where installed."""
+embedded Gemma drafting for itself, and Qwen2.5-Coder 1.5B with the 0.5B draft where installed
+(32 prompts x 128 tokens with DS4_FULL_SPEC_TESTS=1)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -70,7 +72,11 @@ def _qwen(name: str) -> str:
         pytest.skip(str(e))
 
 
-@pytest.mark.parametrize("prompt", PROMPTS)
+# All prompts take ~12 min on 2 cores: CI runs 8 of them; DS4_FULL_SPEC_TESTS=1 runs all.
+QWEN_PROMPTS = PROMPTS if os.environ.get("DS4_FULL_SPEC_TESTS") else PROMPTS[::4]
+
+
+@pytest.mark.parametrize("prompt", QWEN_PROMPTS)
 def test_qwen_pair_greedy_identity(prompt: str, qwen_pair: tuple[ds4.Model, ds4.Model]) -> None:
     target, draft = qwen_pair
     want = target.session().generate(prompt, max_tokens=128, stop_at_eog=False).tokens

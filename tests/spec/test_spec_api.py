@@ -36,9 +36,15 @@ def test_empty_types(model: ds4.Model) -> None:
         model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=[]))
 
 
-@pytest.mark.parametrize("t", ["draft", "draft-simple", "mtp", "dspark"])
+@pytest.mark.parametrize("t", ["mtp", "draft-mtp", "dflash", "dspark"])
 def test_model_proposers_not_yet(model: ds4.Model, t: str) -> None:
     with pytest.raises(NotImplementedError, match="not available"):
+        model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=[t]))
+
+
+@pytest.mark.parametrize("t", ["draft", "draft-simple"])
+def test_draft_needs_a_model(model: ds4.Model, t: str) -> None:
+    with pytest.raises(ValueError, match="needs Spec\\(draft_model"):
         model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=[t]))
 
 
