@@ -49,6 +49,9 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
     fused_greedy_ = params_.sampling.plain_greedy();
     if (!params_.spec.types.empty()) {
         if (params_.spec.n_max < 1) throw std::invalid_argument("spec n_max must be >= 1, got " + std::to_string(params_.spec.n_max));
+        if (params_.spec.n_min < 0 || params_.spec.n_min > params_.spec.n_max) {
+            throw std::invalid_argument("spec n_min must be in [0, n_max], got " + std::to_string(params_.spec.n_min));
+        }
         for (const std::string& t : params_.spec.types) {
             if (t != "draft") {
                 proposers_.push_back(spec::make_proposer(t));
@@ -79,7 +82,15 @@ void Generator::start() {
         stats_.calibration_seconds = now() - t1;
         scheduler_ = std::make_unique<spec::Scheduler>(params_.spec.n_max, std::move(cost), static_cast<int>(proposers_.size()));
         context_ = session_.tokens();
-        for (auto& p : proposers_) p->observe(context_);
+        for (auto& p : proposers_) {
+            p->observe(context_);
+            // A draft model that could pay reads the prompt now, as part of the prefill.
+            if (p->costs() && (params_.spec.n_min > 0 || scheduler_->worth(p->cost_per_token()))) {
+                const double t2 = now();
+                p->prepare(context_);
+                stats_.prefill_seconds += now() - t2;
+            }
+        }
     }
     // The penalties look back over the context, prompt included, as llama.cpp's do.
     const std::vector<int32_t> context = session_.tokens();
@@ -108,13 +119,15 @@ int32_t Generator::speculate(int32_t tok) {
         spec::Proposer& prop = *proposers_[i];
         const int p = static_cast<int>(i);
         draft_.clear();
+        const int floor = std::min(params_.spec.n_min, cap);
         if (prop.costs()) {
-            const int want = scheduler_->pick(p, cap, prop.cost_per_token());
+            const int want = std::max(floor, scheduler_->pick(p, cap, prop.cost_per_token()));
             if (want > 0) prop.propose(context_, want, &draft_);
             k = static_cast<int>(draft_.size());
         } else {
             prop.propose(context_, cap, &draft_);
-            k = draft_.empty() ? 0 : scheduler_->pick(p, std::min(cap, static_cast<int>(draft_.size())));
+            const int avail = std::min(cap, static_cast<int>(draft_.size()));
+            k = draft_.empty() ? 0 : std::max(std::min(floor, avail), scheduler_->pick(p, avail));
         }
         if (k > 0) winner = p;
     }

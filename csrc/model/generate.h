@@ -32,6 +32,7 @@ namespace ds4::model {
 struct SpecParams {
     std::vector<std::string> types;    // empty: plain decoding
     int n_max = 16;                    // >= 1: most drafted tokens verified in one pass
+    int n_min = 0;                     // verify at least this many of a draft, whatever the scheduler says
     bool exact = false;                // temperature > 0: exact instead of opportunistic
     // The "draft" proposer's model and its tokenizer (which must be the target's).
     std::shared_ptr<Model> draft;

@@ -22,6 +22,9 @@ public:
     // asked for exactly the number of tokens the scheduler decided to verify.
     virtual double cost_per_token() const { return 0.0; }
     virtual bool costs() const { return false; }
+    // Feed the context ahead of drafting (a draft model's prompt), so that the first draft
+    // costs only its own steps.
+    virtual void prepare(const std::vector<int32_t>& context) {}
 };
 
 // Prompt lookup: the most recent earlier occurrence of the context's last n tokens, n from

@@ -16,14 +16,18 @@ constexpr double kDecay = 0.95;
 constexpr double kPriorWeight = 2.0;
 // Timing updates: new pass times weigh this much against the running estimate.
 constexpr double kCostWeight = 0.1;
-// After this many steps without drafting, a proposer with a draft gets one short probe.
-constexpr int kProbeEvery = 8;
+// After this many steps without drafting, a proposer with a draft gets one short probe; each
+// probe that does not bring the proposer back doubles the wait, up to kProbeMax (a probe of a
+// draft model also pays for feeding it what it missed).
+constexpr int kProbeEvery = 8, kProbeMax = 256;
+// The least speed-up (at perfect acceptance) worth drafting with a proposer that costs.
+constexpr double kMinGain = 1.1;
 
 }  // namespace
 
 Scheduler::Scheduler(int n_max, std::vector<double> cost, int n_proposers)
     : n_max_(n_max), cost_(std::move(cost)), stats_(static_cast<size_t>(n_proposers)),
-      skipped_(static_cast<size_t>(n_proposers), 0) {
+      skipped_(static_cast<size_t>(n_proposers), 0), probe_wait_(static_cast<size_t>(n_proposers), kProbeEvery) {
     if (n_max < 1) throw std::invalid_argument("n_max must be >= 1, got " + std::to_string(n_max));
     if (cost_.size() < static_cast<size_t>(n_max) + 1) throw std::invalid_argument("Scheduler: need n_max + 1 costs");
     for (auto& s : stats_) s.resize(static_cast<size_t>(n_max));
@@ -49,8 +53,17 @@ double Scheduler::expected_tokens(int p, int k) const {
     return e;
 }
 
+bool Scheduler::worth(double draft_cost) const {
+    double best_case = 0;
+    for (int k = 1; k <= n_max_; ++k) best_case = std::max(best_case, (k + 1) / (cost(k + 1) + k * draft_cost));
+    return best_case >= kMinGain / cost(1);
+}
+
 int Scheduler::pick(int p, int available, double draft_cost) {
     const int kmax = std::min(available, n_max_);
+    // A proposer that costs, and would not gain kMinGain even if every draft were accepted, is
+    // not even probed (on a steep verify curve a draft model cannot pay).
+    if (draft_cost > 0 && !worth(draft_cost)) return 0;
     const std::vector<double> a = acceptance(p);
     int best = 0;
     double best_rate = 1.0 / cost(1);
@@ -62,7 +75,13 @@ int Scheduler::pick(int p, int available, double draft_cost) {
         if (e / t > best_rate) best = k, best_rate = e / t;
     }
     int& skipped = skipped_[static_cast<size_t>(p)];
-    if (best == 0 && kmax > 0 && ++skipped >= kProbeEvery) best = 1;
+    int& wait = probe_wait_[static_cast<size_t>(p)];
+    if (best > 0) {
+        wait = kProbeEvery;
+    } else if (kmax > 0 && ++skipped >= wait) {
+        best = 1;
+        wait = std::min(2 * wait, kProbeMax);
+    }
     if (best > 0) skipped = 0;
     return best;
 }

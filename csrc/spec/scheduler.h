@@ -1,8 +1,9 @@
 // The speculation scheduler: per step, the draft length k (0 = a plain decode step) that
 // maximises expected tokens per second, from the cost of a verify pass of k + 1 rows (calibrated
-// when the model first speculates, refined by every pass timed since) and each proposer's running
-// acceptance per draft position. When no k > 0 pays it steps aside, and re-probes every few
-// steps so that a proposer that starts matching again is noticed.
+// when the model first speculates, refined by every pass timed since), the proposer's cost per
+// drafted token and its running acceptance per draft position. When no k > 0 pays it steps
+// aside, and re-probes after 8, 16, 32, ... plain steps so that a proposer that starts matching
+// again is noticed without probes costing much.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +26,8 @@ public:
     // Proposer p's draft of k tokens had its first `accepted` accepted.
     void verified(int p, int k, int accepted);
 
+    // Whether a proposer costing draft_cost per token could gain at all (at perfect acceptance).
+    bool worth(double draft_cost) const;
     // Expected tokens from one pass that verifies k drafted tokens of proposer p (1 + the
     // expected accepted prefix).
     double expected_tokens(int p, int k) const;
@@ -42,6 +45,7 @@ private:
     std::vector<double> cost_;
     std::vector<std::vector<Position>> stats_;  // [proposer][position]
     std::vector<int> skipped_;                  // plain steps since the proposer last drafted
+    std::vector<int> probe_wait_;               // plain steps before its next probe
 };
 
 }  // namespace ds4::spec

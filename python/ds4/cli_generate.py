@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--mtp-exact-sampling", action="store_true",
                    help="at temperature > 0, rejection sampling that keeps the sampling distribution exact")
     s.add_argument("--spec-draft-n-max", type=int, default=None, help="most drafted tokens per verify pass (default 16)")
+    s.add_argument("--spec-draft-n-min", type=int, default=None, help="least drafted tokens verified when a draft exists (default 0)")
     s.add_argument("--mtp-timing", action="store_true", help="print acceptance and timing counters at the end")
     s.add_argument("--quality", "--dspark-strict", dest="quality", action="store_true",
                    help="target-only decoding: speculation off")
@@ -77,6 +78,7 @@ def _spec(args: argparse.Namespace) -> Any:
             raise SystemExit("ds4: --spec-draft-n-max needs --spec-type")
         return None
     return Spec(types=[t.strip() for t in args.spec_type.split(",") if t.strip()], n_max=args.spec_draft_n_max,
+                n_min=args.spec_draft_n_min,
                 strict=args.quality, sampling="exact" if args.mtp_exact_sampling else "opportunistic")
 
 

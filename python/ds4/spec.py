@@ -25,9 +25,11 @@ class Spec:
     or 2 tokens and what followed them), ``"ngram-mod"`` (llama.cpp's hashed pool of 8-grams
     over the whole session) and ``"draft"`` (``draft_model``: a smaller GGUF with the same
     tokenizer, a path or a loaded :class:`ds4.Model`, drafting greedily in its own session; given
-    a draft model, ``"draft"`` is appended to ``types`` unless named there). A scheduler picks how many drafted tokens to verify (up to
-    ``n_max``) from the measured cost of a verify pass and each proposer's running acceptance,
-    and decodes plainly when drafting does not pay. ``strict=True`` turns speculation off (the
+    a draft model, ``"draft"`` is appended to ``types`` unless named there). A scheduler picks
+    how many drafted tokens to verify (up to ``n_max``; at least ``n_min`` of a draft, whatever
+    it estimates) from the measured cost of a verify pass, the proposer's cost per token and its
+    running acceptance, and decodes plainly when drafting does not pay (a draft model that could
+    not pay even if every draft were accepted is not used at all). ``strict=True`` turns speculation off (the
     target-only path, as the seeds' ``--quality``).
 
     Acceptance: at temperature 0 a drafted token is accepted iff it is the target's argmax, so
@@ -49,6 +51,7 @@ class Spec:
     draft_model: str | os.PathLike[str] | Model | None = None
     mtp_model: str | None = None
     n_max: int | None = None
+    n_min: int | None = None
     sampling: Literal["opportunistic", "exact"] = "opportunistic"
     confidence: float | None = None
     strict: bool = False
@@ -73,6 +76,8 @@ class Spec:
             out.append(name)
         if self.n_max is not None and self.n_max < 1:
             raise ValueError(f"Spec.n_max must be >= 1, got {self.n_max}")
+        if self.n_min is not None and not 0 <= self.n_min <= (self.n_max or 16):
+            raise ValueError(f"Spec.n_min must be in [0, n_max], got {self.n_min}")
         if self.sampling not in ("opportunistic", "exact"):
             raise ValueError(f"Spec.sampling must be 'opportunistic' or 'exact', got {self.sampling!r}")
         if "draft" in out and self.draft_model is None:

@@ -35,8 +35,10 @@ def test_tiny_pair_greedy_identity(tiny_pair: tuple[ds4.Model, ds4.Model]) -> No
     for i in range(30):
         prompt = [int(t) for t in rng.integers(1, 320, size=8 + i % 5)]
         want = target.session().generate(prompt, max_tokens=96, stop_at_eog=False).tokens
-        for spec in (ds4.Spec(types=["draft"], draft_model=draft, n_max=4),
-                     ds4.Spec(types=["ngram-simple", "draft"], draft_model=draft)):
+        # n_min forces drafting: a tiny draft costs as much as the tiny target, so the scheduler
+        # alone would not use it
+        for spec in (ds4.Spec(types=["draft"], draft_model=draft, n_max=4, n_min=2),
+                     ds4.Spec(types=["ngram-simple", "draft"], draft_model=draft, n_min=1)):
             s = target.session()
             g = s.generate(prompt, max_tokens=96, stop_at_eog=False, spec=spec)
             assert g.tokens == want, (i, spec.types)
@@ -51,9 +53,13 @@ def test_gemma_drafting_for_itself() -> None:
     draft = ds4.Model(threads=2, n_ctx=512, precision="f32", repack=False)
     for prompt in PROMPTS[:6]:
         want = target.session().generate(prompt, max_tokens=48, stop_at_eog=False).tokens
-        g = target.session().generate(prompt, max_tokens=48, stop_at_eog=False, spec=ds4.Spec(types=[], draft_model=draft))
-        assert g.tokens == want
-        assert g.stats["n_accepted"] > 0
+        forced = target.session().generate(prompt, max_tokens=48, stop_at_eog=False,
+                                           spec=ds4.Spec(types=[], draft_model=draft, n_max=4, n_min=3))
+        assert forced.tokens == want
+        assert forced.stats["n_accepted"] > 0
+        # left to the scheduler, a draft as slow as the target cannot pay and is not used
+        auto = target.session().generate(prompt, max_tokens=48, stop_at_eog=False, spec=ds4.Spec(draft_model=draft, types=[]))
+        assert auto.tokens == want and auto.stats["n_drafted"] == 0
 
 
 def test_vocabulary_mismatch_is_a_clear_error(tiny_pair: tuple[ds4.Model, ds4.Model]) -> None:

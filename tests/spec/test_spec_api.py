@@ -25,6 +25,11 @@ def test_unknown_type_is_a_clear_error(model: ds4.Model) -> None:
                         _core.SamplingParams(), [], True, ["nope"], 4)
 
 
+def test_n_min_range(model: ds4.Model) -> None:
+    with pytest.raises(ValueError, match="n_min must be in"):
+        model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=["ngram-simple"], n_max=4, n_min=5))
+
+
 @pytest.mark.parametrize("n_max", [0, -3])
 def test_n_max_must_be_positive(model: ds4.Model, n_max: int) -> None:
     with pytest.raises(ValueError, match="n_max must be >= 1"):
