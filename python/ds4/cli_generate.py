@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ignore-eos", action="store_true", help="keep going past end-of-generation tokens")
     p.add_argument("--json", action="store_true", help="print the generation and its stats as one JSON object")
     s = p.add_argument_group("speculative decoding (at --temp 0 the same text as plain decoding)")
-    s.add_argument("--spec-type", help="proposers chained in order, comma-separated: ngram-simple, ngram-mod")
+    s.add_argument("--spec-type", help="proposers chained in order, comma-separated: ngram-simple, ngram-mod, draft")
+    s.add_argument("-md", "--draft-model", help="draft model GGUF (same tokenizer) for the 'draft' proposer")
     s.add_argument("--mtp-exact-sampling", action="store_true",
                    help="at temperature > 0, rejection sampling that keeps the sampling distribution exact")
     s.add_argument("--spec-draft-n-max", type=int, default=None, help="most drafted tokens per verify pass (default 16)")
@@ -73,11 +74,12 @@ def _sampling(args: argparse.Namespace) -> dict[str, Any]:
 def _spec(args: argparse.Namespace) -> Any:
     from ds4 import Spec
 
-    if not args.spec_type:
+    if not args.spec_type and not args.draft_model:
         if args.spec_draft_n_max is not None:
-            raise SystemExit("ds4: --spec-draft-n-max needs --spec-type")
+            raise SystemExit("ds4: --spec-draft-n-max needs --spec-type or --draft-model")
         return None
-    return Spec(types=[t.strip() for t in args.spec_type.split(",") if t.strip()], n_max=args.spec_draft_n_max,
+    types = [t.strip() for t in (args.spec_type or "").split(",") if t.strip()]
+    return Spec(types=types, draft_model=args.draft_model, n_max=args.spec_draft_n_max,
                 n_min=args.spec_draft_n_min,
                 strict=args.quality, sampling="exact" if args.mtp_exact_sampling else "opportunistic")
 

@@ -107,3 +107,9 @@ def test_cli_flags(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["-p", PROMPT, "-n", "8", "--temp", "0.8", "--seed", "1", "--spec-type", "ngram-simple",
                  "--mtp-exact-sampling", "--json"]) == 0
     assert '"n_drafted"' in capsys.readouterr().out
+    # -md alone: the draft proposer (the embedded model drafting for itself, forced by n-min)
+    from ds4.default_model import default_model_path
+
+    assert main(["-p", PROMPT, "-n", "8", "-md", str(default_model_path()), "--spec-draft-n-min", "2",
+                 "--mtp-timing"]) == 0
+    assert "ds4 spec:" in capsys.readouterr().err
