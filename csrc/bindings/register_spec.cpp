@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "bindings/register.h"
-#include "sample/rng.h"
+#include "sample/sampler.h"
 #include "spec/verify.h"
 
 namespace py = pybind11;
@@ -21,22 +21,6 @@ namespace ds4::bindings {
 namespace {
 
 using Rows = py::array_t<float, py::array::c_style | py::array::forcecast>;
-
-// Draws from weights w[n] (not necessarily normalised), by the walk the sampler uses.
-int32_t draw(const float* w, int32_t n, sample::Rng& rng) {
-    double total = 0;
-    for (int32_t i = 0; i < n; ++i) total += w[i];
-    const double u = rng.uniform() * total;
-    double run = 0;
-    int32_t last = -1;
-    for (int32_t i = 0; i < n; ++i) {
-        if (w[i] <= 0) continue;
-        run += w[i];
-        last = i;
-        if (run > u) return i;
-    }
-    return last;
-}
 
 // n_draws emitted sequences of k + 1 tokens when a draft d[0..k) (a deterministic proposer:
 // one-hot q) is verified against rows p[0..k] (p[i]: the target's distribution at position i,
@@ -55,24 +39,28 @@ py::array_t<int32_t> simulate(const Rows& p, const std::vector<int32_t>& draft, 
     int32_t* o = out.mutable_data();
     const float* rows = p.data();
     std::vector<float> res(static_cast<size_t>(n));
-    sample::Rng rng(seed);
+    sample::SamplingParams sp;  // only its draws are used: the walk of Sampler::sample_from
+    sp.temperature = 1.0f;
+    sp.seed = seed;
+    sp.has_seed = true;
+    sample::Sampler draws(sp, n);
     for (int64_t s = 0; s < n_draws; ++s, o += k + 1) {
         bool drafting = true;
         for (int64_t i = 0; i <= k; ++i) {
             const float* pi = rows + i * n;
             if (drafting && i < k) {
                 const int32_t d = draft[static_cast<size_t>(i)];
-                if (spec::accept_exact(pi, nullptr, d, rng.uniform())) {
+                if (spec::accept_exact(pi, nullptr, d, draws.uniform())) {
                     o[i] = d;
                     continue;
                 }
                 drafting = false;
                 if (rule == "exact" && spec::residual(pi, nullptr, d, n, res.data())) {
-                    o[i] = draw(res.data(), n, rng);
+                    o[i] = draws.sample_from(res.data(), n);
                     continue;
                 }
             }
-            o[i] = draw(pi, n, rng);
+            o[i] = draws.sample_from(pi, n);
         }
     }
     return out;

@@ -180,8 +180,10 @@ int32_t Generator::speculate(int32_t tok) {
                 sampler_.accept(d);
                 continue;
             }
-            std::vector<float> res(static_cast<size_t>(n_vocab));
-            if (spec::residual(probs_.data(), nullptr, d, n_vocab, res.data())) next = sampler_.sample_from(res);
+            // the residual in place of the distribution it comes from
+            if (spec::residual(probs_.data(), nullptr, d, n_vocab, probs_.data())) {
+                next = sampler_.sample_from(probs_.data(), n_vocab);
+            }
             break;
         }
         stats_.sample_seconds += now() - t2;

@@ -23,6 +23,14 @@ int q5_of(const block_q5_0& b, int e) {
     return nib | ((b.qh[e / 8] >> (e % 8)) & 1) << 4;
 }
 
+// The 5-bit field of half h, lane `lane` in a block's words (packed.h).
+unsigned q5_field(const uint16_t (&words)[kQ5Words][16], int h, int lane) {
+    if (h < 15) return (words[h / 3][lane] >> (5 * (h % 3))) & 31u;
+    unsigned v = 0;
+    for (int k = 0; k < kQ5Words; ++k) v |= ((words[k][lane] >> 15) & 1u) << k;
+    return v;
+}
+
 void pack_q5_0_tile(const uint8_t* rows, size_t row_bytes, int64_t nb, uint8_t* tile) {
     for (int64_t bi = 0; bi < nb; ++bi) {
         uint8_t* out = tile + bi * kQ5TileBlock;
@@ -56,13 +64,7 @@ void unpack_q5_0_tile(const uint8_t* tile, int64_t nb, uint8_t* rows, size_t row
             std::memset(b.qs, 0, sizeof b.qs);
             for (int e = 0; e < 32; ++e) {
                 const int h = 2 * rho + e / 16, lane = e % 16;
-                unsigned v = 0;
-                if (h < 15) {
-                    v = (words[h / 3][lane] >> (5 * (h % 3))) & 31;
-                } else {
-                    for (int k = 0; k < kQ5Words; ++k) v |= ((words[k][lane] >> 15) & 1u) << k;
-                }
-                const unsigned q = v ^ 16;
+                const unsigned q = q5_field(words, h, lane) ^ 16;
                 b.qs[e % 16] |= static_cast<uint8_t>((q & 0x0F) << (e < 16 ? 0 : 4));
                 b.qh[e / 8] |= static_cast<uint8_t>((q >> 4) << (e % 8));
             }
@@ -87,13 +89,7 @@ void decode_tile(Type type, const void* tile, int64_t n_in, int16_t* q, float* s
             for (int s = 0; s < 2; ++s) {
                 const int h = 2 * rho + s;
                 for (int lane = 0; lane < 16; ++lane) {
-                    unsigned v = 0;
-                    if (h < 15) {
-                        v = (words[h / 3][lane] >> (5 * (h % 3))) & 31;
-                    } else {
-                        for (int k = 0; k < kQ5Words; ++k) v |= ((words[k][lane] >> 15) & 1u) << k;
-                    }
-                    out[16 * s + lane] = static_cast<int16_t>(static_cast<int>(v ^ 16) - 16);
+                    out[16 * s + lane] = static_cast<int16_t>(static_cast<int>(q5_field(words, h, lane) ^ 16) - 16);
                 }
             }
         }

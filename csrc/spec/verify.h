@@ -12,7 +12,7 @@ namespace ds4::spec {
 
 // Whether to accept d, for a uniform draw u in [0, 1); q == nullptr: one-hot at d.
 bool accept_exact(const float* p, const float* q, int32_t d, double u);
-// out[n] = max(0, p - q) (q == nullptr: p with out[d] = 0), the weights to recover from; false
+// out[n] = max(0, p - q) (q == nullptr: p with out[d] = 0; out may be p), the weights to recover from; false
 // if they are all zero (p == q: then accept_exact accepts every d with q(d) > 0).
 bool residual(const float* p, const float* q, int32_t d, int32_t n, float* out);
 
