@@ -1,11 +1,12 @@
 // Speculation bindings for tests: the acceptance rules of spec/verify.h, and a simulation of
 // verifying a drafted block against fixed target distributions, for statistical tests of the
-// rule (a deliberately wrong rule is available there only, to show the tests can fail).
+// rule (deliberately wrong rules are available there only, to show the tests can fail).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -22,17 +23,25 @@ namespace {
 
 using Rows = py::array_t<float, py::array::c_style | py::array::forcecast>;
 
-// n_draws emitted sequences of k + 1 tokens when a draft d[0..k) (a deterministic proposer:
-// one-hot q) is verified against rows p[0..k] (p[i]: the target's distribution at position i,
-// the same whatever came before): the accepted prefix, then the recovered token, then plain
-// draws. rule "exact" is spec/verify.h; "no-residual" draws the recovered token from p itself.
+// n_draws emitted sequences of k + 1 tokens when a draft of k tokens is verified against rows
+// p[0..k] (p[i]: the target's distribution at position i, the same whatever came before): the
+// accepted prefix, then the recovered token, then plain draws. The draft is `draft` (a
+// deterministic proposer: one-hot q), or, given q (k rows), drawn afresh from q for every
+// sequence (a sampling proposer). rule "exact" is spec/verify.h; the deliberately wrong rules:
+// "no-residual" draws the recovered token from p itself, "one-hot-residual" accepts by p / q but
+// recovers as if the draft were deterministic (from p without the draft). (Ignoring q altogether,
+// accepting with p(d) and recovering from p without d, is still exact, only accepts less.)
 py::array_t<int32_t> simulate(const Rows& p, const std::vector<int32_t>& draft, int64_t n_draws, uint64_t seed,
-                              const std::string& rule) {
+                              const std::string& rule, const std::optional<Rows>& q) {
     if (p.ndim() != 2) throw py::value_error("p must be 2-D (k + 1, n_vocab)");
-    const auto k = static_cast<int64_t>(draft.size());
     const auto n = static_cast<int32_t>(p.shape(1));
+    const int64_t k = q ? q->shape(0) : static_cast<int64_t>(draft.size());
+    if (q && (q->ndim() != 2 || q->shape(1) != n)) throw py::value_error("q must be 2-D (k, n_vocab)");
+    if (q && !draft.empty()) throw py::value_error("give a fixed draft or q to draw it from, not both");
     if (p.shape(0) != k + 1) throw py::value_error("p needs k + 1 rows for a draft of k tokens");
-    if (rule != "exact" && rule != "no-residual") throw py::value_error("rule must be 'exact' or 'no-residual'");
+    if (rule != "exact" && rule != "no-residual" && rule != "one-hot-residual") {
+        throw py::value_error("rule must be 'exact', 'no-residual' or 'one-hot-residual'");
+    }
     for (int32_t d : draft)
         if (d < 0 || d >= n) throw py::value_error("draft token outside the vocabulary");
     py::array_t<int32_t> out({static_cast<py::ssize_t>(n_draws), static_cast<py::ssize_t>(k + 1)});
@@ -49,13 +58,15 @@ py::array_t<int32_t> simulate(const Rows& p, const std::vector<int32_t>& draft, 
         for (int64_t i = 0; i <= k; ++i) {
             const float* pi = rows + i * n;
             if (drafting && i < k) {
-                const int32_t d = draft[static_cast<size_t>(i)];
-                if (spec::accept_exact(pi, nullptr, d, draws.uniform())) {
+                const float* qi = q ? q->data() + i * n : nullptr;
+                const int32_t d = qi ? draws.sample_from(qi, n) : draft[static_cast<size_t>(i)];
+                if (spec::accept_exact(pi, qi, d, draws.uniform())) {
                     o[i] = d;
                     continue;
                 }
                 drafting = false;
-                if (rule == "exact" && spec::residual(pi, nullptr, d, n, res.data())) {
+                const float* residual_q = rule == "one-hot-residual" ? nullptr : qi;
+                if (rule != "no-residual" && spec::residual(pi, residual_q, d, n, res.data())) {
                     o[i] = draws.sample_from(res.data(), n);
                     continue;
                 }
@@ -80,7 +91,7 @@ void register_spec(py::module_& m) {
         return out;
     }, py::arg("p"), py::arg("d"), "The weights the recovered token is drawn from after rejecting d.");
     m.def("spec_simulate", &simulate, py::arg("p"), py::arg("draft"), py::arg("n_draws"), py::arg("seed"),
-          py::arg("rule") = "exact", "Emitted sequences of verifying `draft` against fixed rows p (tests only).");
+          py::arg("rule") = "exact", py::arg("q") = std::nullopt, "Emitted sequences of verifying `draft` against fixed rows p (tests only).");
 }
 
 }  // namespace ds4::bindings

@@ -58,8 +58,13 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
             } else if (!params_.spec.draft || !params_.spec.draft_tok) {
                 throw std::invalid_argument("the 'draft' proposer needs a draft model");
             } else {
-                proposers_.push_back(spec::make_draft_proposer(params_.spec.draft, *params_.spec.draft_tok, tok_));
+                proposers_.push_back(spec::make_draft_proposer(params_.spec.draft, *params_.spec.draft_tok, tok_,
+                                                               params_.spec.confidence));
             }
+        }
+        // Exact sampling: proposers that can sample draw their drafts and report q.
+        if (params_.spec.exact && !params_.sampling.plain_greedy() && params_.sampling.temperature > 0.0f) {
+            for (auto& p : proposers_) p->sample_drafts(params_.sampling, session_.n_vocab());
         }
     }
 }
@@ -123,11 +128,11 @@ int32_t Generator::speculate(int32_t tok) {
         if (prop.costs()) {
             const int want = std::max(floor, scheduler_->pick(p, cap, prop.cost_per_token()));
             if (want > 0) prop.propose(context_, want, &draft_);
-            k = static_cast<int>(draft_.size());
+            k = std::min(want, static_cast<int>(draft_.tokens.size()));
         } else {
             prop.propose(context_, cap, &draft_);
-            const int avail = std::min(cap, static_cast<int>(draft_.size()));
-            k = draft_.empty() ? 0 : std::max(std::min(floor, avail), scheduler_->pick(p, avail));
+            const int avail = std::min(cap, static_cast<int>(draft_.tokens.size()));
+            k = avail == 0 ? 0 : std::max(std::min(floor, avail), scheduler_->pick(p, avail));
         }
         if (k > 0) winner = p;
     }
@@ -147,41 +152,46 @@ int32_t Generator::speculate(int32_t tok) {
     // prediction after feed[i], the one draft token i is checked against.
     const int64_t p = session_.n_past();
     const int32_t n_vocab = session_.n_vocab();
-    draft_.resize(static_cast<size_t>(k));
-    draft_.insert(draft_.begin(), tok);
+    std::vector<int32_t>& draft = draft_.tokens;
+    draft.resize(static_cast<size_t>(k));
+    draft.insert(draft.begin(), tok);
     std::vector<int32_t> ids;
     if (fused_greedy_) {
-        ids = session_.eval_argmax(draft_.data(), k + 1);
+        ids = session_.eval_argmax(draft.data(), k + 1);
         ids.erase(ids.begin(), ids.end() - (k + 1));  // a token the session held pending comes first
     } else {
         rows_.resize(static_cast<size_t>(k + 1) * n_vocab);
-        session_.eval(draft_.data(), k + 1, rows_.data(), k + 1);
+        session_.eval(draft.data(), k + 1, rows_.data(), k + 1);
     }
-    draft_.erase(draft_.begin());
+    draft.erase(draft.begin());
     scheduler_->timed_pass(k + 1, now() - t1);
     const auto row = [&](int i) { return rows_.data() + static_cast<size_t>(i) * n_vocab; };
     int j = 0;
     int32_t next = -1;
     bool sampled = false;
     if (fused_greedy_) {
-        while (j < k && draft_[static_cast<size_t>(j)] == ids[static_cast<size_t>(j)]) ++j;
+        while (j < k && draft[static_cast<size_t>(j)] == ids[static_cast<size_t>(j)]) ++j;
         next = ids[static_cast<size_t>(j)];
     } else if (!params_.spec.exact) {
         const auto argmax = [&](const float* r) { return static_cast<int32_t>(std::max_element(r, r + n_vocab) - r); };
-        while (j < k && draft_[static_cast<size_t>(j)] == argmax(row(j))) ++j;
+        while (j < k && draft[static_cast<size_t>(j)] == argmax(row(j))) ++j;
     } else {
         const double t2 = now();
         sampled = true;
         probs_.resize(static_cast<size_t>(n_vocab));
+        // q: the distribution each draft token was drawn from, or one-hot (nullptr)
+        const auto q = [&](int i) {
+            return draft_.q.empty() ? nullptr : draft_.q.data() + static_cast<size_t>(i) * n_vocab;
+        };
         for (; j < k; ++j) {
-            const int32_t d = draft_[static_cast<size_t>(j)];
+            const int32_t d = draft[static_cast<size_t>(j)];
             sampler_.probs(row(j), n_vocab, probs_.data());
-            if (spec::accept_exact(probs_.data(), nullptr, d, sampler_.uniform())) {
+            if (spec::accept_exact(probs_.data(), q(j), d, sampler_.uniform())) {
                 sampler_.accept(d);
                 continue;
             }
             // the residual in place of the distribution it comes from
-            if (spec::residual(probs_.data(), nullptr, d, n_vocab, probs_.data())) {
+            if (spec::residual(probs_.data(), q(j), d, n_vocab, probs_.data())) {
                 next = sampler_.sample_from(probs_.data(), n_vocab);
             }
             break;
@@ -202,7 +212,7 @@ int32_t Generator::speculate(int32_t tok) {
     }
     for (int i = 0; i < k; ++i) ++stats_.drafted_per_position[static_cast<size_t>(i)];
     for (int i = 0; i < j; ++i) ++stats_.accepted_per_position[static_cast<size_t>(i)];
-    for (int i = 0; i < j; ++i) queue_.push_back({draft_[static_cast<size_t>(i)], p + 1 + i, sampled});
+    for (int i = 0; i < j; ++i) queue_.push_back({draft[static_cast<size_t>(i)], p + 1 + i, sampled});
     return next;
 }
 

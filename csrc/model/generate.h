@@ -34,6 +34,7 @@ struct SpecParams {
     int n_max = 16;                    // >= 1: most drafted tokens verified in one pass
     int n_min = 0;                     // verify at least this many of a draft, whatever the scheduler says
     bool exact = false;                // temperature > 0: exact instead of opportunistic
+    float confidence = 0.0f;           // a model proposer ends its draft below this probability (0: off)
     // The "draft" proposer's model and its tokenizer (which must be the target's).
     std::shared_ptr<Model> draft;
     const tok::Tokenizer* draft_tok = nullptr;
@@ -117,7 +118,7 @@ private:
         bool sampled;  // already recorded by the sampler (exact mode accepts as it goes)
     };
     std::deque<Verified> queue_;
-    std::vector<int32_t> draft_;
+    spec::Draft draft_;
     std::vector<float> rows_, probs_;  // sampled speculation: the verify pass's logits, a distribution
     std::vector<int32_t> tokens_;
     std::string text_;                 // shown so far

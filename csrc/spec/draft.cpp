@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -14,7 +16,8 @@ namespace {
 
 class DraftProposer final : public Proposer {
 public:
-    DraftProposer(std::shared_ptr<model::Model> m, int32_t vocab) : session_(m), vocab_(vocab) {
+    DraftProposer(std::shared_ptr<model::Model> m, int32_t vocab, float confidence)
+        : session_(m), vocab_(vocab), confidence_(confidence) {
         per_token_ = m->verify_costs(1)[0];  // one step of the draft model, timed once per model
     }
     const char* name() const override { return "draft"; }
@@ -25,7 +28,20 @@ public:
         if (ctx.size() > 1) session_.eval_argmax(ctx.data(), static_cast<int64_t>(ctx.size() - 1));
     }
 
-    void propose(const std::vector<int32_t>& ctx, int n_max, std::vector<int32_t>* draft) override {
+    void sample_drafts(const sample::SamplingParams& params, int32_t n_vocab) override {
+        sample::SamplingParams sp = params;
+        // q may be any distribution the drafts are really drawn from; the penalties would need
+        // the target's history, so the draft's q goes without them.
+        sp.repeat_last_n = 0;
+        if (sp.has_seed) sp.seed ^= 0xD1B54A32D192ED03ull;  // its own stream, reproducible with the target's seed
+        sp.logit_bias.erase(std::remove_if(sp.logit_bias.begin(), sp.logit_bias.end(),
+                                           [&](const auto& b) { return b.first >= session_.n_vocab(); }),
+                            sp.logit_bias.end());
+        sampler_ = std::make_unique<sample::Sampler>(sp, session_.n_vocab());
+        n_target_ = n_vocab;
+    }
+
+    void propose(const std::vector<int32_t>& ctx, int n_max, Draft* draft) override {
         if (ctx.empty() || n_max < 1) return;
         // Keep the common prefix with what the draft session holds (at least one position to
         // feed, whose prediction is the first draft token), feed the rest.
@@ -36,26 +52,61 @@ public:
         if (room < 1) return;
         n_max = static_cast<int>(std::min<int64_t>(n_max, room));
         session_.truncate(static_cast<int64_t>(common));
-        // The cost per drafted token is that of a one-token step: feeding what the draft missed
-        // (a prompt, the steps it sat out) is a price of admission, not of drafting.
-        const auto step = [&](const int32_t* t, int64_t n) {
-            const auto t0 = std::chrono::steady_clock::now();
-            const int32_t id = session_.eval_argmax(t, n).back();
-            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            if (n == 1) per_token_ = per_token_ > 0 ? per_token_ + 0.2 * (s - per_token_) : s;
-            return id;
-        };
-        int32_t next = step(ctx.data() + common, static_cast<int64_t>(ctx.size() - common));
+        const int32_t* feed = ctx.data() + common;
+        int64_t n_feed = static_cast<int64_t>(ctx.size() - common);
         for (int i = 0; i < n_max; ++i) {
-            if (next < 0 || next >= vocab_) break;  // a padding row of the draft's embedding
-            draft->push_back(next);
-            if (i + 1 < n_max) next = step(&next, 1);
+            // The cost per drafted token is that of a one-token step: feeding what the draft
+            // missed (a prompt, the steps it sat out) is a price of admission, not of drafting.
+            const auto t0 = std::chrono::steady_clock::now();
+            const int32_t next = plain() ? session_.eval_argmax(feed, n_feed).back() : drawn(feed, n_feed, draft);
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            if (n_feed == 1) per_token_ = per_token_ > 0 ? per_token_ + 0.2 * (s - per_token_) : s;
+            if (next < 0 || next >= vocab_) break;  // low confidence, or a padding row of the draft's embedding
+            draft->tokens.push_back(next);
+            feed = &draft->tokens.back();
+            n_feed = 1;
+            if (i + 1 == n_max) break;
         }
     }
 
 private:
+    bool plain() const { return !sampler_ && confidence_ <= 0.0f; }
+
+    // Evaluates feed and returns the next draft token from its logits: greedy, or drawn from q
+    // with q appended to draft->q; -1 (no draft) where the draft's confidence, its probability of
+    // its most likely token, is below the cut-off. The cut-off reads the distribution before the
+    // draw, never the draw itself, so it does not bias exact acceptance.
+    int32_t drawn(const int32_t* feed, int64_t n_feed, Draft* draft) {
+        const int32_t n = session_.n_vocab();
+        row_.resize(static_cast<size_t>(n));
+        session_.eval(feed, n_feed, row_.data(), 1);
+        // Ids past the tokenizer's vocabulary (padding rows of the draft's embedding) are never drafted.
+        std::fill(row_.begin() + std::min(n, vocab_), row_.end(), -std::numeric_limits<float>::infinity());
+        if (!sampler_) {
+            const auto best = std::max_element(row_.begin(), row_.end());
+            if (confidence_ > 0.0f) {
+                double z = 0.0;
+                for (float l : row_) z += std::exp(static_cast<double>(l - *best));
+                if (1.0 / z < confidence_) return -1;
+            }
+            return static_cast<int32_t>(best - row_.begin());
+        }
+        q_.resize(static_cast<size_t>(n));
+        sampler_->probs(row_.data(), n, q_.data());
+        if (*std::max_element(q_.begin(), q_.end()) < confidence_) return -1;
+        const int32_t d = sampler_->sample_from(q_.data(), n);
+        const size_t at = draft->q.size();
+        draft->q.resize(at + static_cast<size_t>(n_target_), 0.0f);
+        std::copy(q_.begin(), q_.begin() + std::min(n, n_target_), draft->q.begin() + static_cast<std::ptrdiff_t>(at));
+        return d;
+    }
+
     model::Session session_;
     int32_t vocab_;
+    float confidence_;                          // 0: off
+    std::unique_ptr<sample::Sampler> sampler_;  // sampled drafts (exact mode), else greedy
+    int32_t n_target_ = 0;                      // row length of Draft::q
+    std::vector<float> row_, q_;
     double per_token_ = 0;  // seconds per drafted token, running
 };
 
@@ -68,7 +119,10 @@ std::string quoted(const std::string& s) {
 }  // namespace
 
 std::unique_ptr<Proposer> make_draft_proposer(std::shared_ptr<model::Model> draft, const tok::Tokenizer& draft_tok,
-                                              const tok::Tokenizer& target_tok) {
+                                              const tok::Tokenizer& target_tok, float confidence) {
+    if (!(confidence >= 0.0f && confidence < 1.0f)) {
+        throw std::invalid_argument("spec confidence must be in [0, 1), got " + std::to_string(confidence));
+    }
     const std::string what = "the draft model's vocabulary differs from the target's: ";
     if (draft_tok.vocab_size() != target_tok.vocab_size()) {
         throw std::invalid_argument(what + std::to_string(draft_tok.vocab_size()) + " tokens against " +
@@ -85,7 +139,7 @@ std::unique_ptr<Proposer> make_draft_proposer(std::shared_ptr<model::Model> draf
                                         " against " + quoted(target_tok.token_bytes(id)));
         }
     }
-    return std::make_unique<DraftProposer>(std::move(draft), target_tok.vocab_size());
+    return std::make_unique<DraftProposer>(std::move(draft), target_tok.vocab_size(), confidence);
 }
 
 }  // namespace ds4::spec

@@ -1,6 +1,7 @@
-// The draft-model proposer: a separate, smaller GGUF with the same tokenizer drafts greedily
-// in its own session, kept in step with the target's context (what was accepted stays cached;
-// a rejected suffix is truncated away before the next draft).
+// The draft-model proposer: a separate, smaller GGUF with the same tokenizer drafts in its own
+// session, kept in step with the target's context (what was accepted stays cached; a rejected
+// suffix is truncated away before the next draft). It drafts greedily, or, for exact sampling,
+// draws from its own distribution and reports it (Draft::q).
 #pragma once
 
 #include <memory>
@@ -12,8 +13,10 @@
 namespace ds4::spec {
 
 // Throws std::invalid_argument naming the first difference if the draft's vocabulary (size,
-// token texts, BOS / EOS ids) is not the target's.
+// token texts, BOS / EOS ids) is not the target's. confidence > 0 ends a draft where the draft
+// model's most likely token has a lower probability (its sampling distribution when it samples,
+// softmax of the raw logits when greedy): llama.cpp's --draft-p-min.
 std::unique_ptr<Proposer> make_draft_proposer(std::shared_ptr<model::Model> draft, const tok::Tokenizer& draft_tok,
-                                              const tok::Tokenizer& target_tok);
+                                              const tok::Tokenizer& target_tok, float confidence = 0.0f);
 
 }  // namespace ds4::spec

@@ -14,7 +14,7 @@ public:
     NgramSimple(int match_min, int match_max) : min_(match_min), max_(match_max) {}
     const char* name() const override { return "ngram-simple"; }
 
-    void propose(const std::vector<int32_t>& ctx, int n_max, std::vector<int32_t>* draft) override {
+    void propose(const std::vector<int32_t>& ctx, int n_max, Draft* draft) override {
         const auto size = static_cast<int64_t>(ctx.size());
         for (int n = max_; n >= min_; --n) {
             if (size <= n) continue;
@@ -23,7 +23,7 @@ public:
             for (int64_t j = size - n - 1; j >= 0; --j) {
                 if (ctx[static_cast<size_t>(j)] != key[0] || !std::equal(key, key + n, ctx.begin() + j)) continue;
                 const int64_t from = j + n, to = std::min<int64_t>(size, from + n_max);
-                draft->insert(draft->end(), ctx.begin() + from, ctx.begin() + to);
+                draft->tokens.insert(draft->tokens.end(), ctx.begin() + from, ctx.begin() + to);
                 return;
             }
         }
@@ -45,13 +45,13 @@ public:
         indexed_ = std::max(indexed_, ctx.size());
     }
 
-    void propose(const std::vector<int32_t>& ctx, int n_max, std::vector<int32_t>* draft) override {
+    void propose(const std::vector<int32_t>& ctx, int n_max, Draft* draft) override {
         if (ctx.size() < static_cast<size_t>(n_)) return;
         std::vector<int32_t> tail(ctx.end() - n_, ctx.end());
         for (int i = 0; i < n_max; ++i) {
             const int32_t next = pool_[slot(tail.data() + tail.size() - n_)];
             if (next < 0) break;
-            draft->push_back(next);
+            draft->tokens.push_back(next);
             tail.push_back(next);
         }
     }

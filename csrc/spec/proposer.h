@@ -8,14 +8,28 @@
 #include <string>
 #include <vector>
 
+#include "sample/sampler.h"
+
 namespace ds4::spec {
+
+// A proposer's guess: tokens, and for a proposer that samples them, where each was drawn from.
+struct Draft {
+    std::vector<int32_t> tokens;
+    // Empty when the tokens are deterministic (q one-hot at each); otherwise tokens.size() rows
+    // of the target's n_vocab probabilities, row i the distribution token i was drawn from.
+    std::vector<float> q;
+    void clear() {
+        tokens.clear();
+        q.clear();
+    }
+};
 
 class Proposer {
 public:
     virtual ~Proposer() = default;
     virtual const char* name() const = 0;
-    // Appends to *draft up to n_max tokens guessed to follow `context` (every token so far).
-    virtual void propose(const std::vector<int32_t>& context, int n_max, std::vector<int32_t>* draft) = 0;
+    // Appends to draft->tokens up to n_max tokens guessed to follow `context` (every token so far).
+    virtual void propose(const std::vector<int32_t>& context, int n_max, Draft* draft) = 0;
     // The context has grown (or is seen for the first time): keep any index current.
     virtual void observe(const std::vector<int32_t>& context) {}
     // Seconds per drafted token (0: free, as the n-gram proposers). A proposer that costs is
@@ -25,6 +39,10 @@ public:
     // Feed the context ahead of drafting (a draft model's prompt), so that the first draft
     // costs only its own steps.
     virtual void prepare(const std::vector<int32_t>& context) {}
+    // Exact sampling at temperature > 0: draw drafts from the proposer's own distribution under
+    // `params` and report it in Draft::q (rows of n_vocab, the target's). A deterministic
+    // proposer ignores this; its q stays one-hot.
+    virtual void sample_drafts(const sample::SamplingParams& params, int32_t n_vocab) {}
 };
 
 // Prompt lookup: the most recent earlier occurrence of the context's last n tokens, n from

@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--mtp-exact-sampling", action="store_true",
                    help="at temperature > 0, rejection sampling that keeps the sampling distribution exact")
     s.add_argument("--spec-draft-n-max", type=int, default=None, help="most drafted tokens per verify pass (default 16)")
+    s.add_argument("--draft-p-min", "--spec-draft-p-min", "--dspark-confidence", dest="draft_p_min", type=float,
+                   default=None, help="a draft model ends its draft where its best token's probability is below this")
     s.add_argument("--spec-draft-n-min", type=int, default=None, help="least drafted tokens verified when a draft exists (default 0)")
     s.add_argument("--mtp-timing", action="store_true", help="print acceptance and timing counters at the end")
     s.add_argument("--quality", "--dspark-strict", dest="quality", action="store_true",
@@ -81,7 +83,8 @@ def _spec(args: argparse.Namespace) -> Any:
     types = [t.strip() for t in (args.spec_type or "").split(",") if t.strip()]
     return Spec(types=types, draft_model=args.draft_model, n_max=args.spec_draft_n_max,
                 n_min=args.spec_draft_n_min,
-                strict=args.quality, sampling="exact" if args.mtp_exact_sampling else "opportunistic")
+                confidence=args.draft_p_min, strict=args.quality,
+                sampling="exact" if args.mtp_exact_sampling else "opportunistic")
 
 
 def _timing(stats: dict[str, Any]) -> None:

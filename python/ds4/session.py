@@ -135,7 +135,8 @@ class Session:
         exact = spec is not None and spec.sampling == "exact"
         draft = spec.draft(self.model.threads) if spec_types and spec is not None else None
         core = _core.Generator(self._s, self.model._m, np.asarray(ids, dtype=np.int64), max_tokens, params, stops,
-                               stop_at_eog, spec_types, n_max, exact, draft, (spec.n_min or 0) if spec else 0)
+                               stop_at_eog, spec_types, n_max, exact, draft, (spec.n_min or 0) if spec else 0,
+                               (spec.confidence or 0.0) if spec else 0.0)
         gen = Generation(core)
         if not stream:
             core.run()

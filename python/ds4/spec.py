@@ -24,8 +24,10 @@ class Spec:
     it: ``"ngram-simple"`` (prompt lookup: the most recent earlier occurrence of the last 4, 3
     or 2 tokens and what followed them), ``"ngram-mod"`` (llama.cpp's hashed pool of 8-grams
     over the whole session) and ``"draft"`` (``draft_model``: a smaller GGUF with the same
-    tokenizer, a path or a loaded :class:`ds4.Model`, drafting greedily in its own session; given
-    a draft model, ``"draft"`` is appended to ``types`` unless named there). A scheduler picks
+    tokenizer, a path or a loaded :class:`ds4.Model`, drafting in its own session; given a draft
+    model, ``"draft"`` is appended to ``types`` unless named there). ``confidence`` (0 to 1) ends
+    a draft model's draft where its most likely next token has a lower probability (llama.cpp's
+    ``--draft-p-min``; the seeds' ``--dspark-confidence``). A scheduler picks
     how many drafted tokens to verify (up to ``n_max``; at least ``n_min`` of a draft, whatever
     it estimates) from the measured cost of a verify pass, the proposer's cost per token and its
     running acceptance, and decodes plainly when drafting does not pay (a draft model that could
@@ -39,12 +41,14 @@ class Spec:
     not: faster, but *not* distribution-preserving (more deterministic than plain sampling).
     ``sampling="exact"`` is Leviathan et al.'s rejection sampling (accept with probability
     p(token) under the sampler's distribution, else draw from p without it): every token is
-    distributed exactly as plain sampling's. A ``seed`` then fixes the distribution, not the
+    distributed exactly as plain sampling's. A draft model then samples its drafts from its own
+    distribution q under the same settings (penalties aside) and the rule uses q: accept with
+    probability min(1, p/q), else draw from max(0, p - q). A ``seed`` then fixes the distribution, not the
     exact tokens: how many tokens the scheduler drafts follows measured timings, and that changes
     which random draws go where.
 
     Not yet available (``NotImplementedError``): the ``"mtp"``, ``"dflash"`` and ``"dspark"``
-    proposers (``mtp_model``, ``confidence``).
+    proposers (``mtp_model``).
     """
 
     types: list[str] = field(default_factory=lambda: ["ngram-mod"])
@@ -82,9 +86,12 @@ class Spec:
             raise ValueError(f"Spec.sampling must be 'opportunistic' or 'exact', got {self.sampling!r}")
         if "draft" in out and self.draft_model is None:
             raise ValueError("the 'draft' proposer needs Spec(draft_model=...)")
-        if self.mtp_model is not None or self.confidence is not None:
-            raise NotImplementedError("MTP models and the confidence cut-off (mtp_model, confidence) are not "
-                                      "available in this version of ds4")
+        if self.confidence is not None and not 0.0 <= self.confidence < 1.0:
+            raise ValueError(f"Spec.confidence must be in [0, 1), got {self.confidence}")
+        if self.confidence is not None and "draft" not in out:
+            raise ValueError("Spec.confidence cuts a model proposer's drafts: it needs the 'draft' proposer")
+        if self.mtp_model is not None:
+            raise NotImplementedError("MTP models (mtp_model) are not available in this version of ds4")
         return out
 
     def draft(self, threads: int | None) -> Any:

@@ -1,4 +1,4 @@
-"""The draft-model proposer: a second GGUF with the same tokenizer drafts greedily in its own
+"""The draft-model proposer: a second GGUF with the same tokenizer drafts (greedily here) in its own
 session, rolled back when the target rejects; greedy output stays byte-identical to plain
 decoding. Tiny models (two families sharing the placeholder vocabulary: many rejections), the
 embedded Gemma drafting for itself, and Qwen2.5-Coder 1.5B with the 0.5B draft where installed
@@ -57,6 +57,12 @@ def test_gemma_drafting_for_itself() -> None:
                                            spec=ds4.Spec(types=[], draft_model=draft, n_max=4, n_min=3))
         assert forced.tokens == want
         assert forced.stats["n_accepted"] > 0
+        # the confidence cut-off ends drafts early (fewer drafted, all still verified exactly)
+        cut = target.session().generate(prompt, max_tokens=48, stop_at_eog=False,
+                                        spec=ds4.Spec(types=[], draft_model=draft, n_max=4, n_min=3, confidence=0.9))
+        assert cut.tokens == want
+        assert cut.stats["n_drafted"] < forced.stats["n_drafted"]
+        assert cut.stats["n_accepted"] / max(1, cut.stats["n_drafted"]) >= forced.stats["n_accepted"] / forced.stats["n_drafted"]
         # left to the scheduler, a draft as slow as the target cannot pay and is not used
         auto = target.session().generate(prompt, max_tokens=48, stop_at_eog=False, spec=ds4.Spec(draft_model=draft, types=[]))
         assert auto.tokens == want and auto.stats["n_drafted"] == 0

@@ -53,6 +53,17 @@ def test_draft_needs_a_model(model: ds4.Model, t: str) -> None:
         model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=[t]))
 
 
+@pytest.mark.parametrize("confidence", [-0.1, 1.0, 2.0])
+def test_confidence_must_be_a_probability(model: ds4.Model, confidence: float) -> None:
+    with pytest.raises(ValueError, match="confidence must be in \\[0, 1\\)"):
+        model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(draft_model=model, confidence=confidence))
+
+
+def test_confidence_needs_a_model_proposer(model: ds4.Model) -> None:
+    with pytest.raises(ValueError, match="needs the 'draft' proposer"):
+        model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=["ngram-mod"], confidence=0.5))
+
+
 def test_bad_sampling_mode(model: ds4.Model) -> None:
     with pytest.raises(ValueError, match="opportunistic"):
         model.session().generate(PROMPT, max_tokens=4, temperature=0.7, spec=ds4.Spec(sampling="fair"))  # type: ignore[arg-type]
@@ -113,3 +124,6 @@ def test_cli_flags(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["-p", PROMPT, "-n", "8", "-md", str(default_model_path()), "--spec-draft-n-min", "2",
                  "--mtp-timing"]) == 0
     assert "ds4 spec:" in capsys.readouterr().err
+    assert main(["-p", PROMPT, "-n", "8", "-md", str(default_model_path()), "--spec-draft-n-min", "2",
+                 "--draft-p-min", "0.5", "--temp", "0.8", "--mtp-exact-sampling", "--json"]) == 0
+    assert '"n_drafted"' in capsys.readouterr().out

@@ -1,7 +1,8 @@
 """The acceptance rules of sampled speculation (csrc/spec/verify.h): unit cases on crafted
-distributions, and a chi-squared test that verifying a deterministic draft by rejection sampling
-emits token blocks distributed exactly as plain sampling, which a deliberately wrong rule (the
-recovered token drawn from p instead of the residual) fails."""
+distributions, and chi-squared tests that verifying a draft by rejection sampling emits token
+blocks distributed exactly as plain sampling, for a deterministic draft (one-hot q) and for
+drafts drawn from a proposer's own q, which deliberately wrong rules (the recovered token drawn
+from p instead of the residual; from p without the draft, as for a one-hot q) fail."""
 
 from __future__ import annotations
 
@@ -64,9 +65,35 @@ def test_wrong_rule_fails_the_same_test() -> None:
     assert _chi2_vs_product(seqs, rows) < 1e-6
 
 
+def test_exact_rule_with_a_sampling_proposer() -> None:
+    # q unlike p (another Dirichlet draw), with a token p never samples and one q never drafts
+    rows = _rows(3, 2, 4)
+    q = _rows(8, 1, 4)
+    q[0, 1], q[1, 3] = 0.0, 0.0
+    q /= q.sum(1, keepdims=True)
+    rows[1, 2] = 0.0
+    rows[1] /= rows[1].sum()
+    seqs = _core.spec_simulate(rows, [], 200_000, 12, q=q)
+    assert _chi2_vs_product(seqs, rows) > 0.01
+    # identical q and p: every draft is accepted and the blocks are still p's
+    same = _core.spec_simulate(rows, [], 50_000, 13, q=rows[:2].copy())
+    assert _chi2_vs_product(same, rows) > 0.01
+
+
+@pytest.mark.parametrize("rule", ["one-hot-residual", "no-residual"])
+def test_wrong_rules_fail_with_a_sampling_proposer(rule: str) -> None:
+    rows = _rows(3, 2, 4)
+    seqs = _core.spec_simulate(rows, [], 200_000, 12, rule=rule, q=_rows(8, 1, 4))
+    assert _chi2_vs_product(seqs, rows) < 1e-6
+
+
 def test_simulation_arguments() -> None:
     rows = _rows(1, 2, 4)
     with pytest.raises(ValueError, match="k \\+ 1 rows"):
         _core.spec_simulate(rows, [0], 10, 1)
     with pytest.raises(ValueError, match="outside"):
         _core.spec_simulate(rows, [0, 9], 10, 1)
+    with pytest.raises(ValueError, match="not both"):
+        _core.spec_simulate(rows, [0, 1], 10, 1, q=rows[:2])
+    with pytest.raises(ValueError, match="rule must be"):
+        _core.spec_simulate(rows, [0, 1], 10, 1, rule="greedy")
