@@ -124,7 +124,7 @@ void register_generate(py::module_& m) {
                          const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& prompt,
                          int64_t max_tokens, const sample::SamplingParams& sampling, std::vector<std::string> stop,
                          bool stop_at_eog, std::vector<std::string> spec_types, int spec_n_max, bool spec_exact,
-                         const Model* draft, int spec_n_min, float spec_confidence) {
+                         const Model* draft, int spec_n_min, float spec_confidence, int64_t spec_draft_vocab) {
                  model::GenerateParams p;
                  p.max_tokens = max_tokens;
                  p.sampling = sampling;
@@ -135,6 +135,7 @@ void register_generate(py::module_& m) {
                  p.spec.exact = spec_exact;
                  p.spec.n_min = spec_n_min;
                  p.spec.confidence = spec_confidence;
+                 p.spec.draft_vocab = spec_draft_vocab;
                  if (draft) {
                      p.spec.draft = draft->net;
                      p.spec.draft_tok = draft->tokenizer.get();
@@ -146,7 +147,7 @@ void register_generate(py::module_& m) {
              py::arg("session"), py::arg("model"), py::arg("prompt"), py::arg("max_tokens"), py::arg("sampling"),
              py::arg("stop"), py::arg("stop_at_eog") = true, py::arg("spec_types") = std::vector<std::string>{},
              py::arg("spec_n_max") = 16, py::arg("spec_exact") = false, py::arg("draft") = nullptr, py::arg("spec_n_min") = 0,
-             py::arg("spec_confidence") = 0.0f,
+             py::arg("spec_confidence") = 0.0f, py::arg("spec_draft_vocab") = -1,
              py::keep_alive<1, 2>(), py::keep_alive<1, 3>(), py::keep_alive<1, 12>())
         .def(
             "next",

@@ -1,11 +1,14 @@
 // Shared blocks of the architecture files; see blocks.h.
 #include "model/blocks.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "model/model.h"
 #include "quant/kernels.h"
+#include "quant/packed.h"
 
 namespace ds4::model::blocks {
 
@@ -156,16 +159,34 @@ Weight output_weight(const Loader& ld, const HParams& hp) {
 }
 
 void head(Backend& be, const Weight& out_w, const std::vector<float>& norm, float eps, float cap, const float* x,
-          int64_t n, int64_t n_out, float* logits, int32_t* argmax) {
+          int64_t n, int64_t n_out, float* logits, int32_t* argmax, int64_t head_rows) {
     const float* last = x + (n - n_out) * out_w.n_in;
     std::vector<float> h(static_cast<size_t>(n_out * out_w.n_in));  // [n_out, n_embd]
     be.rms_norm(last, norm.data(), n_out, out_w.n_in, eps, h.data());
+    // The shortlist is a prefix of the rows: a view of the same matrix. Packed tiles stay whole
+    // (tile i holds rows 8i .. 8i + 7 whatever the row count), so a packed view is rounded up.
+    Weight w = out_w;
+    if (head_rows > 0 && head_rows < out_w.n_out) {
+        const int64_t tile = out_w.packed ? quant::kPackRows : 1;
+        w.n_out = std::min(out_w.n_out, (head_rows + tile - 1) / tile * tile);
+    }
     if (argmax) {
-        be.matmul_argmax(out_w, h.data(), n_out, cap, argmax);
+        be.matmul_argmax(w, h.data(), n_out, cap, argmax);
         return;
     }
-    be.matmul(out_w, h.data(), n_out, logits);
-    if (cap > 0.0f) be.softcap(logits, n_out * out_w.n_out, cap);
+    if (w.n_out == out_w.n_out) {
+        be.matmul(w, h.data(), n_out, logits);
+        if (cap > 0.0f) be.softcap(logits, n_out * w.n_out, cap);
+        return;
+    }
+    std::vector<float> part(static_cast<size_t>(n_out * w.n_out));
+    be.matmul(w, h.data(), n_out, part.data());
+    if (cap > 0.0f) be.softcap(part.data(), n_out * w.n_out, cap);
+    for (int64_t r = 0; r < n_out; ++r) {
+        float* row = logits + r * out_w.n_out;
+        std::copy(part.begin() + r * w.n_out, part.begin() + (r + 1) * w.n_out, row);
+        std::fill(row + w.n_out, row + out_w.n_out, -std::numeric_limits<float>::infinity());
+    }
 }
 
 }  // namespace ds4::model::blocks

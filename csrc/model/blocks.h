@@ -88,8 +88,10 @@ Weight output_weight(const Loader& ld, const HParams& hp);
 // logits[n_out, n_vocab] = out_w · rms_norm(last n_out rows of x[n, n_embd], norm), then
 // cap * tanh(v / cap) when cap > 0. Skipping the rows nobody reads saves the output projection,
 // the largest matmul, for most of a prefill. With argmax non-null, writes each row's greedy token
-// there instead (the rows themselves are never materialised).
+// there instead (the rows themselves are never materialised). head_rows > 0 scores only the
+// first head_rows vocabulary entries (a drafter's shortlist; rounded up to whole tiles of a
+// packed matrix); the others read as -inf.
 void head(Backend& be, const Weight& out_w, const std::vector<float>& norm, float eps, float cap, const float* x,
-          int64_t n, int64_t n_out, float* logits, int32_t* argmax);
+          int64_t n, int64_t n_out, float* logits, int32_t* argmax, int64_t head_rows = 0);
 
 }  // namespace ds4::model::blocks

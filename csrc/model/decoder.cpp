@@ -56,7 +56,7 @@ private:
             be().add(x.data(), y.data(), n * d);
         }
         // 4. final norm and output projection
-        blocks::head(be(), output_, out_norm_, hp_.norm_eps, 0.0f, x.data(), n, b.n_out, b.logits, b.argmax);
+        blocks::head(be(), output_, out_norm_, hp_.norm_eps, 0.0f, x.data(), n, b.n_out, b.logits, b.argmax, b.head_rows);
     }
 
     backend::Weight tok_embd_, output_;

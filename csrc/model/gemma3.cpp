@@ -119,7 +119,7 @@ private:
             be().add(x.data(), y.data(), n * d);
         }
         // 4. final norm, output projection (tied), final soft-cap if configured
-        blocks::head(be(), output_, out_norm_, eps, final_softcap_, x.data(), n, b.n_out, b.logits, b.argmax);
+        blocks::head(be(), output_, out_norm_, eps, final_softcap_, x.data(), n, b.n_out, b.logits, b.argmax, b.head_rows);
     }
 
     backend::Weight tok_embd_, output_;

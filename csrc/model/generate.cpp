@@ -59,7 +59,7 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
                 throw std::invalid_argument("the 'draft' proposer needs a draft model");
             } else {
                 proposers_.push_back(spec::make_draft_proposer(params_.spec.draft, *params_.spec.draft_tok, tok_,
-                                                               params_.spec.confidence));
+                                                               params_.spec.confidence, params_.spec.draft_vocab));
             }
         }
         // Exact sampling: proposers that can sample draw their drafts and report q.

@@ -35,6 +35,7 @@ struct SpecParams {
     int n_min = 0;                     // verify at least this many of a draft, whatever the scheduler says
     bool exact = false;                // temperature > 0: exact instead of opportunistic
     float confidence = 0.0f;           // a model proposer ends its draft below this probability (0: off)
+    int64_t draft_vocab = -1;          // the draft model scores the first draft_vocab ids (0: all; < 0: spec/draft.h's default)
     // The "draft" proposer's model and its tokenizer (which must be the target's).
     std::shared_ptr<Model> draft;
     const tok::Tokenizer* draft_tok = nullptr;

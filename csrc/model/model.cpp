@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -48,15 +49,17 @@ std::unique_ptr<state::KvCache> Model::new_cache() const {
     return std::make_unique<state::KvCache>(hp_.n_layer, hp_.kv_dim(), n_ctx_, opts_.kv_type);
 }
 
-void Model::eval(state::KvCache& kv, const int32_t* tokens, int64_t n, float* logits, int64_t n_out) {
-    run(kv, tokens, n, n_out, logits, nullptr);
+void Model::eval(state::KvCache& kv, const int32_t* tokens, int64_t n, float* logits, int64_t n_out, int64_t head_rows) {
+    run(kv, tokens, n, n_out, logits, nullptr, head_rows);
 }
 
-void Model::eval_argmax(state::KvCache& kv, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out) {
-    run(kv, tokens, n, n_out, nullptr, ids);
+void Model::eval_argmax(state::KvCache& kv, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out,
+                        int64_t head_rows) {
+    run(kv, tokens, n, n_out, nullptr, ids, head_rows);
 }
 
-void Model::run(state::KvCache& kv, const int32_t* tokens, int64_t n, int64_t n_out, float* logits, int32_t* ids) {
+void Model::run(state::KvCache& kv, const int32_t* tokens, int64_t n, int64_t n_out, float* logits, int32_t* ids,
+                int64_t head_rows) {
     for (int64_t i = 0; i < n; ++i) {
         if (tokens[i] < 0 || tokens[i] >= hp_.n_vocab) {
             throw Error("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
@@ -73,6 +76,7 @@ void Model::run(state::KvCache& kv, const int32_t* tokens, int64_t n, int64_t n_
     std::iota(pos.begin(), pos.end(), static_cast<int32_t>(n_past));
     Batch b{tokens, pos.data(), n, kv, n_out, logits};
     b.argmax = ids;
+    b.head_rows = head_rows;
     forward(b);
     kv.commit(n_past + n);
 }
@@ -104,6 +108,24 @@ std::vector<double> Model::verify_costs(int max_rows) {
         }
     }
     return {verify_costs_.begin(), verify_costs_.begin() + max_rows};
+}
+
+double Model::step_cost(int64_t head_rows) {
+    std::lock_guard<std::mutex> lock(cost_mu_);
+    const auto known = step_costs_.find(head_rows);
+    if (known != step_costs_.end()) return known->second;
+    constexpr int kWarm = 32, kSteps = 3;
+    auto kv = new_cache();
+    std::vector<int32_t> tokens(kWarm + kSteps), ids(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7919 + 11) % hp_.n_vocab);
+    eval_argmax(*kv, tokens.data(), kWarm, ids.data(), -1, head_rows);
+    double best = std::numeric_limits<double>::infinity();
+    for (int i = 0; i < kSteps; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        eval_argmax(*kv, tokens.data() + kWarm + i, 1, ids.data(), -1, head_rows);
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return step_costs_[head_rows] = best;
 }
 
 }  // namespace ds4::model

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -44,6 +45,7 @@ struct Batch {
     int64_t n_out;           // logits wanted for the last n_out rows only (1 <= n_out <= n)
     float* logits;           // [n_out, n_vocab] out (unused when argmax is set)
     int32_t* argmax = nullptr;  // [n_out] out: each row's greedy token instead of its logits
+    int64_t head_rows = 0;      // > 0: score only the first head_rows vocabulary ids (the rest -inf)
 };
 
 class Model {
@@ -65,16 +67,23 @@ public:
     // (logits[n_out, n_vocab]; n_out < 0 means all n). Checks the ids and the context before
     // touching the cache (Error / state::ContextOverflow); calls from several sessions are
     // serialised, since they share the backend's threads.
-    void eval(state::KvCache& kv, const int32_t* tokens, int64_t n, float* logits, int64_t n_out = -1);
+    // head_rows > 0 scores only the first head_rows vocabulary ids, the rest reading as -inf (a
+    // drafter's shortlist: the output projection is most of a small model's bytes).
+    void eval(state::KvCache& kv, const int32_t* tokens, int64_t n, float* logits, int64_t n_out = -1,
+              int64_t head_rows = 0);
     // The same, writing for each of the last n_out rows the id of its largest logit (lowest id
     // on ties) instead of the logits: what greedy decoding and greedy verification need, without
     // the n_out x n_vocab rows. Bit-consistent with eval: argmax of the very same logits.
-    void eval_argmax(state::KvCache& kv, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out = -1);
+    void eval_argmax(state::KvCache& kv, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out = -1,
+                     int64_t head_rows = 0);
 
     // Seconds of an eval_argmax pass over r new rows, r = 1 .. max_rows (element r - 1): timed
     // once per model on a scratch cache at a short context (rows 1, 2, 4, 8, ... and max_rows,
     // the others interpolated) and kept; what the speculation scheduler starts from.
     std::vector<double> verify_costs(int max_rows);
+    // Seconds of one decode step scoring the first head_rows vocabulary ids (0: all), timed once
+    // per model and head_rows (the best of a few steps on a scratch cache at a short context).
+    double step_cost(int64_t head_rows);
 
 protected:
     Model(std::shared_ptr<const gguf::File> file, HParams hp, const Options& opts);
@@ -89,11 +98,13 @@ protected:
     std::unique_ptr<backend::Backend> backend_;
 
 private:
-    void run(state::KvCache& kv, const int32_t* tokens, int64_t n, int64_t n_out, float* logits, int32_t* ids);
+    void run(state::KvCache& kv, const int32_t* tokens, int64_t n, int64_t n_out, float* logits, int32_t* ids,
+             int64_t head_rows);
 
     std::mutex mu_;
     std::mutex cost_mu_;
     std::vector<double> verify_costs_;
+    std::map<int64_t, double> step_costs_;
 };
 
 // The architecture builders (one per file), called by Model::load.

@@ -38,7 +38,7 @@ void Session::eval_locked(const int32_t* tokens, int64_t n, float* logits, int64
         scratch_.resize(static_cast<size_t>(n_vocab));
         out = scratch_.data();
     }
-    model_->eval(*kv_, feed.data(), m, out, n_out);
+    model_->eval(*kv_, feed.data(), m, out, n_out, head_rows_);
     tokens_.insert(tokens_.end(), feed.begin(), feed.end());
     pending_ = -1;
     const float* last = out + (n_out - 1) * n_vocab;
@@ -51,7 +51,7 @@ std::vector<int32_t> Session::eval_argmax(const int32_t* tokens, int64_t n) {
     const auto m = static_cast<int64_t>(feed.size());
     std::vector<int32_t> ids(feed.size());
     if (m == 0) return ids;
-    model_->eval_argmax(*kv_, feed.data(), m, ids.data(), m);
+    model_->eval_argmax(*kv_, feed.data(), m, ids.data(), m, head_rows_);
     tokens_.insert(tokens_.end(), feed.begin(), feed.end());
     pending_ = -1;
     last_logits_.clear();  // not computed; last_logits() re-runs the last position if asked

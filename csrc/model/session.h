@@ -46,6 +46,9 @@ public:
     std::vector<int32_t> eval_argmax(const int32_t* tokens, int64_t n);
     // Keeps the first n positions; throws Error unless 0 <= n <= n_past().
     void truncate(int64_t n);
+    // A drafting session: its evals score only the first n vocabulary ids (Model::eval's
+    // head_rows; 0: all). Its logits then read -inf past them, last_logits() included.
+    void set_head_rows(int64_t n) { head_rows_ = n; }
 
     // A token appended without being evaluated yet. Generation leaves its last sampled token
     // here, so that continuing (the next eval or generate) feeds it with the new tokens in one
@@ -72,6 +75,7 @@ private:
     int32_t pending_ = -1;             // appended, not evaluated; -1: none
     std::vector<float> last_logits_;   // of position kv_->n_past() - 1; empty when unknown
     std::vector<float> scratch_;       // logits rows nobody asked for
+    int64_t head_rows_ = 0;
     mutable std::mutex mu_;
 };
 

@@ -16,9 +16,10 @@ namespace {
 
 class DraftProposer final : public Proposer {
 public:
-    DraftProposer(std::shared_ptr<model::Model> m, int32_t vocab, float confidence)
+    DraftProposer(std::shared_ptr<model::Model> m, int32_t vocab, float confidence, int64_t shortlist)
         : session_(m), vocab_(vocab), confidence_(confidence) {
-        per_token_ = m->verify_costs(1)[0];  // one step of the draft model, timed once per model
+        per_token_ = m->step_cost(shortlist);  // one step of the draft model, timed once per model
+        session_.set_head_rows(shortlist);
     }
     const char* name() const override { return "draft"; }
     double cost_per_token() const override { return per_token_; }
@@ -119,7 +120,7 @@ std::string quoted(const std::string& s) {
 }  // namespace
 
 std::unique_ptr<Proposer> make_draft_proposer(std::shared_ptr<model::Model> draft, const tok::Tokenizer& draft_tok,
-                                              const tok::Tokenizer& target_tok, float confidence) {
+                                              const tok::Tokenizer& target_tok, float confidence, int64_t shortlist) {
     if (!(confidence >= 0.0f && confidence < 1.0f)) {
         throw std::invalid_argument("spec confidence must be in [0, 1), got " + std::to_string(confidence));
     }
@@ -139,7 +140,8 @@ std::unique_ptr<Proposer> make_draft_proposer(std::shared_ptr<model::Model> draf
                                         " against " + quoted(target_tok.token_bytes(id)));
         }
     }
-    return std::make_unique<DraftProposer>(std::move(draft), target_tok.vocab_size(), confidence);
+    if (shortlist < 0) shortlist = target_tok.vocab_size() > 2 * kShortlist ? kShortlist : 0;
+    return std::make_unique<DraftProposer>(std::move(draft), target_tok.vocab_size(), confidence, shortlist);
 }
 
 }  // namespace ds4::spec

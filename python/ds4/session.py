@@ -136,7 +136,8 @@ class Session:
         draft = spec.draft(self.model.threads) if spec_types and spec is not None else None
         core = _core.Generator(self._s, self.model._m, np.asarray(ids, dtype=np.int64), max_tokens, params, stops,
                                stop_at_eog, spec_types, n_max, exact, draft, (spec.n_min or 0) if spec else 0,
-                               (spec.confidence or 0.0) if spec else 0.0)
+                               (spec.confidence or 0.0) if spec else 0.0,
+                               spec.draft_vocab if spec and spec.draft_vocab is not None else -1)
         gen = Generation(core)
         if not stream:
             core.run()

@@ -38,7 +38,9 @@ def test_tiny_pair_greedy_identity(tiny_pair: tuple[ds4.Model, ds4.Model]) -> No
         # n_min forces drafting: a tiny draft costs as much as the tiny target, so the scheduler
         # alone would not use it
         for spec in (ds4.Spec(types=["draft"], draft_model=draft, n_max=4, n_min=2),
-                     ds4.Spec(types=["ngram-simple", "draft"], draft_model=draft, n_min=1)):
+                     ds4.Spec(types=["ngram-simple", "draft"], draft_model=draft, n_min=1),
+                     # a shortlist: the draft scores ids below 160 only
+                     ds4.Spec(types=["draft"], draft_model=draft, n_max=3, n_min=3, draft_vocab=160)):
             s = target.session()
             g = s.generate(prompt, max_tokens=96, stop_at_eog=False, spec=spec)
             assert g.tokens == want, (i, spec.types)
@@ -63,8 +65,10 @@ def test_gemma_drafting_for_itself() -> None:
         assert cut.tokens == want
         assert cut.stats["n_drafted"] < forced.stats["n_drafted"]
         assert cut.stats["n_accepted"] / max(1, cut.stats["n_drafted"]) >= forced.stats["n_accepted"] / forced.stats["n_drafted"]
-        # left to the scheduler, a draft as slow as the target cannot pay and is not used
-        auto = target.session().generate(prompt, max_tokens=48, stop_at_eog=False, spec=ds4.Spec(draft_model=draft, types=[]))
+        # left to the scheduler, a draft as slow as the target (its whole vocabulary scored)
+        # cannot pay and is not used
+        auto = target.session().generate(prompt, max_tokens=48, stop_at_eog=False,
+                                         spec=ds4.Spec(draft_model=draft, types=[], draft_vocab=0))
         assert auto.tokens == want and auto.stats["n_drafted"] == 0
 
 

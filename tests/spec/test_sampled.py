@@ -29,7 +29,7 @@ def model() -> ds4.Model:
 
 @pytest.fixture(scope="module")
 def draft_model() -> ds4.Model:
-    # the same weights quantised: q near p, not equal (~94 % of drafts accepted, the rest recovered)
+    # the same weights quantised: q near p, not equal
     return ds4.Model(str(tiny.convert("qwen3", "q8_0")), threads=1, n_ctx=64, kv_type="f32", precision="f32")
 
 
@@ -83,10 +83,12 @@ def test_exact_sampling_matches_plain_sampling(model: ds4.Model, prompt: list[in
 
 def test_exact_sampling_with_a_sampling_draft_model(model: ds4.Model, draft_model: ds4.Model,
                                                      prompt: list[int], plain: np.ndarray) -> None:
-    # n_min: a tiny draft costs as much as the tiny target, so the scheduler alone would not draft
-    spec = ds4.Spec(types=["draft"], draft_model=draft_model, sampling="exact", n_max=2, n_min=2)
+    # n_min: a tiny draft costs as much as the tiny target, so the scheduler alone would not
+    # draft. draft_vocab: a shortlist of 256 of the 320 ids (q is 0 past it) puts q further
+    # from p, so that ~25 % of the drafts are rejected and recovered from max(0, p - q).
+    spec = ds4.Spec(types=["draft"], draft_model=draft_model, sampling="exact", n_max=2, n_min=2, draft_vocab=256)
     drawn, totals = _draws(model, prompt, spec, N_DRAWS, 10**6)
-    assert totals["n_drafted"] >= 2 * N_DRAWS and 0.8 * totals["n_drafted"] < totals["n_accepted"] < totals["n_drafted"]
+    assert totals["n_drafted"] >= 2 * N_DRAWS and 0.5 * totals["n_drafted"] < totals["n_accepted"] < 0.9 * totals["n_drafted"]
     assert _two_sample_p(plain, drawn) > 0.01
 
 

@@ -59,6 +59,11 @@ def test_confidence_must_be_a_probability(model: ds4.Model, confidence: float) -
         model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(draft_model=model, confidence=confidence))
 
 
+def test_draft_vocab_must_not_be_negative(model: ds4.Model) -> None:
+    with pytest.raises(ValueError, match="draft_vocab must be >= 0"):
+        model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(draft_model=model, draft_vocab=-1))
+
+
 def test_confidence_needs_a_model_proposer(model: ds4.Model) -> None:
     with pytest.raises(ValueError, match="needs the 'draft' proposer"):
         model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=["ngram-mod"], confidence=0.5))
