@@ -56,6 +56,15 @@ void register_vmath(py::module_& m) {
         return y;
     }, py::arg("gate"), py::arg("up"), py::arg("act"), py::arg("isa") = py::none(),
        "act(gate) * up with the backend's row kernel (act: silu or gelu_tanh).");
+    m.def("exp_scaled", [](const F32Array& x, float max, float t, const std::optional<std::string>& isa) {
+        const VecMath& vm = vec_math_of(isa);
+        if (x.ndim() != 1) throw py::value_error("x must be 1-D");
+        if (!(t > 0.0f)) throw py::value_error("t must be > 0");
+        F32Array y(x.size());
+        vm.exp_scaled(x.data(), static_cast<int64_t>(x.size()), max, t, y.mutable_data());
+        return y;
+    }, py::arg("x"), py::arg("max"), py::arg("t"), py::arg("isa") = py::none(),
+       "exp((x - max) / t) with the sampler's row kernel (exactly 0 where x is -inf).");
     m.def("argmax_row", [](const F32Array& v, const std::optional<std::string>& isa) {
         const VecMath& vm = vec_math_of(isa);
         if (v.ndim() != 1 || v.size() == 0) throw py::value_error("v must be 1-D and non-empty");

@@ -1,6 +1,7 @@
 // Sampler implementation: the chain documented in sampler.h, written for 262k-wide rows.
 // Greedy is one pass over the row. Sampling: a copy only when bias or penalties apply, one pass
-// for validation and the max, one pass gathering candidates (a small top-k keeps a k-heap there;
+// for validation and the max; with no filter, one vectorised pass of weights by id and done;
+// otherwise one pass gathering candidates (a small top-k keeps a k-heap there;
 // without top-p, min-p's threshold already drops tokens there), then work in proportion to what
 // survives: top-k beyond the heap limit is nth_element; top-p bounds the nucleus with a mass
 // histogram and sorts only about the nucleus. Nothing is fully sorted unless it is all kept.
@@ -13,6 +14,8 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+
+#include "backend/cpu/vmath.h"
 
 namespace ds4::sample {
 
@@ -251,6 +254,22 @@ int32_t Sampler::filter(const float* logits, int32_t n) {
     }
     if (lmax == -kInf) throw std::invalid_argument("Sampler: every logit is -inf (all tokens banned)");
 
+    dense_ = params_.top_k == 0 && params_.top_p >= 1.0f && params_.min_p == 0.0f;
+    if (dense_) {
+        // Nothing to filter (the common "temperature only"): every id's weight in one vectorised
+        // pass, straight into prob_ by id, no candidate list. -inf (banned) weighs exactly 0.
+        prob_.resize(static_cast<size_t>(n));
+        backend::cpu::vec_math().exp_scaled(row, n, lmax, params_.temperature, prob_.data());
+        double z[4] = {};
+        int32_t i = 0;
+        for (; i + 4 <= n; i += 4)
+            for (int j = 0; j < 4; ++j) z[j] += prob_[static_cast<size_t>(i + j)];
+        for (; i < n; ++i) z[0] += prob_[static_cast<size_t>(i)];
+        const double total = (z[0] + z[1]) + (z[2] + z[3]);
+        for (float& p : prob_) p = static_cast<float>(p / total);
+        return -1;
+    }
+
     // Without top-p, min-p's cut (relative to that max) can be applied while gathering; the
     // exact test runs later, so the floor sits a little below it. With top-p it cannot: top-p
     // normalises over everything that survived top-k.
@@ -303,6 +322,7 @@ int32_t Sampler::filter(const float* logits, int32_t n) {
 int32_t Sampler::sample(const float* logits, int32_t n) {
     const int32_t greedy = filter(logits, n);
     if (greedy >= 0) return greedy;
+    if (dense_) return sample_from(prob_.data(), n);
     double total = 0.0;
     for (float q : prob_) total += q;
     const double target = rng_.uniform() * total;
@@ -319,6 +339,10 @@ int32_t Sampler::sample(const float* logits, int32_t n) {
 
 void Sampler::probs(const float* logits, int32_t n, float* out) {
     const int32_t greedy = filter(logits, n);
+    if (dense_ && greedy < 0) {
+        std::copy(prob_.begin(), prob_.end(), out);
+        return;
+    }
     std::fill(out, out + n, 0.0f);
     if (greedy >= 0) {
         out[greedy] = 1.0f;

@@ -1,4 +1,5 @@
-"""The CPU backend's row ops (softmax of attention scores, gated activations) on every ISA against
+"""The CPU backend's row ops (softmax of attention scores, gated activations, the sampler's
+tempered exponentials) on every ISA against
 float64 numpy, and their batch invariance: an element's result does not depend on where it sits
 in a row (vector body or masked tail)."""
 
@@ -78,3 +79,26 @@ def test_argmax_row(isa):
             v = np.zeros(13, np.float32)
             v[pos] = bad
             assert _core.argmax_row(v, isa=isa)[2] is False
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("t", [0.7, 1.0, 2.5])
+def test_exp_scaled(isa, t):
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(1003) * 6).astype(np.float32)
+    x[[5, 500, 1002]] = -np.inf  # banned tokens weigh exactly 0
+    mx = float(x.max())
+    got = _core.exp_scaled(x, mx, t, isa=isa)
+    # the argument is float arithmetic by contract (as the sampler's std::exp(float) was)
+    with np.errstate(invalid="ignore"):
+        arg = (x - np.float32(mx)) / np.float32(t)
+    ref = np.exp(arg.astype(np.float64))
+    np.testing.assert_allclose(got, ref, rtol=2e-6, atol=2e-38)
+    assert got[[5, 500, 1002]].tolist() == [0.0, 0.0, 0.0]
+    assert got.max() == 1.0
+    # body / tail invariance
+    for start, stop in [(0, 5), (3, 20), (1, 999)]:
+        np.testing.assert_array_equal(_core.exp_scaled(x[start:stop], mx, t, isa=isa), got[start:stop])
+    # below a float's normal range: denormals, then exactly 0, as std::exp
+    tail = _core.exp_scaled(np.array([0, -90, -100, -103, -110, -1e4], np.float32), 0.0, 1.0, isa=isa)
+    assert (tail[1:4] > 0).all() and (tail[1:4] < 1.2e-38).all() and tail[4:].tolist() == [0.0, 0.0]

@@ -52,10 +52,14 @@ int64_t argmax_scalar(const float* v, int64_t n, float* max, bool* finite) {
     return best;
 }
 
+void exp_scaled_scalar(const float* x, int64_t n, float max, float t, float* out) {
+    for (int64_t i = 0; i < n; ++i) out[i] = std::exp((x[i] - max) / t);
+}
+
 }  // namespace
 
 const VecMath& vec_math_scalar() {
-    static const VecMath k{softmax_part_scalar, glu_scalar, argmax_scalar};
+    static const VecMath k{softmax_part_scalar, glu_scalar, argmax_scalar, exp_scaled_scalar};
     return k;
 }
 

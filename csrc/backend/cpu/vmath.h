@@ -1,5 +1,6 @@
 // Vectorised row ops of the CPU backend: the (chunked) softmax of attention scores, the gated activations
-// (GELU-tanh, SiLU) of the feed-forward block, and the argmax of a block of logits (greedy head).
+// (GELU-tanh, SiLU) of the feed-forward block, the argmax of a block of logits (greedy head) and
+// the exponentials of a row of logits at a temperature (the sampler's weights).
 //
 // Batch invariance: every element is computed by the same instruction sequence wherever it sits
 // in a row (tails go through the same vector code, padded and masked), and the softmax of a row
@@ -27,6 +28,10 @@ struct VecMath {
     // The index of the first largest value of v[0..n) (n >= 1) and that value in *max; *finite is
     // set false if some v is NaN or +inf (the index is then meaningless).
     int64_t (*argmax)(const float* v, int64_t n, float* max, bool* finite);
+    // out[i] = e^((x[i] - max) / t) for i < n (t > 0, max >= every x[i]; out may be x), the
+    // argument in float arithmetic; below a float's normal range (and for -inf) exactly what
+    // std::exp gives: denormals, then 0.
+    void (*exp_scaled)(const float* x, int64_t n, float max, float t, float* out);
 };
 
 const VecMath& vec_math_scalar();

@@ -136,8 +136,33 @@ int64_t argmax_avx2(const float* v, int64_t n, float* max, bool* finite) {
 
 }  // namespace
 
+// Below exp8's clamp (-87.3) the result would be the clamp's value: those lanes, rare in a row
+// of logits, are redone with std::exp, which gives their denormals and 0 (-inf included).
+void exp_scaled_avx2(const float* x, int64_t n, float max, float t, float* out) {
+    const __m256 vmax = _mm256_set1_ps(max), vt = _mm256_set1_ps(t), lo = _mm256_set1_ps(-87.3f);
+    const auto f = [&](int64_t i, __m256 v, __m256i m) {
+        const __m256 a = _mm256_div_ps(_mm256_sub_ps(v, vmax), vt);
+        __m256 e = exp8(a);
+        const int below = _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(a, lo, _CMP_NGE_UQ), _mm256_castsi256_ps(m)));
+        if (below != 0) {
+            alignas(32) float lane[8];
+            _mm256_store_ps(lane, e);
+            for (int j = 0; j < 8; ++j)
+                if (below >> j & 1) lane[j] = std::exp((x[i + j] - max) / t);
+            e = _mm256_load_ps(lane);
+        }
+        return e;
+    };
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, f(i, _mm256_loadu_ps(x + i), _mm256_set1_epi32(-1)));
+    if (i < n) {
+        const __m256i m = head_mask(n - i);
+        _mm256_maskstore_ps(out + i, m, f(i, _mm256_maskload_ps(x + i, m), m));
+    }
+}
+
 const VecMath& vec_math_avx2() {
-    static const VecMath k{softmax_part_avx2, glu_avx2, argmax_avx2};
+    static const VecMath k{softmax_part_avx2, glu_avx2, argmax_avx2, exp_scaled_avx2};
     return k;
 }
 
