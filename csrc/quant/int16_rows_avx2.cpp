@@ -202,15 +202,24 @@ void rows_super(const void* w, int64_t n, const int16_t* a, const float* da, con
         const F f(p);
         __m256i S[R];
         for (int r = 0; r < R; ++r) S[r] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) {
+        const auto step = [&](int k) {
             __m256i v[2];
             f.span(k, v);
             for (int r = 0; r < R; ++r) {
                 const auto* ap = reinterpret_cast<const __m256i*>(a + r * n + bi * QK_K + 32 * k);
-                S[r] = _mm256_add_epi32(S[r], _mm256_add_epi32(_mm256_madd_epi16(v[0], _mm256_loadu_si256(ap)),
-                                                               _mm256_madd_epi16(v[1], _mm256_loadu_si256(ap + 1))));
+                S[r] = _mm256_add_epi32(S[r], _mm256_madd_epi16(v[0], _mm256_loadu_si256(ap)));
+                S[r] = _mm256_add_epi32(S[r], _mm256_madd_epi16(v[1], _mm256_loadu_si256(ap + 1)));
             }
+        };
+        // Unrolled over all 8 spans, more than two rows make the compiler hoist every span's
+        // products and spill them (4 rows: ~180 stack accesses per block); a rolled loop keeps
+        // the lane sums in registers.
+        if constexpr (R > 2) {
+#pragma GCC unroll 2
+            for (int k = 0; k < 8; ++k) step(k);
+        } else {
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; ++k) step(k);
         }
         const float d = f.d();
         for (int r = 0; r < R; ++r) {
