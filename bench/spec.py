@@ -17,7 +17,8 @@ the whole completion less that of a 1-token completion of the same prompt). Each
 the median of ``--rounds`` runs, engines alternating. ds4's one-time verify-cost calibration is
 excluded and printed.
 
-Usage: PYTHONPATH=python python bench/spec.py [--rounds 3] [--threads 2] [--tokens 320]
+Usage: PYTHONPATH=python python bench/spec.py [--rounds 3] [--threads 2] [--tokens 320] [--no-llama]
+       [--qwen | --qwen-only]
 """
 
 from __future__ import annotations
@@ -104,7 +105,11 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=320)
     ap.add_argument("--no-llama", action="store_true", help="ds4 only")
     ap.add_argument("--qwen", action="store_true", help="also Qwen2.5-Coder 1.5B with the 0.5B draft model")
+    ap.add_argument("--qwen-only", action="store_true", help="only the Qwen2.5-Coder pair")
     args = ap.parse_args()
+    if args.qwen_only:
+        qwen(args)
+        return
 
     import ds4
 

@@ -126,7 +126,7 @@ int32_t Generator::speculate(int32_t tok) {
         draft_.clear();
         const int floor = std::min(params_.spec.n_min, cap);
         if (prop.costs()) {
-            const int want = std::max(floor, scheduler_->pick(p, cap, prop.cost_per_token()));
+            const int want = std::max(floor, scheduler_->pick(p, cap, prop.cost_per_token(), prop.catch_up_seconds(context_)));
             if (want > 0) prop.propose(context_, want, &draft_);
             k = std::min(want, static_cast<int>(draft_.tokens.size()));
         } else {

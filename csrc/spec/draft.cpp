@@ -26,7 +26,17 @@ public:
     bool costs() const override { return true; }
 
     void prepare(const std::vector<int32_t>& ctx) override {
-        if (ctx.size() > 1) session_.eval_argmax(ctx.data(), static_cast<int64_t>(ctx.size() - 1));
+        if (ctx.size() < 2) return;
+        const auto n = static_cast<int64_t>(ctx.size() - 1);
+        const auto t0 = std::chrono::steady_clock::now();
+        session_.eval_argmax(ctx.data(), n);
+        feed_per_token_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / n;
+    }
+
+    double catch_up_seconds(const std::vector<int32_t>& ctx) const override {
+        const int64_t lag = static_cast<int64_t>(ctx.size()) - static_cast<int64_t>(common_prefix(ctx));
+        // one position is fed with every draft anyway; a few more cost about a step
+        return lag <= 1 ? 0.0 : (lag - 1) * (feed_per_token_ > 0 ? feed_per_token_ : per_token_);
     }
 
     void sample_drafts(const sample::SamplingParams& params, int32_t n_vocab) override {
@@ -46,9 +56,7 @@ public:
         if (ctx.empty() || n_max < 1) return;
         // Keep the common prefix with what the draft session holds (at least one position to
         // feed, whose prediction is the first draft token), feed the rest.
-        const std::vector<int32_t> held = session_.tokens();
-        size_t common = 0;
-        while (common < held.size() && common + 1 < ctx.size() && held[common] == ctx[common]) ++common;
+        const size_t common = common_prefix(ctx);
         const int64_t room = session_.n_ctx() - static_cast<int64_t>(ctx.size());
         if (room < 1) return;
         n_max = static_cast<int>(std::min<int64_t>(n_max, room));
@@ -61,7 +69,12 @@ public:
             const auto t0 = std::chrono::steady_clock::now();
             const int32_t next = plain() ? session_.eval_argmax(feed, n_feed).back() : drawn(feed, n_feed, draft);
             const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            if (n_feed == 1) per_token_ = per_token_ > 0 ? per_token_ + 0.2 * (s - per_token_) : s;
+            if (n_feed == 1) {
+                per_token_ = per_token_ > 0 ? per_token_ + 0.2 * (s - per_token_) : s;
+            } else if (n_feed >= 8) {  // a catch-up: its cost per token, for catch_up_seconds
+                const double f = s / static_cast<double>(n_feed);
+                feed_per_token_ = feed_per_token_ > 0 ? feed_per_token_ + 0.2 * (f - feed_per_token_) : f;
+            }
             if (next < 0 || next >= vocab_) break;  // low confidence, or a padding row of the draft's embedding
             draft->tokens.push_back(next);
             feed = &draft->tokens.back();
@@ -72,6 +85,15 @@ public:
 
 private:
     bool plain() const { return !sampler_ && confidence_ <= 0.0f; }
+
+    // Positions the draft session holds that match ctx, leaving at least one of ctx to feed
+    // (its prediction is the first draft token).
+    size_t common_prefix(const std::vector<int32_t>& ctx) const {
+        const std::vector<int32_t> held = session_.tokens();
+        size_t common = 0;
+        while (common < held.size() && common + 1 < ctx.size() && held[common] == ctx[common]) ++common;
+        return common;
+    }
 
     // Evaluates feed and returns the next draft token from its logits: greedy, or drawn from q
     // with q appended to draft->q; -1 (no draft) where the draft's confidence, its probability of
@@ -108,7 +130,8 @@ private:
     std::unique_ptr<sample::Sampler> sampler_;  // sampled drafts (exact mode), else greedy
     int32_t n_target_ = 0;                      // row length of Draft::q
     std::vector<float> row_, q_;
-    double per_token_ = 0;  // seconds per drafted token, running
+    double per_token_ = 0;       // seconds per drafted token, running
+    double feed_per_token_ = 0;  // seconds per token of a catch-up (a batched feed), running
 };
 
 std::string quoted(const std::string& s) {

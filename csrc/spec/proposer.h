@@ -36,6 +36,9 @@ public:
     // asked for exactly the number of tokens the scheduler decided to verify.
     virtual double cost_per_token() const { return 0.0; }
     virtual bool costs() const { return false; }
+    // Seconds to bring the proposer up to `context` before it can draft (a draft model feeding
+    // what it missed while others drafted or the target decoded alone): what a probe also pays.
+    virtual double catch_up_seconds(const std::vector<int32_t>& context) const { return 0.0; }
     // Feed the context ahead of drafting (a draft model's prompt), so that the first draft
     // costs only its own steps.
     virtual void prepare(const std::vector<int32_t>& context) {}

@@ -22,6 +22,8 @@ constexpr double kCostWeight = 0.1;
 constexpr int kProbeEvery = 8, kProbeMax = 256;
 // The least speed-up (at perfect acceptance) worth drafting with a proposer that costs.
 constexpr double kMinGain = 1.1;
+// The most a probe's catch-up may cost, as a share of the plain steps since the last draft.
+constexpr double kProbeBudget = 0.1;
 
 }  // namespace
 
@@ -59,7 +61,7 @@ bool Scheduler::worth(double draft_cost) const {
     return best_case >= kMinGain / cost(1);
 }
 
-int Scheduler::pick(int p, int available, double draft_cost) {
+int Scheduler::pick(int p, int available, double draft_cost, double catch_up) {
     const int kmax = std::min(available, n_max_);
     // A proposer that costs, and would not gain kMinGain even if every draft were accepted, is
     // not even probed (on a steep verify curve a draft model cannot pay).
@@ -79,7 +81,7 @@ int Scheduler::pick(int p, int available, double draft_cost) {
     if (best > 0) {
         wait = kProbeEvery;
     } else if (kmax > 0 && ++skipped >= wait) {
-        best = 1;
+        if (catch_up <= kProbeBudget * skipped * cost(1)) best = 1;
         wait = std::min(2 * wait, kProbeMax);
     }
     if (best > 0) skipped = 0;
