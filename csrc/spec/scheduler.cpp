@@ -16,9 +16,10 @@ constexpr double kDecay = 0.95;
 constexpr double kPriorWeight = 2.0;
 // Timing updates: new pass times weigh this much against the running estimate.
 constexpr double kCostWeight = 0.1;
-// After this many steps without drafting, a proposer with a draft gets one short probe; each
-// probe that does not bring the proposer back doubles the wait, up to kProbeMax (a probe of a
-// draft model also pays for feeding it what it missed).
+// A proposer is first probed at its first chance (a draft model is then in step with the
+// context); after kProbeEvery steps without drafting, a proposer with a draft gets one short
+// probe; each probe that does not bring the proposer back doubles the wait, up to kProbeMax (a
+// probe of a draft model also pays for feeding it what it missed).
 constexpr int kProbeEvery = 8, kProbeMax = 256;
 // The least speed-up (at perfect acceptance) worth drafting with a proposer that costs.
 constexpr double kMinGain = 1.1;
@@ -29,7 +30,7 @@ constexpr double kProbeBudget = 0.1;
 
 Scheduler::Scheduler(int n_max, std::vector<double> cost, int n_proposers)
     : n_max_(n_max), cost_(std::move(cost)), stats_(static_cast<size_t>(n_proposers)),
-      skipped_(static_cast<size_t>(n_proposers), 0), probe_wait_(static_cast<size_t>(n_proposers), kProbeEvery) {
+      skipped_(static_cast<size_t>(n_proposers), 0), probe_wait_(static_cast<size_t>(n_proposers), 1) {
     if (n_max < 1) throw std::invalid_argument("n_max must be >= 1, got " + std::to_string(n_max));
     if (cost_.size() < static_cast<size_t>(n_max) + 1) throw std::invalid_argument("Scheduler: need n_max + 1 costs");
     for (auto& s : stats_) s.resize(static_cast<size_t>(n_max));
@@ -82,7 +83,7 @@ int Scheduler::pick(int p, int available, double draft_cost, double catch_up) {
         wait = kProbeEvery;
     } else if (kmax > 0 && ++skipped >= wait) {
         if (catch_up <= kProbeBudget * skipped * cost(1)) best = 1;
-        wait = std::min(2 * wait, kProbeMax);
+        wait = std::min(std::max(2 * wait, kProbeEvery), kProbeMax);
     }
     if (best > 0) skipped = 0;
     return best;

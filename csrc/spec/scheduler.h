@@ -1,9 +1,9 @@
 // The speculation scheduler: per step, the draft length k (0 = a plain decode step) that
 // maximises expected tokens per second, from the cost of a verify pass of k + 1 rows (calibrated
 // when the model first speculates, refined by every pass timed since), the proposer's cost per
-// drafted token and its running acceptance per draft position. When no k > 0 pays it steps
-// aside, and re-probes after 8, 16, 32, ... plain steps so that a proposer that starts matching
-// again is noticed without probes costing much.
+// drafted token and its running acceptance per draft position. A proposer is probed at its
+// first chance; when no k > 0 pays it steps aside, and re-probes after 8, 16, 32, ... plain
+// steps so that a proposer that starts matching again is noticed without probes costing much.
 #pragma once
 
 #include <cstddef>
