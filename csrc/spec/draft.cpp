@@ -35,8 +35,10 @@ public:
 
     double catch_up_seconds(const std::vector<int32_t>& ctx) const override {
         const int64_t lag = static_cast<int64_t>(ctx.size()) - static_cast<int64_t>(common_prefix(ctx));
-        // one position is fed with every draft anyway; a few more cost about a step
-        return lag <= 1 ? 0.0 : (lag - 1) * (feed_per_token_ > 0 ? feed_per_token_ : per_token_);
+        // a draft's first step feeds what is missing in one batch: a few tokens cost about the
+        // one-token step it pays anyway
+        constexpr int64_t kFree = 4;
+        return lag <= kFree ? 0.0 : (lag - 1) * (feed_per_token_ > 0 ? feed_per_token_ : per_token_);
     }
 
     void sample_drafts(const sample::SamplingParams& params, int32_t n_vocab) override {
