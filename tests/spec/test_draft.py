@@ -66,10 +66,11 @@ def test_gemma_drafting_for_itself() -> None:
         assert cut.stats["n_drafted"] < forced.stats["n_drafted"]
         assert cut.stats["n_accepted"] / max(1, cut.stats["n_drafted"]) >= forced.stats["n_accepted"] / forced.stats["n_drafted"]
         # left to the scheduler, a draft as slow as the target (its whole vocabulary scored)
-        # cannot pay and is not used
+        # cannot pay: it is not used, or (when noisy timings make it look cheaper at first) one
+        # probe shows it and the scheduler backs off
         auto = target.session().generate(prompt, max_tokens=48, stop_at_eog=False,
                                          spec=ds4.Spec(draft_model=draft, types=[], draft_vocab=0))
-        assert auto.tokens == want and auto.stats["n_drafted"] == 0
+        assert auto.tokens == want and auto.stats["n_drafted"] <= 4
 
 
 def test_vocabulary_mismatch_is_a_clear_error(tiny_pair: tuple[ds4.Model, ds4.Model]) -> None:
