@@ -81,7 +81,6 @@ public:
             draft->tokens.push_back(next);
             feed = &draft->tokens.back();
             n_feed = 1;
-            if (i + 1 == n_max) break;
         }
     }
 
