@@ -14,7 +14,9 @@ ds4 runs plain greedy decoding and each speculation setting; llama-cpp-python ru
 decoding and its prompt lookup (``LlamaPromptLookupDecoding``) at several draft lengths, the best
 of which is reported. Decode tokens/s exclude the prompt (ds4: ``stats``; llama.cpp: the time of
 the whole completion less that of a 1-token completion of the same prompt). Each measurement is
-the median of ``--rounds`` runs, engines alternating. ds4's one-time verify-cost calibration is
+the median of ``--rounds`` runs. ds4's settings run in turn within each round, plain first, and a
+speed-up is the median of the per-round ratios to that round's plain run, so that the machine's
+drift (minutes apart) does not land in a ratio. ds4's one-time verify-cost calibration is
 excluded and printed.
 
 Usage: PYTHONPATH=python python bench/spec.py [--rounds 3] [--threads 2] [--tokens 320] [--no-llama]
@@ -78,6 +80,21 @@ def ds4_rate(model: Any, prompt: str, tokens: int, spec: Any, temperature: float
     return g.stats["tokens_per_second"], g.stats
 
 
+def interleaved(model: Any, prompt: str, tokens: int, settings: dict[str, Any], rounds: int,
+                temperature: float = 0.0, top_p: float = 1.0) -> dict[str, tuple[float, float, dict]]:
+    """Per setting (None: plain decoding, the first): median tok/s, median ratio to the same
+    round's plain run, and the first run's stats; the settings run in turn in every round."""
+    runs: dict[str, list[tuple[float, dict]]] = {name: [] for name in settings}
+    ratios: dict[str, list[float]] = {name: [] for name in settings}
+    plain_name = next(iter(settings))
+    for _ in range(rounds):
+        for name, spec in settings.items():
+            runs[name].append(ds4_rate(model, prompt, tokens, spec, temperature, top_p))
+            ratios[name].append(runs[name][-1][0] / runs[plain_name][-1][0])
+    return {name: (statistics.median(r for r, _ in runs[name]), statistics.median(ratios[name]), runs[name][0][1])
+            for name in settings}
+
+
 def llama_rate(path: str, prompt: str, tokens: int, threads: int, lookup: int | None) -> float:
     import llama_cpp
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
@@ -124,26 +141,26 @@ def main() -> None:
 
     for scenario in ("edit", "prose"):
         prompt = PROMPTS[scenario]
-        rows: list[tuple[str, float, str]] = []
-        plain = statistics.median(ds4_rate(model, prompt, args.tokens, None)[0] for _ in range(args.rounds))
-        rows.append(("ds4 plain", plain, ""))
-        for name, spec in settings.items():
-            runs = [ds4_rate(model, prompt, args.tokens, spec) for _ in range(args.rounds)]
-            st = runs[0][1]
-            rate = statistics.median(r[0] for r in runs)
-            rows.append((f"ds4 {name}", rate, f"accepted {st['n_accepted']}/{st['n_drafted']}, "
-                                              f"{st['tokens_per_pass']:.2f} tokens/pass"))
+        rows: list[tuple[str, float, str, str]] = []
+        res = interleaved(model, prompt, args.tokens, {"plain": None, **settings}, args.rounds)
+        plain = res["plain"][0]
+        rows.append(("ds4 plain", plain, "1.00", ""))
+        for name in settings:
+            rate, ratio, st = res[name]
+            rows.append((f"ds4 {name}", rate, f"{ratio:.2f}", f"accepted {st['n_accepted']}/{st['n_drafted']}, "
+                                                              f"{st['tokens_per_pass']:.2f} tokens/pass"))
         if not args.no_llama:
             lc_plain = statistics.median(llama_rate(model.path, prompt, args.tokens, args.threads, None)
                                          for _ in range(args.rounds))
-            rows.append(("llama.cpp plain", lc_plain, ""))
+            rows.append(("llama.cpp plain", lc_plain, f"{lc_plain / plain:.2f}", ""))
             best = max((statistics.median(llama_rate(model.path, prompt, args.tokens, args.threads, n)
                                           for _ in range(args.rounds)), n) for n in (2, 4, 10))
-            rows.append((f"llama.cpp prompt lookup (best: num_pred_tokens={best[1]})", best[0], ""))
+            rows.append((f"llama.cpp prompt lookup (best: num_pred_tokens={best[1]})", best[0],
+                         f"{best[0] / plain:.2f}", ""))
         print(f"\n### {scenario} ({args.tokens} tokens, greedy, {args.threads} threads, median of {args.rounds})\n")
         print("| engine | decode tok/s | vs ds4 plain | notes |\n|---|---:|---:|---|")
-        for name, rate, note in rows:
-            print(f"| {name} | {rate:.1f} | {rate / plain:.2f} | {note} |")
+        for name, rate, ratio, note in rows:
+            print(f"| {name} | {rate:.1f} | {ratio} | {note} |")
 
     # (scenario, temperature, top_p): the last is the seeds' client sampling, under which the
     # model does not loop, so drafts rarely match: the scheduler must not lose there
@@ -152,15 +169,13 @@ def main() -> None:
         print(f"\n### {scenario} at temperature {temp}, top_p {top_p}, chain ngram-mod, ngram-simple "
               f"(median of {args.rounds})\n")
         print("| mode | decode tok/s | vs ds4 plain | accepted / drafted |\n|---|---:|---:|---|")
-        plain = statistics.median(ds4_rate(model, prompt, args.tokens, None, temp, top_p)[0]
-                                  for _ in range(args.rounds))
-        print(f"| ds4 plain sampling | {plain:.1f} | 1.00 | |")
-        for mode in ("opportunistic", "exact"):
-            spec = ds4.Spec(types=["ngram-mod", "ngram-simple"], sampling=mode)  # type: ignore[arg-type]
-            runs = [ds4_rate(model, prompt, args.tokens, spec, temp, top_p) for _ in range(args.rounds)]
-            st = runs[0][1]
-            rate = statistics.median(r[0] for r in runs)
-            print(f"| ds4 {mode} | {rate:.1f} | {rate / plain:.2f} | {st['n_accepted']}/{st['n_drafted']} |")
+        modes = {mode: ds4.Spec(types=["ngram-mod", "ngram-simple"], sampling=mode)  # type: ignore[arg-type]
+                 for mode in ("opportunistic", "exact")}
+        res = interleaved(model, prompt, args.tokens, {"plain": None, **modes}, args.rounds, temp, top_p)
+        print(f"| ds4 plain sampling | {res['plain'][0]:.1f} | 1.00 | |")
+        for mode in modes:
+            rate, ratio, st = res[mode]
+            print(f"| ds4 {mode} | {rate:.1f} | {ratio:.2f} | {st['n_accepted']}/{st['n_drafted']} |")
     if args.qwen:
         qwen(args)
 
@@ -176,28 +191,29 @@ def qwen(args: argparse.Namespace) -> None:
     draft = ds4.Model(known_models.model_path("qwen05"), threads=args.threads, n_ctx=2048)
     settings = {"draft (0.5B), whole vocabulary": ds4.Spec(types=["draft"], draft_model=draft, draft_vocab=0),
                 "draft (0.5B)": ds4.Spec(types=["draft"], draft_model=draft),
-                "ngram-mod, draft": ds4.Spec(types=["ngram-mod", "draft"], draft_model=draft)}
+                "ngram-mod": ds4.Spec(types=["ngram-mod"]),
+                "ngram-mod, draft": ds4.Spec(types=["ngram-mod", "draft"], draft_model=draft),
+                "ngram-mod, ngram-simple, draft": ds4.Spec(types=["ngram-mod", "ngram-simple", "draft"],
+                                                           draft_model=draft)}
     for name, prompt in (("code generation", CODEGEN), ("edit", PROMPTS["edit"])):
         print(f"\n### Qwen2.5-Coder 1.5B, {name} ({args.tokens} tokens, greedy, median of {args.rounds})\n")
         print("| ds4 | decode tok/s | vs plain | notes |\n|---|---:|---:|---|")
-        plain = statistics.median(ds4_rate(target, prompt, args.tokens, None)[0] for _ in range(args.rounds))
-        print(f"| plain | {plain:.1f} | 1.00 | |")
-        for label, spec in settings.items():
-            runs = [ds4_rate(target, prompt, args.tokens, spec) for _ in range(args.rounds)]
-            st = runs[0][1]
-            rate = statistics.median(r[0] for r in runs)
-            print(f"| {label} | {rate:.1f} | {rate / plain:.2f} | accepted {st['n_accepted']}/{st['n_drafted']}, "
+        res = interleaved(target, prompt, args.tokens, {"plain": None, **settings}, args.rounds)
+        print(f"| plain | {res['plain'][0]:.1f} | 1.00 | |")
+        for label in settings:
+            rate, ratio, st = res[label]
+            print(f"| {label} | {rate:.1f} | {ratio:.2f} | accepted {st['n_accepted']}/{st['n_drafted']}, "
                   f"{st['tokens_per_pass']:.2f} tokens/pass, drafting {st['draft_seconds']:.2f} s |")
     print(f"\n### Qwen2.5-Coder 1.5B, code generation at temperature 0.7, draft (0.5B) (median of {args.rounds})\n")
     print("| mode | decode tok/s | vs plain sampling | accepted / drafted |\n|---|---:|---:|---|")
-    plain = statistics.median(ds4_rate(target, CODEGEN, args.tokens, None, 0.7)[0] for _ in range(args.rounds))
-    print(f"| plain sampling | {plain:.1f} | 1.00 | |")
-    for mode, note in (("opportunistic", "greedy drafts"), ("exact", "drafts sampled from the draft's q")):
-        spec = ds4.Spec(types=["draft"], draft_model=draft, sampling=mode)  # type: ignore[arg-type]
-        runs = [ds4_rate(target, CODEGEN, args.tokens, spec, 0.7) for _ in range(args.rounds)]
-        st = runs[0][1]
-        rate = statistics.median(r[0] for r in runs)
-        print(f"| {mode} ({note}) | {rate:.1f} | {rate / plain:.2f} | {st['n_accepted']}/{st['n_drafted']} |")
+    modes = {mode: ds4.Spec(types=["draft"], draft_model=draft, sampling=mode)  # type: ignore[arg-type]
+             for mode in ("opportunistic", "exact")}
+    res = interleaved(target, CODEGEN, args.tokens, {"plain": None, **modes}, args.rounds, 0.7)
+    print(f"| plain sampling | {res['plain'][0]:.1f} | 1.00 | |")
+    notes = {"opportunistic": "greedy drafts", "exact": "drafts sampled from the draft's q"}
+    for mode in modes:
+        rate, ratio, st = res[mode]
+        print(f"| {mode} ({notes[mode]}) | {rate:.1f} | {ratio:.2f} | {st['n_accepted']}/{st['n_drafted']} |")
 
 
 if __name__ == "__main__":

@@ -94,6 +94,7 @@ py::dict stats_dict(const model::GenerateStats& st) {
     d["draft_seconds"] = st.draft_seconds;
     d["calibration_seconds"] = st.calibration_seconds;
     d["plain_tokens_per_second_estimate"] = st.plain_tokens_per_second;
+    d["spec_slowdown"] = st.spec_slowdown;
     d["prefill_seconds"] = st.prefill_seconds;
     d["decode_seconds"] = st.decode_seconds;
     d["sample_seconds"] = st.sample_seconds;

@@ -1,6 +1,7 @@
-// Speculation bindings for tests: the acceptance rules of spec/verify.h, and a simulation of
+// Speculation bindings for tests: the acceptance rules of spec/verify.h, a simulation of
 // verifying a drafted block against fixed target distributions, for statistical tests of the
-// rule (deliberately wrong rules are available there only, to show the tests can fail).
+// rule (deliberately wrong rules are available there only, to show the tests can fail), and the
+// scheduler, to drive it with made-up timings.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -13,6 +14,7 @@
 
 #include "bindings/register.h"
 #include "sample/sampler.h"
+#include "spec/scheduler.h"
 #include "spec/verify.h"
 
 namespace py = pybind11;
@@ -92,6 +94,34 @@ void register_spec(py::module_& m) {
     }, py::arg("p"), py::arg("d"), "The weights the recovered token is drawn from after rejecting d.");
     m.def("spec_simulate", &simulate, py::arg("p"), py::arg("draft"), py::arg("n_draws"), py::arg("seed"),
           py::arg("rule") = "exact", py::arg("q") = std::nullopt, "Emitted sequences of verifying `draft` against fixed rows p (tests only).");
+    // The scheduler trusts its caller's indices; the binding checks them.
+    struct Sched {
+        spec::Scheduler s;
+        int n;
+        spec::Scheduler& at(int p, int k = 0) {
+            if (p < 0 || p >= n) throw py::index_error("proposer " + std::to_string(p) + " outside [0, " + std::to_string(n) + ")");
+            if (k < 0 || k > s.n_max()) throw py::value_error("k must be in [0, n_max]");
+            return s;
+        }
+    };
+    py::class_<Sched>(m, "SpecScheduler", "The speculation scheduler (spec/scheduler.h), for tests.")
+        .def(py::init([](int n_max, std::vector<double> cost, int n) {
+                 if (n < 1) throw py::value_error("n_proposers must be >= 1");
+                 return Sched{spec::Scheduler(n_max, std::move(cost), n), n};
+             }),
+             py::arg("n_max"), py::arg("cost"), py::arg("n_proposers"))
+        .def("pick", [](Sched& s, int p, int available, double draft_cost, double catch_up) {
+                 return s.at(p).pick(p, available, draft_cost, catch_up);
+             }, py::arg("p"), py::arg("available"), py::arg("draft_cost") = 0.0, py::arg("catch_up") = 0.0)
+        .def("timed_pass", [](Sched& s, int rows, double seconds) { s.s.timed_pass(rows, seconds); },
+             py::arg("rows"), py::arg("seconds"))
+        .def("verified", [](Sched& s, int p, int k, int accepted, double seconds) {
+                 if (accepted < 0 || accepted > k) throw py::value_error("accepted must be in [0, k]");
+                 s.at(p, k).verified(p, k, accepted, seconds);
+             }, py::arg("p"), py::arg("k"), py::arg("accepted"), py::arg("seconds") = 0.0)
+        .def("slowdown", [](Sched& s, int p) { return s.at(p).slowdown(p); }, py::arg("p"))
+        .def("expected_tokens", [](Sched& s, int p, int k) { return s.at(p, k).expected_tokens(p, k); },
+             py::arg("p"), py::arg("k"));
 }
 
 }  // namespace ds4::bindings

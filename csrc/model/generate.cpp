@@ -145,7 +145,7 @@ int32_t Generator::speculate(int32_t tok) {
         } else {
             session_.eval(&tok, 1, logits_.data(), 1);
         }
-        scheduler_->timed_pass(1, now() - t1);
+        scheduler_->timed_pass(1, now() - t1 + last_sample_seconds_);
         return next;
     }
     // tok goes to position p, draft token i to p + 1 + i; row i of the pass is the target's
@@ -202,7 +202,9 @@ int32_t Generator::speculate(int32_t tok) {
         logits_.assign(row(j), row(j) + n_vocab);
     }
     if (j < k) session_.truncate(p + 1 + j);
-    scheduler_->verified(winner, k, j);
+    // The pass as the scheduler should judge it: drafting, verifying, and the acceptance's
+    // per-row probabilities, against a plain step that samples once (timed_pass(1) above).
+    scheduler_->verified(winner, k, j, now() - t0);
     ++stats_.n_spec_passes;
     stats_.n_drafted += k;
     stats_.n_accepted += j;
@@ -261,8 +263,11 @@ bool Generator::next(std::string* piece) {
             verified = queue_.front().pos;
             recorded = queue_.front().sampled;
             queue_.pop_front();
+        } else if (next_ >= 0) {
+            tok = next_;
         } else {
-            tok = next_ >= 0 ? next_ : sampler_.sample(logits_.data(), session_.n_vocab());
+            tok = sampler_.sample(logits_.data(), session_.n_vocab());
+            last_sample_seconds_ = now() - t0;
         }
         if (!recorded) sampler_.accept(tok);
         stats_.sample_seconds += now() - t0;
@@ -321,7 +326,11 @@ bool Generator::next(std::string* piece) {
         }
         stats_.decode_seconds += now() - t1;
         ++stats_.n_forward;
-        if (scheduler_) stats_.plain_tokens_per_second = scheduler_->plain_tokens_per_second();
+        if (scheduler_) {
+            stats_.plain_tokens_per_second = scheduler_->plain_tokens_per_second();
+            stats_.spec_slowdown.resize(proposers_.size());
+            for (size_t i = 0; i < proposers_.size(); ++i) stats_.spec_slowdown[i] = scheduler_->slowdown(static_cast<int>(i));
+        }
         if (text_.size() > before) return true;
     }
     // The end: whatever the decoder and the stop-string check still hold is final text.

@@ -65,6 +65,7 @@ struct GenerateStats {
     double draft_seconds = 0;          // in the proposers
     double calibration_seconds = 0;    // timing the verify cost curve (first use per model)
     double plain_tokens_per_second = 0;  // the scheduler's model of plain decoding
+    std::vector<double> spec_slowdown;   // per proposer: measured / predicted seconds of its passes
     std::string stop_reason;           // "max_tokens" | "eog" | "stop" | "context" while running: ""
 };
 
@@ -107,6 +108,7 @@ private:
     // projection (Session::eval_argmax) instead of a logits row: next_ holds it, or -1.
     bool fused_greedy_ = false;
     int32_t next_ = -1;
+    double last_sample_seconds_ = 0;  // the last draw from logits_: a plain step pays it besides its pass
     // Speculation: the proposers, the scheduler, the context they see (every token of the
     // session, the last emitted one included) and the accepted draft tokens still to emit, with
     // the session position each was evaluated at.

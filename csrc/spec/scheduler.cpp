@@ -23,14 +23,19 @@ constexpr double kCostWeight = 0.1;
 constexpr int kProbeEvery = 8, kProbeMax = 256;
 // The least speed-up (at perfect acceptance) worth drafting with a proposer that costs.
 constexpr double kMinGain = 1.1;
-// The most a probe's catch-up may cost, as a share of the plain steps since the last draft.
-constexpr double kProbeBudget = 0.1;
+// The most a probe's catch-up may cost, as a share of the plain steps since the last draft: probes
+// that do not bring a draft model back are a tax on plain decoding, which must stay under 5 %.
+constexpr double kProbeBudget = 0.03;
+// Measured / predicted pass seconds: each pass weighs this much, its ratio clamped so that one
+// pass the machine stalled (or a timer's hiccup) cannot switch a proposer off alone.
+constexpr double kSlowWeight = 0.15, kSlowMin = 0.5, kSlowMax = 4.0;
 
 }  // namespace
 
 Scheduler::Scheduler(int n_max, std::vector<double> cost, int n_proposers)
     : n_max_(n_max), cost_(std::move(cost)), stats_(static_cast<size_t>(n_proposers)),
-      skipped_(static_cast<size_t>(n_proposers), 0), probe_wait_(static_cast<size_t>(n_proposers), 1) {
+      skipped_(static_cast<size_t>(n_proposers), 0), probe_wait_(static_cast<size_t>(n_proposers), 1),
+      slow_(static_cast<size_t>(n_proposers), 1.0), picked_(static_cast<size_t>(n_proposers)) {
     if (n_max < 1) throw std::invalid_argument("n_max must be >= 1, got " + std::to_string(n_max));
     if (cost_.size() < static_cast<size_t>(n_max) + 1) throw std::invalid_argument("Scheduler: need n_max + 1 costs");
     for (auto& s : stats_) s.resize(static_cast<size_t>(n_max));
@@ -68,13 +73,14 @@ int Scheduler::pick(int p, int available, double draft_cost, double catch_up) {
     // not even probed (on a steep verify curve a draft model cannot pay).
     if (draft_cost > 0 && !worth(draft_cost)) return 0;
     const std::vector<double> a = acceptance(p);
+    const double slow = slow_[static_cast<size_t>(p)];
     int best = 0;
     double best_rate = 1.0 / cost(1);
     double e = 1.0, prefix = 1.0;
     for (int k = 1; k <= kmax; ++k) {
         prefix *= a[static_cast<size_t>(k - 1)];
         e += prefix;
-        const double t = cost(k + 1) + k * draft_cost;
+        const double t = slow * (cost(k + 1) + k * draft_cost);
         if (e / t > best_rate) best = k, best_rate = e / t;
     }
     int& skipped = skipped_[static_cast<size_t>(p)];
@@ -86,6 +92,7 @@ int Scheduler::pick(int p, int available, double draft_cost, double catch_up) {
         wait = std::min(std::max(2 * wait, kProbeEvery), kProbeMax);
     }
     if (best > 0) skipped = 0;
+    picked_[static_cast<size_t>(p)] = {draft_cost, catch_up};
     return best;
 }
 
@@ -95,7 +102,14 @@ void Scheduler::timed_pass(int rows, double seconds) {
     c += kCostWeight * (seconds - c);
 }
 
-void Scheduler::verified(int p, int k, int accepted) {
+void Scheduler::verified(int p, int k, int accepted, double seconds) {
+    if (seconds > 0 && k >= 1 && k <= n_max_) {
+        const Picked& pk = picked_[static_cast<size_t>(p)];
+        const double predicted = cost(k + 1) + k * pk.draft_cost + pk.catch_up;
+        const double r = std::clamp(seconds / predicted, kSlowMin, kSlowMax);
+        double& slow = slow_[static_cast<size_t>(p)];
+        slow += kSlowWeight * (r - slow);
+    }
     auto& st = stats_[static_cast<size_t>(p)];
     for (int i = 0; i < k && i <= accepted; ++i) {
         Position& s = st[static_cast<size_t>(i)];

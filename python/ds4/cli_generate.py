@@ -98,7 +98,9 @@ def _timing(stats: dict[str, Any]) -> None:
         f"accepted/drafted per position: {per_pos or 'n/a'} | draft {stats['draft_seconds'] * 1e3:.1f} ms, "
         f"decode {stats['decode_seconds'] * 1e3:.1f} ms, sampling {stats['sample_seconds'] * 1e3:.1f} ms, "
         f"calibration {stats['calibration_seconds'] * 1e3:.1f} ms | {stats['tokens_per_second']:.1f} tok/s, "
-        f"plain decode estimated at {stats['plain_tokens_per_second_estimate']:.1f} tok/s",
+        f"plain decode estimated at {stats['plain_tokens_per_second_estimate']:.1f} tok/s, "
+        f"measured / predicted pass time per proposer: "
+        f"{', '.join(f'{s:.2f}' for s in stats['spec_slowdown']) or 'n/a'}",
         file=sys.stderr,
     )
 
