@@ -28,9 +28,8 @@ int32_t hsum_epi32(__m256i v) {
 // are loaded once for the X rows; the X integer lane sums of a group stay in registers, and the
 // float accumulators take one conversion and one fma per group.
 template <int X, int G>
-void tile(const int16_t* q, const float* sw, const float* mw, bool has_min, const int16_t* a, const float* da,
-          const float* xs, int64_t n, float* y, int64_t ldy) {
-    const int64_t groups = n / (kSpan * G), halves = n / kHalf;
+void tile(const int16_t* q, const float* sw, const int16_t* a, const float* da, int64_t n, float* y, int64_t ldy) {
+    const int64_t groups = n / (kSpan * G);
     __m256 acc[X];
     for (int r = 0; r < X; ++r) acc[r] = _mm256_setzero_ps();
     for (int64_t g = 0; g < groups; ++g) {
@@ -52,24 +51,50 @@ void tile(const int16_t* q, const float* sw, const float* mw, bool has_min, cons
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[r]), scale, acc[r]);
         }
     }
-    for (int r = 0; r < X; ++r) {
-        float out = hsum(acc[r]);
-        if (has_min) {
-            const float* x = xs + r * halves;
-            __m256 c = _mm256_setzero_ps();
-            int64_t h = 0;
-            for (; h + 8 <= halves; h += 8) c = _mm256_fmadd_ps(_mm256_loadu_ps(mw + h), _mm256_loadu_ps(x + h), c);
-            alignas(32) float cl[8];
-            _mm256_store_ps(cl, c);
-            for (int j = 0; h < halves; ++h, ++j) cl[j] = std::fma(mw[h], x[h], cl[j]);
-            out -= hsum(_mm256_load_ps(cl));
+    for (int r = 0; r < X; ++r) y[r * ldy] = hsum(acc[r]);
+}
+
+// The minimum terms of a block of weight rows x activation rows, subtracted from y: per pair,
+// c_j = fma(mw_h, xs_h, c_j) over the halves h = 8 i + j in order, then y -= hsum(c), as the
+// reference does it after hsum(acc). Register-tiled (WR x XR pairs share each loaded vector):
+// inside tile() each pair loaded both of its operands for every fma.
+template <int WR, int XR>
+void min_block(const float* mw, const float* xs, int64_t halves, float* y, int64_t ldy) {
+    __m256 c[WR][XR];
+    for (int o = 0; o < WR; ++o)
+        for (int r = 0; r < XR; ++r) c[o][r] = _mm256_setzero_ps();
+    int64_t h = 0;
+    for (; h + 8 <= halves; h += 8) {
+        __m256 x[XR];
+        for (int r = 0; r < XR; ++r) x[r] = _mm256_loadu_ps(xs + r * halves + h);
+        for (int o = 0; o < WR; ++o) {
+            const __m256 m = _mm256_loadu_ps(mw + o * halves + h);
+            for (int r = 0; r < XR; ++r) c[o][r] = _mm256_fmadd_ps(m, x[r], c[o][r]);
         }
-        y[r * ldy] = out;
+    }
+    for (int o = 0; o < WR; ++o) {
+        for (int r = 0; r < XR; ++r) {
+            alignas(32) float cl[8];
+            _mm256_store_ps(cl, c[o][r]);
+            for (int64_t t = h, j = 0; t < halves; ++t, ++j) cl[j] = std::fma(mw[o * halves + t], xs[r * halves + t], cl[j]);
+            y[r * ldy + o] -= hsum(_mm256_load_ps(cl));
+        }
     }
 }
 
-using TileFn = void (*)(const int16_t*, const float*, const float*, bool, const int16_t*, const float*, const float*,
-                        int64_t, float*, int64_t);
+void min_terms(const float* mw, int nw, const float* xs, int nx, int64_t halves, float* y, int64_t ldy) {
+    constexpr int kWR = 2, kXR = 4;  // 8 accumulators and 5 operands: no spills
+    int o = 0;
+    for (; o + kWR <= nw; o += kWR) {
+        int r = 0;
+        for (; r + kXR <= nx; r += kXR) min_block<kWR, kXR>(mw + o * halves, xs + r * halves, halves, y + r * ldy + o, ldy);
+        for (; r < nx; ++r) min_block<kWR, 1>(mw + o * halves, xs + r * halves, halves, y + r * ldy + o, ldy);
+    }
+    for (; o < nw; ++o)
+        for (int r = 0; r < nx; ++r) min_block<1, 1>(mw + o * halves, xs + r * halves, halves, y + r * ldy + o, ldy);
+}
+
+using TileFn = void (*)(const int16_t*, const float*, const int16_t*, const float*, int64_t, float*, int64_t);
 
 // Activation rows per tile, measured on Zen 3 (24 weight rows x 36 activation rows, n = 640 /
 // 2048, best of 6 alternating runs, GMAC/s per thread, G = 1): 1 x 6 36 / 30, 2 x 3 33 / 30,
@@ -138,11 +163,9 @@ void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, 
     for (int r = 0; r < nx; r += kX) {
         const int xr = nx - r < kX ? nx - r : kX;
         const TileFn fn = group_spans == 1 ? pick<1, kX>(xr) : pick<8, kX>(xr);
-        for (int o = 0; o < nw; ++o) {
-            fn(q + o * n, sw + o * groups, mw + o * halves, has_min, a + r * n, da + r * groups, xs + r * halves, n,
-               y + r * ldy + o, ldy);
-        }
+        for (int o = 0; o < nw; ++o) fn(q + o * n, sw + o * groups, a + r * n, da + r * groups, n, y + r * ldy + o, ldy);
     }
+    if (has_min) min_terms(mw, nw, xs, nx, halves, y, ldy);
 }
 
 }  // namespace ds4::quant::avx2
