@@ -101,3 +101,33 @@ def test_bad_arguments() -> None:
         s.verified(0, N_MAX + 1, 0)
     with pytest.raises(ValueError, match="accepted"):
         s.verified(0, 2, 3)
+
+
+def test_a_costly_proposer_needs_a_margin() -> None:
+    # A draft model whose best predicted pass is only 1-4 % faster than plain decoding stays out
+    # (its measured passes tend to lose what the prediction gains); a free proposer with the
+    # same prediction drafts.
+    def warmed() -> _core.SpecScheduler:
+        # three drafts in four accepted whole, the fourth rejected at once: at perfect acceptance
+        # the proposer would gain well over kMinGain, so only the margin keeps it out
+        s = _core.SpecScheduler(N_MAX, COST, 1)
+        for i in range(40):
+            s.verified(0, N_MAX, N_MAX if i % 4 != 3 else 0)
+        return s
+
+    s = warmed()
+    e = [s.expected_tokens(0, k) for k in range(N_MAX + 1)]
+
+    def best_gain(dc: float) -> float:
+        return max(e[k] / (COST[k] + k * dc) for k in range(1, N_MAX + 1))
+
+    lo, hi = 0.0, 1.0  # draft cost per token whose best predicted gain is 1.02
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if best_gain(mid) > 1.02 else (lo, mid)
+    assert 1.01 < best_gain(lo) < 1.04
+    assert max((k + 1) / (COST[k] + k * lo) for k in range(1, N_MAX + 1)) > 1.2
+    s = warmed()
+    assert [s.pick(0, N_MAX, draft_cost=lo) for _ in range(6)][1:] == [0] * 5  # after its first-chance probe
+    s = warmed()
+    assert all(s.pick(0, N_MAX) > 0 for _ in range(6))
