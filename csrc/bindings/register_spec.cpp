@@ -97,8 +97,8 @@ void register_spec(py::module_& m) {
     // The scheduler trusts its caller's indices; the binding checks them.
     struct Sched {
         spec::Scheduler s;
-        int n;
         spec::Scheduler& at(int p, int k = 0) {
+            const int n = s.n_proposers();
             if (p < 0 || p >= n) throw py::index_error("proposer " + std::to_string(p) + " outside [0, " + std::to_string(n) + ")");
             if (k < 0 || k > s.n_max()) throw py::value_error("k must be in [0, n_max]");
             return s;
@@ -107,7 +107,7 @@ void register_spec(py::module_& m) {
     py::class_<Sched>(m, "SpecScheduler", "The speculation scheduler (spec/scheduler.h), for tests.")
         .def(py::init([](int n_max, std::vector<double> cost, int n) {
                  if (n < 1) throw py::value_error("n_proposers must be >= 1");
-                 return Sched{spec::Scheduler(n_max, std::move(cost), n), n};
+                 return Sched{spec::Scheduler(n_max, std::move(cost), n)};
              }),
              py::arg("n_max"), py::arg("cost"), py::arg("n_proposers"))
         .def("pick", [](Sched& s, int p, int available, double draft_cost, double catch_up) {

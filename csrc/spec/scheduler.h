@@ -22,11 +22,13 @@ public:
     Scheduler(int n_max, std::vector<double> cost, int n_proposers);
 
     int n_max() const { return n_max_; }
+    int n_proposers() const { return static_cast<int>(stats_.size()); }
     // How many of the `available` drafted tokens of proposer p to verify (0: decode plainly),
     // drafting costing draft_cost seconds per token, after catch_up seconds of bringing the
-    // proposer up to date. A proposer that costs must be predicted to gain 5 %. A probe is skipped (and the wait still doubles) when its catch-up
-    // would cost more than 3 % of the plain steps it follows: a draft model that has to
-    // re-read everything it sat out would otherwise tax every plain step by its feed cost.
+    // proposer up to date. A proposer that costs must be predicted to gain 5 %. A probe is
+    // skipped (and the wait still doubles) when its catch-up would cost more than 3 % of the
+    // plain steps it follows: a draft model that has to re-read everything it sat out would
+    // otherwise tax every plain step by its feed cost.
     int pick(int p, int available, double draft_cost = 0.0, double catch_up = 0.0);
     // A target pass over `rows` rows took `seconds`.
     void timed_pass(int rows, double seconds);
