@@ -263,12 +263,12 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
                 ik.gemm_rows(q.data(), sw.data(), mw.data(), static_cast<int>(n_rows), a.data(), da.data(), xs.data(),
                              static_cast<int>(nx), n, y, n_rows);
             } else if (path == "i16packed") {  // whole tiles packed, the rows after them as in GGUF
-                const int64_t tiled = n_rows / quant::kPackRows * quant::kPackRows;
-                for (int64_t r = 0; r < nx; r += quant::kDotRowsMax) {
-                    const int m = static_cast<int>(std::min<int64_t>(quant::kDotRowsMax, nx - r));
+                const int64_t tile = quant::pack_tile_rows(t.type), tiled = n_rows / tile * tile;
+                for (int64_t r = 0; r < nx; r += ik.rows_max) {
+                    const int m = static_cast<int>(std::min<int64_t>(ik.rows_max, nx - r));
                     const int16_t* ar = a.data() + r * n;
                     const float *dr = da.data() + r * groups, *xr = xs.data() + r * halves;
-                    for (int64_t o = 0; o < n_rows; o += o < tiled ? quant::kPackRows : 1) {
+                    for (int64_t o = 0; o < n_rows; o += o < tiled ? tile : 1) {
                         const uint8_t* p = b.ptr + static_cast<size_t>(o) * row;
                         float* yo = y + r * n_rows + o;
                         if (o < tiled) {
@@ -308,8 +308,8 @@ py::bytes repack(const std::string& type_name, const py::buffer& data, int64_t n
         quant::pack_rows(t.type, b.ptr, n, n_rows, o);
     } else {
         const size_t row = quant::row_bytes(*t.info, n);
-        const int64_t tiled = n_rows / quant::kPackRows * quant::kPackRows;
-        for (int64_t r = 0; r < tiled; r += quant::kPackRows) quant::unpack_tile(t.type, b.ptr + r * row, n, o + r * row);
+        const int64_t tile = quant::pack_tile_rows(t.type), tiled = n_rows / tile * tile;
+        for (int64_t r = 0; r < tiled; r += tile) quant::unpack_tile(t.type, b.ptr + r * row, n, o + r * row);
         std::copy(b.ptr + tiled * row, b.ptr + b.size, o + tiled * row);
     }
     return py::bytes(out);

@@ -167,7 +167,7 @@ void head(Backend& be, const Weight& out_w, const std::vector<float>& norm, floa
     // (tile i holds rows 8i .. 8i + 7 whatever the row count), so a packed view is rounded up.
     Weight w = out_w;
     if (head_rows > 0 && head_rows < out_w.n_out) {
-        const int64_t tile = out_w.packed ? quant::kPackRows : 1;
+        const int64_t tile = out_w.packed ? quant::pack_tile_rows(out_w.type) : 1;
         w.n_out = std::min(out_w.n_out, (head_rows + tile - 1) / tile * tile);
     }
     if (argmax) {

@@ -31,6 +31,12 @@
 // y = hsum(acc) (the AVX2 tree ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))) and, for formats with a
 // minimum, y -= hsum(c) where c_j = fma(mw_h, xs_h, c_j) over the halves h = 8 i + j in order.
 //
+// Q8_0 takes another order, the block lanes (block_lanes.h): weights and activations are stored
+// so that each block's 32 products land in one lane, summed exactly (T_b, in int32), and block
+// b goes to lane b mod 8: acc_{b mod 8} = fma((float)T_b, sw_b * da_b, acc_{b mod 8}), in block
+// order, then y = hsum(acc). Its kernels need ~1.7x fewer ops per multiply-add: the head of a
+// tied-embedding model (Gemma's 262k x 640) is most of a verify pass.
+//
 // Against the exact Σ w_e x_e, the result differs by the activation rounding, at most
 // Σ_e |w_e| da_g/2, plus float rounding (simd_x86.h); tests/quant/test_int16_gemm.py checks both,
 // and that every ISA's kernel equals the reference bit for bit.
@@ -38,6 +44,7 @@
 
 #include <cstdint>
 
+#include "quant/block_lanes.h"
 #include "quant/kernels.h"
 #include "quant/packed.h"
 #include "quant/types.h"
@@ -80,10 +87,15 @@ struct I16Kernels {
     // that all give the same floats. The others (Q2_K, Q3_K, Q5_K) take it from
     // Backend::kInt16BatchRows rows on.
     bool all_batches = false;
+    // The block-lane order (Q8_0): decode and quantize_row write it, gemm and rows_packed read it.
+    bool block_lanes = false;
+    // Most activation rows per call of rows / rows_packed.
+    int rows_max = kDotRowsMax;
 
     int64_t groups(int64_t n) const { return n / (kSpan * group_spans); }
     void quantize_row(const float* x, int64_t n, int16_t* a, float* da, float* xs) const {
         quantize(x, n, group_spans, range, a, da, xs);
+        if (block_lanes) BlockLanes(n).to_lanes_in_place(a);
     }
     void gemm_rows(const int16_t* q, const float* sw, const float* mw, int nw, const int16_t* a, const float* da,
                    const float* xs, int nx, int64_t n, float* y, int64_t ldy) const {
@@ -100,12 +112,25 @@ const I16Kernels& i16_kernels(Type type);  // for the active ISA
     void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t* a, float* da, float* xs); \
     void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans, int nw,   \
                   const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy);
-namespace ref { DS4_I16_DECLARE }
+#define DS4_I16_BLOCKS_DECLARE                                                                                 \
+    void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans,     \
+                         int nw, const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y, \
+                         int64_t ldy);
+namespace ref {
+DS4_I16_DECLARE
+DS4_I16_BLOCKS_DECLARE
+}  // namespace ref
 namespace avx2 {
 DS4_I16_DECLARE
+DS4_I16_BLOCKS_DECLARE
+// The block-lane rows kernel over packed Q8_0 rows (packed.h), up to kBlockRowsMax rows.
+constexpr int kBlockRowsMax = 6;
+void rows_packed_q8_0(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
+                      int64_t ldy);
 // The fused few-rows kernel of `type` (every format above), or nullptr.
 RowsI16Fn rows_i16(Type type);
 }  // namespace avx2
 #undef DS4_I16_DECLARE
+#undef DS4_I16_BLOCKS_DECLARE
 
 }  // namespace ds4::quant

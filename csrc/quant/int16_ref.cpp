@@ -73,6 +73,7 @@ struct Q8_0 {
     using Block = block_q8_0;
     static constexpr int B = 32;
     static constexpr bool kMin = false;
+    static constexpr bool kBlockLanes = true;
     static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const Block*>(p);
@@ -169,6 +170,11 @@ struct Q6K {
     }
 };
 
+template <class F, class = void>
+struct HasBlockLanes : std::false_type {};
+template <class F>
+struct HasBlockLanes<F, std::void_t<decltype(F::kBlockLanes)>> : std::bool_constant<F::kBlockLanes> {};
+
 template <class F>
 void decode_row(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
     const auto* p = static_cast<const uint8_t*>(w);
@@ -178,6 +184,7 @@ void decode_row(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
         if constexpr (!F::kMin) std::fill(mwb, mwb + F::B / kHalf, 0.0f);
         F::block(p, q + i, swb, mwb);
     }
+    if constexpr (HasBlockLanes<F>::value) BlockLanes(n).to_lanes_in_place(q);
 }
 
 }  // namespace
@@ -248,6 +255,27 @@ void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, 
     }
 }
 
+void gemm_i16_blocks(const int16_t* q, const float* sw, const float*, bool, int, int nw, const int16_t* a,
+                     const float* da, const float*, int nx, int64_t n, float* y, int64_t ldy) {
+    const BlockLanes bl(n);
+    for (int r = 0; r < nx; ++r) {
+        const int16_t* ar = a + r * n;
+        for (int o = 0; o < nw; ++o) {
+            const int16_t* qo = q + o * n;
+            float acc[8] = {};
+            for (int64_t b = 0; b < bl.nb; ++b) {
+                int32_t T = 0;
+                for (int k = 0; k < 32; ++k) {
+                    const int64_t p = bl.position(b, k);
+                    T += qo[p] * ar[p];
+                }
+                acc[b % 8] = std::fma(static_cast<float>(T), sw[o * bl.nb + b] * da[r * bl.nb + b], acc[b % 8]);
+            }
+            y[r * ldy + o] = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+        }
+    }
+}
+
 }  // namespace ref
 
 namespace {
@@ -258,11 +286,22 @@ constexpr bool all_batches(Type t) { return t != Type::Q2_K && t != Type::Q3_K &
 template <class F>
 const I16Kernels& table(Type type, Isa isa) {
     static const I16Kernels none{};
-    static const I16Kernels scalar{&decode_row<F>, F::kMin, F::B / kSpan, F::kRange, &ref::quantize_i16, &ref::gemm_i16,
-                                   nullptr, nullptr, all_batches(type)};
+    constexpr bool lanes = HasBlockLanes<F>::value;
+    static const I16Kernels scalar{&decode_row<F>,     F::kMin, F::B / kSpan, F::kRange, &ref::quantize_i16,
+                                   lanes ? &ref::gemm_i16_blocks : &ref::gemm_i16,
+                                   nullptr,           nullptr, all_batches(type),       lanes};
 #if defined(DS4_X86)
-    static const I16Kernels simd{&decode_row<F>, F::kMin, F::B / kSpan, F::kRange, &avx2::quantize_i16, &avx2::gemm_i16,
-                                 avx2::rows_i16(type), avx2::rows_packed(type), all_batches(type)};
+    static const I16Kernels simd{&decode_row<F>,
+                                 F::kMin,
+                                 F::B / kSpan,
+                                 F::kRange,
+                                 &avx2::quantize_i16,
+                                 lanes ? &avx2::gemm_i16_blocks : &avx2::gemm_i16,
+                                 avx2::rows_i16(type),
+                                 avx2::rows_packed(type),
+                                 all_batches(type),
+                                 lanes,
+                                 lanes ? avx2::kBlockRowsMax : kDotRowsMax};
     if (isa == Isa::avx2 || isa == Isa::avx512) return simd;
 #endif
     return isa == Isa::scalar ? scalar : none;

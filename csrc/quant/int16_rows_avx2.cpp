@@ -5,8 +5,9 @@
 // conversion and fma per group, the same minimum term), so decode, verify blocks and prefill
 // agree.
 //
-// Per 32 weights and one row: Q8_0 ~9 vector ops, Q4_0 ~12, Q5_0 ~20, Q4_K ~10, Q6_K ~16,
-// against ~18, ~20, ~24, ~20 and ~25 on the float path.
+// Per 32 weights and one row: Q4_0 ~12 vector ops, Q5_0 ~20, Q4_K ~10, Q6_K ~16, against ~20,
+// ~24, ~20 and ~25 on the float path. (Q8_0 takes the block lanes over packed rows instead:
+// int16_blocks_avx2.cpp.)
 #include <immintrin.h>
 
 #include <cmath>
@@ -136,16 +137,6 @@ struct Legacy : BlockRef<Blk> {
         }
     }
 };
-struct Q8_0 : BlockRef<block_q8_0> {
-    static constexpr bool kSuper = false;
-    static constexpr bool kMin = false;
-    using BlockRef::BlockRef;
-    float mw() const { return 0.0f; }
-    void span(__m256i (&v)[2]) const {
-        for (int i = 0; i < 2; ++i) v[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * i)));
-    }
-};
-
 // y[r] for the legacy formats: one group per block, so one conversion and fma per block and row.
 // The minimum term (Q4_1, Q5_1) takes eight halves (four blocks) per vector fma, in the
 // reference's lane order (half h into lane h % 8); a last partial four goes lane by lane.
@@ -259,7 +250,6 @@ RowsI16Fn rows_i16(Type type) {
         case Type::Q4_1: return &rows_any<Legacy<block_q4_1, false, true>>;
         case Type::Q5_0: return &rows_any<Legacy<block_q5_0, true, false>>;
         case Type::Q5_1: return &rows_any<Legacy<block_q5_1, true, true>>;
-        case Type::Q8_0: return &rows_any<Q8_0>;
         case Type::Q4_K: return &rows_any<Q4K>;
         case Type::Q6_K: return &rows_any<Q6K>;
         default: return nullptr;

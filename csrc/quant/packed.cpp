@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "quant/block_lanes.h"
 #include "quant/blocks.h"
 #include "quant/kernels.h"
 
@@ -72,12 +73,67 @@ void unpack_q5_0_tile(const uint8_t* tile, int64_t nb, uint8_t* rows, size_t row
     }
 }
 
+// Q8_0, row by row (packed.h): whole chunks of 8 blocks and a last chunk of 4 as their scales
+// then their quants in the block-lane order; any other last chunk as in GGUF. `fn(b, k, off)`
+// visits element k of block b at byte `off` of the packed row, `scale(b, off)` its f16 scale.
+template <class Elem, class Scale>
+void q8_0_layout(int64_t n_in, Elem elem, Scale scale) {
+    const BlockLanes bl(n_in);
+    const auto chunk = [&](int64_t b0, int64_t blocks) {  // packed at byte 34 b0, lanes at 32 b0
+        const int64_t off = 34 * b0;
+        for (int64_t b = b0; b < b0 + blocks; ++b) {
+            scale(b, off + 2 * (b - b0));
+            for (int k = 0; k < 32; ++k) elem(b, k, off + 2 * blocks + (bl.position(b, k) - 32 * b0));
+        }
+    };
+    for (int64_t b0 = 0; b0 < bl.full; b0 += BlockLanes::kChunk) chunk(b0, BlockLanes::kChunk);
+    if (bl.tail4()) {
+        chunk(bl.full, 4);
+        return;
+    }
+    for (int64_t b = bl.full; b < bl.nb; ++b) {
+        scale(b, 34 * b);
+        for (int k = 0; k < 32; ++k) elem(b, k, 34 * b + 2 + k);
+    }
+}
+
+void pack_q8_0_row(const uint8_t* src, int64_t n_in, uint8_t* dst) {
+    const auto* blocks = reinterpret_cast<const block_q8_0*>(src);
+    q8_0_layout(
+        n_in, [&](int64_t b, int k, int64_t off) { dst[off] = static_cast<uint8_t>(blocks[b].qs[k]); },
+        [&](int64_t b, int64_t off) { std::memcpy(dst + off, &blocks[b].d, sizeof(uint16_t)); });
+}
+
+void unpack_q8_0_row(const uint8_t* src, int64_t n_in, uint8_t* dst) {
+    auto* blocks = reinterpret_cast<block_q8_0*>(dst);
+    q8_0_layout(
+        n_in, [&](int64_t b, int k, int64_t off) { blocks[b].qs[k] = static_cast<int8_t>(src[off]); },
+        [&](int64_t b, int64_t off) { std::memcpy(&blocks[b].d, src + off, sizeof(uint16_t)); });
+}
+
+void decode_q8_0_row(const uint8_t* src, int64_t n_in, int16_t* q, float* sw) {
+    const BlockLanes bl(n_in);
+    q8_0_layout(
+        n_in, [&](int64_t b, int k, int64_t off) { q[bl.position(b, k)] = static_cast<int8_t>(src[off]); },
+        [&](int64_t b, int64_t off) {
+            uint16_t d;
+            std::memcpy(&d, src + off, sizeof d);
+            sw[b] = f16_to_f32(d);
+        });
+}
+
 }  // namespace
+
+int pack_tile_rows(Type type) { return type == Type::Q8_0 ? 1 : kPackRows; }
 
 void decode_tile(Type type, const void* tile, int64_t n_in, int16_t* q, float* sw, float* mw) {
     if (!has_packed_layout(type)) throw std::invalid_argument("decode_tile: the format has no packed layout");
     const int64_t nb = n_in / 32;
-    std::fill(mw, mw + kPackRows * (n_in / 16), 0.0f);
+    std::fill(mw, mw + pack_tile_rows(type) * (n_in / 16), 0.0f);
+    if (type == Type::Q8_0) {
+        decode_q8_0_row(static_cast<const uint8_t*>(tile), n_in, q, sw);
+        return;
+    }
     for (int64_t bi = 0; bi < nb; ++bi) {
         const uint8_t* in = static_cast<const uint8_t*>(tile) + bi * kQ5TileBlock;
         uint16_t d[kPackRows], words[kQ5Words][16];
@@ -96,10 +152,16 @@ void decode_tile(Type type, const void* tile, int64_t n_in, int16_t* q, float* s
     }
 }
 
-bool has_packed_layout(Type type) { return type == Type::Q5_0; }
+bool has_packed_layout(Type type) { return type == Type::Q5_0 || type == Type::Q8_0; }
 
 void pack_rows(Type type, const void* src, int64_t n_in, int64_t n_out, void* dst) {
     if (!has_packed_layout(type)) throw std::invalid_argument("pack_rows: the format has no packed layout");
+    if (type == Type::Q8_0) {
+        const size_t row = static_cast<size_t>(n_in / 32) * sizeof(block_q8_0);
+        for (int64_t o = 0; o < n_out; ++o)
+            pack_q8_0_row(static_cast<const uint8_t*>(src) + o * row, n_in, static_cast<uint8_t*>(dst) + o * row);
+        return;
+    }
     const size_t row = static_cast<size_t>(n_in / 32) * sizeof(block_q5_0);
     const auto* s = static_cast<const uint8_t*>(src);
     auto* d = static_cast<uint8_t*>(dst);
@@ -110,6 +172,10 @@ void pack_rows(Type type, const void* src, int64_t n_in, int64_t n_out, void* ds
 
 void unpack_tile(Type type, const void* tile, int64_t n_in, void* dst) {
     if (!has_packed_layout(type)) throw std::invalid_argument("unpack_tile: the format has no packed layout");
+    if (type == Type::Q8_0) {
+        unpack_q8_0_row(static_cast<const uint8_t*>(tile), n_in, static_cast<uint8_t*>(dst));
+        return;
+    }
     const size_t row = static_cast<size_t>(n_in / 32) * sizeof(block_q5_0);
     unpack_q5_0_tile(static_cast<const uint8_t*>(tile), n_in / 32, static_cast<uint8_t*>(dst), row);
 }

@@ -7,6 +7,11 @@
 // as they are. A tile interleaves the rows block by block, so one pass over it feeds all its
 // rows and every block's scales arrive together.
 //
+// Q8_0 packs row by row (a tile of one row, so every row is packed): each chunk of 8 blocks
+// (and a last chunk of 4) holds its f16 scales, then its quants in the block-lane order of the
+// int16 path (block_lanes.h), which the kernels then load as they are; another last chunk
+// stays as in GGUF.
+//
 // Q5_0 tile, per block index b (176 bytes, as 8 GGUF blocks): the 8 rows' f16 scales d, then
 // five words of 16 int16 lanes. Half h = 2 rho + s of the block (row rho, elements 16 s ..
 // 16 s + 15) holds in lane i the 5-bit two's complement of q - 16 (q the 5-bit quant): halves
@@ -25,16 +30,18 @@ namespace ds4::quant {
 
 constexpr int kPackRows = 8;
 
-// y[r * ldy + i] for the tile's rows i < kPackRows and activation rows r < nx <= kDotRowsMax:
-// the int16-path dot, as RowsI16Fn gives it for the same row in the GGUF layout.
+// y[r * ldy + i] for the tile's rows i < pack_tile_rows(type) and activation rows r < nx <= the
+// format's rows_max (int16_gemm.h): the int16-path dot, bit for bit what the GEMM gives.
 using RowsPackedFn = void (*)(const void* tile, int64_t n, const int16_t* a, const float* da, const float* xs,
                               int nx, float* y, int64_t ldy);
 
-// Whether `type` has a packed layout (Q5_0).
+// Whether `type` has a packed layout (Q5_0, Q8_0).
 bool has_packed_layout(Type type);
+// Rows per tile of the packed layout: kPackRows (Q5_0) or 1 (Q8_0); a divisor of kPackRows.
+int pack_tile_rows(Type type);
 // dst (n_out rows of row_bytes) = src packed: whole tiles rewritten, the remaining rows copied.
 void pack_rows(Type type, const void* src, int64_t n_in, int64_t n_out, void* dst);
-// The kPackRows rows of a tile (n_in elements each) back in the GGUF layout, consecutive in dst.
+// The rows of a tile (n_in elements each) back in the GGUF layout, consecutive in dst.
 void unpack_tile(Type type, const void* tile, int64_t n_in, void* dst);
 // The tile's rows decoded for the int16 GEMM, as DecodeI16Fn (int16_gemm.h) decodes each GGUF
 // row: row i to q + i n_in, sw + i (n_in / 32), mw + i (n_in / 16).

@@ -5,6 +5,7 @@
 
 #include <utility>
 
+#include "quant/int16_gemm.h"
 #include "quant/kernels.h"
 #include "quant/packed.h"
 #include "quant/x86_avx2_util.h"
@@ -90,6 +91,12 @@ void q5_0_any(const void* tile, int64_t n, const int16_t* a, const float* da, co
 
 }  // namespace
 
-RowsPackedFn rows_packed(Type type) { return type == Type::Q5_0 ? &q5_0_any : nullptr; }
+RowsPackedFn rows_packed(Type type) {
+    switch (type) {
+        case Type::Q5_0: return &q5_0_any;
+        case Type::Q8_0: return &rows_packed_q8_0;
+        default: return nullptr;
+    }
+}
 
 }  // namespace ds4::quant::avx2

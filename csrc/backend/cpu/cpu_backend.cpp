@@ -9,13 +9,14 @@
 //   - many rows (prefill): a tile of weight rows is decoded once into floats (decode_groups) and
 //     a register-tiled GEMM (gemm_groups) runs every activation row against it;
 //   - with int16 activations on (Backend::set_int16_activations), matmuls of the formats with
-//     fused int16 kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K) and, from 32 rows on, those
+//     fused int16 kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 packed, Q4_K, Q6_K) and, from 32 rows on, those
 //     of Q2_K, Q3_K and Q5_K take the int16 path instead (quant/int16_gemm.h): activations
 //     quantised per group of 32 or 256 values, a fused kernel for a few rows, integer tiles for
 //     many; results differ from the float dot's by ~1e-4 relative, and are the same for every
 //     batch size on the int16 path; weights repacked at load (pack(), quant/packed.h: Q5_0 in
-//     tiles of 8 rows) take the packed fused kernel for whole tiles and are unpacked a tile at a
-//     time for the GEMM, with the same integers, so the floats are again the same;
+//     tiles of 8 rows, Q8_0 row by row in the block-lane order) take the packed fused kernel for
+//     whole tiles and are unpacked a tile at a time for the GEMM, with the same integers, so the
+//     floats are again the same;
 //   - a format with only the scalar reference dot (slow, accumulates in double) dequantises a
 //     tile of weight rows and takes dot_f32 per element; that choice depends only on the format
 //     and ISA, never on n.
@@ -105,7 +106,9 @@ public:
     }
 
     bool pack(Weight& w) override {
-        if (!repack_ || !int16_ || !quant::has_packed_layout(w.type) || w.n_out < quant::kPackRows || w.packed) return false;
+        if (!repack_ || !int16_ || !quant::has_packed_layout(w.type) || w.n_out < quant::pack_tile_rows(w.type) || w.packed) {
+            return false;
+        }
         const size_t bytes = w.row_bytes * static_cast<size_t>(w.n_out);
         auto buf = std::make_unique<uint8_t[]>(bytes);
         // Tiles in parallel; each thread writes its own tiles (and the first one the tail rows).
@@ -401,7 +404,9 @@ private:
     Path path_of(const Weight& w, int64_t n) const {
         const quant::I16Kernels& ik = quant::i16_kernels(w.type);
         if (int16_ && ik.gemm && (n >= kInt16BatchRows || ik.all_batches)) {
-            const bool fused = ik.rows && (!w.packed || ik.rows_packed);
+            // Packed: whole tiles through rows_packed, any rows after them through rows.
+            const bool fused = w.packed ? ik.rows_packed && (ik.rows || w.n_out % quant::pack_tile_rows(w.type) == 0)
+                                        : ik.rows != nullptr;
             return n < kInt16BatchRows && fused ? Path::int16_rows : Path::int16_gemm;
         }
         const quant::Kernels& k = quant::kernels(w.type);
@@ -487,18 +492,18 @@ private:
         }
         if (path == Path::int16_rows) {
             // Few rows of a format with a fused kernel: each weight row decoded in registers once
-            // per chunk of up to kDotRowsMax activation rows, straight from the mmap.
+            // per chunk of up to rows_max activation rows, straight from the mmap.
             // Packed weights: whole tiles by the packed kernel, rows after the last tile as in GGUF.
             const quant::I16Kernels& ik = quant::i16_kernels(w.type);
             const int64_t groups = ik.groups(w.n_in), halves = w.n_in / quant::kHalf;
             const auto* rows = static_cast<const uint8_t*>(w.packed ? w.packed : w.data);
-            const int64_t tiled = w.packed ? w.n_out / quant::kPackRows * quant::kPackRows : 0;
-            for (int64_t r = 0; r < n; r += quant::kDotRowsMax) {
-                const int m = static_cast<int>(std::min<int64_t>(quant::kDotRowsMax, n - r));
+            const int64_t tile = quant::pack_tile_rows(w.type), tiled = w.packed ? w.n_out / tile * tile : 0;
+            for (int64_t r = 0; r < n; r += ik.rows_max) {
+                const int m = static_cast<int>(std::min<int64_t>(ik.rows_max, n - r));
                 const int16_t* a = act_a_.data() + r * w.n_in;
                 const float *da = act_da_.data() + r * groups, *xs = act_xs_.data() + r * halves;
                 int64_t o = o0;
-                for (; o < std::min(o1, tiled); o += quant::kPackRows) {
+                for (; o < std::min(o1, tiled); o += tile) {
                     ik.rows_packed(rows + static_cast<size_t>(o) * w.row_bytes, w.n_in, a, da, xs, m,
                                    y + r * ldy + (o - o0), ldy);
                 }
@@ -515,7 +520,7 @@ private:
             auto* q = reinterpret_cast<int16_t*>(scratch);
             float* sw = scratch + kGemmTileRows * w.n_in / 2;
             float* mw = sw + kGemmTileRows * groups;
-            const int64_t tiled = w.packed ? w.n_out / quant::kPackRows * quant::kPackRows : 0;
+            const int64_t tile = quant::pack_tile_rows(w.type), tiled = w.packed ? w.n_out / tile * tile : 0;
             const auto* rows = static_cast<const uint8_t*>(w.packed ? w.packed : w.data);
             for (int64_t t0 = o0; t0 < o1; t0 += kGemmTileRows) {
                 const int nw = static_cast<int>(std::min(kGemmTileRows, o1 - t0));
@@ -524,7 +529,7 @@ private:
                     const uint8_t* row = rows + static_cast<size_t>(o) * w.row_bytes;
                     if (o < tiled) {
                         quant::decode_tile(w.type, row, w.n_in, q + i * w.n_in, sw + i * groups, mw + i * halves);
-                        i += quant::kPackRows;
+                        i += static_cast<int>(tile);
                     } else {
                         ik.decode(row, w.n_in, q + i * w.n_in, sw + i * groups, mw + i * halves);
                         ++i;
