@@ -491,25 +491,30 @@ private:
             return;
         }
         if (path == Path::int16_rows) {
-            // Few rows of a format with a fused kernel: each weight row decoded in registers once
-            // per chunk of up to rows_max activation rows, straight from the mmap.
+            // Few rows of a format with a fused kernel: each weight row (or packed tile) decoded in
+            // registers once per chunk of up to rows_max activation rows, straight from the mmap,
+            // every chunk in turn while the row is in L1 (the argmax head's blocks of 240 rows
+            // would otherwise be read from L2 once per chunk).
             // Packed weights: whole tiles by the packed kernel, rows after the last tile as in GGUF.
             const quant::I16Kernels& ik = quant::i16_kernels(w.type);
             const int64_t groups = ik.groups(w.n_in), halves = w.n_in / quant::kHalf;
             const auto* rows = static_cast<const uint8_t*>(w.packed ? w.packed : w.data);
             const int64_t tile = quant::pack_tile_rows(w.type), tiled = w.packed ? w.n_out / tile * tile : 0;
-            for (int64_t r = 0; r < n; r += ik.rows_max) {
-                const int m = static_cast<int>(std::min<int64_t>(ik.rows_max, n - r));
-                const int16_t* a = act_a_.data() + r * w.n_in;
-                const float *da = act_da_.data() + r * groups, *xs = act_xs_.data() + r * halves;
-                int64_t o = o0;
-                for (; o < std::min(o1, tiled); o += tile) {
-                    ik.rows_packed(rows + static_cast<size_t>(o) * w.row_bytes, w.n_in, a, da, xs, m,
-                                   y + r * ldy + (o - o0), ldy);
+            for (int64_t o = o0; o < o1;) {
+                const bool packed = o < tiled;
+                const uint8_t* wo = rows + static_cast<size_t>(o) * w.row_bytes;
+                for (int64_t r = 0; r < n; r += ik.rows_max) {
+                    const int m = static_cast<int>(std::min<int64_t>(ik.rows_max, n - r));
+                    const int16_t* a = act_a_.data() + r * w.n_in;
+                    const float *da = act_da_.data() + r * groups, *xs = act_xs_.data() + r * halves;
+                    float* yo = y + r * ldy + (o - o0);
+                    if (packed) {
+                        ik.rows_packed(wo, w.n_in, a, da, xs, m, yo, ldy);
+                    } else {
+                        ik.rows(wo, w.n_in, a, da, xs, m, yo, ldy);
+                    }
                 }
-                for (; o < o1; ++o) {
-                    ik.rows(rows + static_cast<size_t>(o) * w.row_bytes, w.n_in, a, da, xs, m, y + r * ldy + (o - o0), ldy);
-                }
+                o += packed ? tile : 1;
             }
             return;
         }
