@@ -221,10 +221,12 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
     const int64_t n = check_rows(t, b, n_rows, static_cast<int64_t>(x_obj.shape(1)));
     const Kernels& k = kernels_of(t.type, isa);
     const quant::I16Kernels& ik = quant::i16_kernels(t.type, isa ? quant::parse_isa(*isa) : quant::active_isa());
-    if (path != "dot" && path != "rows" && path != "gemm" && path != "i16" && path != "i16rows" && path != "i16packed") {
-        throw py::value_error("path must be 'dot', 'rows', 'gemm', 'i16', 'i16rows' or 'i16packed', got '" + path + "'");
+    const bool i16 = path == "i16" || path == "i16rows" || path == "i16packed" || path == "i16packed_gemm";
+    if (path != "dot" && path != "rows" && path != "gemm" && !i16) {
+        throw py::value_error("path must be 'dot', 'rows', 'gemm', 'i16', 'i16rows', 'i16packed' or 'i16packed_gemm', got '" +
+                              path + "'");
     }
-    if (path == "i16packed" && !ik.rows_packed) {
+    if ((path == "i16packed" && !ik.rows_packed) || (path == "i16packed_gemm" && !ik.decode_packed)) {
         throw py::value_error(type_name + " has no packed int16 rows kernel on this ISA");
     }
     if (path == "i16" && !ik.gemm) throw py::value_error(type_name + " has no int16 path on this ISA");
@@ -246,36 +248,29 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
                     const int m = static_cast<int>(std::min<int64_t>(quant::kDotRowsMax, nx - r));
                     k.dot_rows(b.ptr + static_cast<size_t>(o) * row, xp + r * n, n, m, n, y + r * n_rows + o, n_rows);
                 }
-        } else if (path == "i16" || path == "i16rows" || path == "i16packed") {
+        } else if (i16) {
             std::vector<int16_t> a(static_cast<size_t>(nx * n));
             const int64_t groups = ik.groups(n), halves = n / quant::kHalf;
             std::vector<float> da(static_cast<size_t>(nx * groups)), xs(static_cast<size_t>(nx * halves));
             for (int64_t r = 0; r < nx; ++r) {
                 ik.quantize_row(xp + r * n, n, a.data() + r * n, da.data() + r * groups, xs.data() + r * halves);
             }
-            if (path == "i16") {
+            if (path == "i16" || path == "i16packed_gemm") {
                 std::vector<int16_t> q(static_cast<size_t>(n_rows * n));
                 std::vector<float> sw(static_cast<size_t>(n_rows * groups)), mw(static_cast<size_t>(n_rows * halves));
+                const quant::DecodeI16Fn decode = path == "i16" ? ik.decode : ik.decode_packed;
                 for (int64_t o = 0; o < n_rows; ++o) {
-                    ik.decode(b.ptr + static_cast<size_t>(o) * row, n, q.data() + o * n, sw.data() + o * groups,
-                              mw.data() + o * halves);
+                    decode(b.ptr + static_cast<size_t>(o) * row, n, q.data() + o * n, sw.data() + o * groups,
+                           mw.data() + o * halves);
                 }
                 ik.gemm_rows(q.data(), sw.data(), mw.data(), static_cast<int>(n_rows), a.data(), da.data(), xs.data(),
                              static_cast<int>(nx), n, y, n_rows);
-            } else if (path == "i16packed") {  // whole tiles packed, the rows after them as in GGUF
-                const int64_t tile = quant::pack_tile_rows(t.type), tiled = n_rows / tile * tile;
+            } else if (path == "i16packed") {
                 for (int64_t r = 0; r < nx; r += ik.rows_max) {
                     const int m = static_cast<int>(std::min<int64_t>(ik.rows_max, nx - r));
-                    const int16_t* ar = a.data() + r * n;
-                    const float *dr = da.data() + r * groups, *xr = xs.data() + r * halves;
-                    for (int64_t o = 0; o < n_rows; o += o < tiled ? tile : 1) {
-                        const uint8_t* p = b.ptr + static_cast<size_t>(o) * row;
-                        float* yo = y + r * n_rows + o;
-                        if (o < tiled) {
-                            ik.rows_packed(p, n, ar, dr, xr, m, yo, n_rows);
-                        } else {
-                            ik.rows(p, n, ar, dr, xr, m, yo, n_rows);
-                        }
+                    for (int64_t o = 0; o < n_rows; ++o) {
+                        ik.rows_packed(b.ptr + static_cast<size_t>(o) * row, n, a.data() + r * n, da.data() + r * groups,
+                                       xs.data() + r * halves, m, y + r * n_rows + o, n_rows);
                     }
                 }
             } else {
@@ -304,14 +299,7 @@ py::bytes repack(const std::string& type_name, const py::buffer& data, int64_t n
     check_rows(t, b, n_rows, n);
     std::string out(b.size, '\0');
     auto* o = reinterpret_cast<uint8_t*>(out.data());
-    if (pack) {
-        quant::pack_rows(t.type, b.ptr, n, n_rows, o);
-    } else {
-        const size_t row = quant::row_bytes(*t.info, n);
-        const int64_t tile = quant::pack_tile_rows(t.type), tiled = n_rows / tile * tile;
-        for (int64_t r = 0; r < tiled; r += tile) quant::unpack_tile(t.type, b.ptr + r * row, n, o + r * row);
-        std::copy(b.ptr + tiled * row, b.ptr + b.size, o + tiled * row);
-    }
+    (pack ? quant::pack_rows : quant::unpack_rows)(t.type, b.ptr, n, n_rows, o);
     return py::bytes(out);
 }
 
@@ -348,7 +336,8 @@ void register_quant(py::module_& m) {
           py::arg("path"), py::arg("isa") = py::none(),
           "Y (nx, n_rows) = X (nx, n) against n_rows weight rows via one kernel path: dot, rows or gemm "
           "(float, bit-identical), or i16 / i16rows (int16-quantised activations: the GEMM, or the fused "
-          "few-rows kernel of the formats that have one) / i16packed (data from pack_weights).");
+          "few-rows kernel of the formats that have one) / i16packed (data from pack_weights) / "
+          "i16packed_gemm (the same decoded for the GEMM).");
     m.def("pack_weights", [](const std::string& t, const py::buffer& d, int64_t n_rows, int64_t n) {
         return repack(t, d, n_rows, n, true);
     }, py::arg("type_name"), py::arg("data"), py::arg("n_rows"), py::arg("n"),

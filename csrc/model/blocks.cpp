@@ -163,13 +163,9 @@ void head(Backend& be, const Weight& out_w, const std::vector<float>& norm, floa
     const float* last = x + (n - n_out) * out_w.n_in;
     std::vector<float> h(static_cast<size_t>(n_out * out_w.n_in));  // [n_out, n_embd]
     be.rms_norm(last, norm.data(), n_out, out_w.n_in, eps, h.data());
-    // The shortlist is a prefix of the rows: a view of the same matrix. Packed tiles stay whole
-    // (tile i holds rows 8i .. 8i + 7 whatever the row count), so a packed view is rounded up.
+    // The shortlist is a prefix of the rows: a view of the same matrix (rows are packed one by one).
     Weight w = out_w;
-    if (head_rows > 0 && head_rows < out_w.n_out) {
-        const int64_t tile = out_w.packed ? quant::pack_tile_rows(out_w.type) : 1;
-        w.n_out = std::min(out_w.n_out, (head_rows + tile - 1) / tile * tile);
-    }
+    if (head_rows > 0 && head_rows < out_w.n_out) w.n_out = head_rows;
     if (argmax) {
         be.matmul_argmax(w, h.data(), n_out, cap, argmax);
         return;

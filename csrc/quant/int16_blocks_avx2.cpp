@@ -1,57 +1,135 @@
-// AVX2 kernels of the block-lane order (block_lanes.h, int16_gemm.h), for Q8_0: the GEMM over
-// decoded int16 rows and the rows kernel over packed rows (packed.h), one template for both.
+// AVX2 kernels of the block-lane order (block_lanes.h, int16_gemm.h), for Q8_0 and Q5_0: the
+// GEMM over decoded int16 rows and the rows kernels over packed rows (packed.h), one template
+// for all three weight sources.
 //
 // Per chunk of 8 blocks and activation row: 16 vpmaddwd and 16 vpaddd leave the 8 blocks'
 // exact sums in the 8 lanes, then one conversion, one multiply (the 8 scale products) and one
 // fma: ~4.4 ops per 32 multiply-adds, against ~8 in the natural order (a conversion, a scale
-// product, a broadcast and an fma per block). Measured on Zen 3, one thread, 2400 x 640 rows
-// in cache, 12 activation rows: 31.5 GMAC/s (natural order, 4 rows per pass) -> 52.9 (6 rows).
+// product, a broadcast and an fma per block). A chunk's weight vectors are decoded once for up
+// to 6 activation rows. Measured on Zen 3, one thread, Q8_0 rows of 640, 12 activation rows:
+// 31.5 -> 52.9 GMAC/s in cache, 22.9 -> 36.6 from DRAM (natural order 4 rows per pass -> this).
 #include <immintrin.h>
 
-#include <type_traits>
+#include <algorithm>
+#include <cstring>
 
 #include "quant/blocks.h"
 #include "quant/int16_gemm.h"
+#include "quant/packed.h"
 #include "quant/x86_avx2_util.h"
 
 namespace ds4::quant::avx2 {
 
 namespace {
 
-// Weights as decode_row leaves them: int16 in the block-lane order, float scales.
+// A weight source gives, per chunk of 8 blocks from block b0, its 16 vectors in order to
+// fn(v, vector) and its 8 scales; the same for a last chunk of 4 (8 vectors, 4 scales); and
+// for a block left in natural order its two halves and its scale.
+
+// Rows as decode_row / decode_packed_row leave them: int16 in the block-lane order, float scales.
 struct Decoded {
     const int16_t* q;
     const float* sw;
-    __m256i chunk_vec(int64_t b0, int v) const { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b0 + 16 * v)); }
-    __m256 chunk_scales(int64_t b0) const { return _mm256_loadu_ps(sw + b0); }
-    __m128 tail4_scales(int64_t b0) const { return _mm_loadu_ps(sw + b0); }
-    __m256i block_half(int64_t b, int h) const { return chunk_vec(b, h); }
-    float block_scale(int64_t b) const { return sw[b]; }
+    __m256i at(int64_t e) const { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + e)); }
+    template <class F>
+    void chunk(int64_t b0, F&& fn) const {
+        for (int v = 0; v < 16; ++v) fn(v, at(32 * b0 + 16 * v));
+    }
+    template <class F>
+    void chunk4(int64_t b0, F&& fn) const {
+        for (int v = 0; v < 8; ++v) fn(v, at(32 * b0 + 16 * v));
+    }
+    __m256 scales(int64_t b0) const { return _mm256_loadu_ps(sw + b0); }
+    __m128 scales4(int64_t b0) const { return _mm_loadu_ps(sw + b0); }
+    __m256i half(int64_t b, int h) const { return at(32 * b + 16 * h); }
+    float scale(int64_t b) const { return sw[b]; }
     void prefetch(int64_t) const {}
 };
 
-// A packed Q8_0 row: per chunk of m blocks (byte 34 b0) m f16 scales, then the quants.
-struct Packed {
+// Packed rows (packed.h): a chunk from block b0 starts at byte kBlock b0 with its f16 scales.
+template <int kBlock>
+struct PackedRow {
     const uint8_t* p;
-    static __m256i widen(const uint8_t* x) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))); }
-    __m256i chunk_vec(int64_t b0, int v) const { return widen(p + 34 * b0 + 16 + 16 * v); }
-    __m256 chunk_scales(int64_t b0) const { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 34 * b0))); }
-    // the tail chunk of 4: 8 bytes of scales, then the quants
-    __m128 tail4_scales(int64_t b0) const { return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 34 * b0))); }
-    __m256i tail4_vec(int64_t b0, int v) const { return widen(p + 34 * b0 + 8 + 16 * v); }
-    __m256i block_half(int64_t b, int h) const { return widen(p + 34 * b + 2 + 16 * h); }
-    float block_scale(int64_t b) const { return _cvtsh_ss(*reinterpret_cast<const uint16_t*>(p + 34 * b)); }
-    void prefetch(int64_t b0) const { prefetch_block<272, 2048>(p + 34 * b0); }
+    const uint8_t* at(int64_t b0) const { return p + kBlock * b0; }
+    __m256 scales(int64_t b0) const { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at(b0)))); }
+    __m128 scales4(int64_t b0) const { return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at(b0)))); }
+    float scale(int64_t b) const {
+        uint16_t d;
+        std::memcpy(&d, at(b), sizeof d);
+        return _cvtsh_ss(d);
+    }
+    void prefetch(int64_t b0) const { prefetch_block<8 * kBlock, 2048>(at(b0)); }
 };
 
-template <class W>
-__m256i tail4_vec(const W& w, int64_t b0, int v) {
-    if constexpr (std::is_same_v<W, Packed>) {
-        return w.tail4_vec(b0, v);
-    } else {
-        return w.chunk_vec(b0, v);
-    }
+inline __m256i widen_i8(const uint8_t* x) {
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
 }
+
+struct PackedQ8 : PackedRow<34> {
+    template <class F>
+    void chunk(int64_t b0, F&& fn) const {
+        for (int v = 0; v < 16; ++v) fn(v, widen_i8(at(b0) + 16 + 16 * v));
+    }
+    template <class F>
+    void chunk4(int64_t b0, F&& fn) const {
+        for (int v = 0; v < 8; ++v) fn(v, widen_i8(at(b0) + 8 + 16 * v));
+    }
+    __m256i half(int64_t b, int h) const { return widen_i8(at(b) + 2 + 16 * h); }
+};
+
+// Q5_0: the 5-bit field at bit Lo of a word, sign-extended.
+template <int Lo>
+inline __m256i field5(__m256i word) {
+    return _mm256_srai_epi16(_mm256_slli_epi16(word, 11 - Lo), 11);
+}
+inline __m256i load_word(const uint8_t* w, int k) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w) + k); }
+
+struct PackedQ5 : PackedRow<22> {
+    template <class F>
+    void chunk(int64_t b0, F&& fn) const {
+        const uint8_t* w = at(b0) + 16;
+        for (int k = 0; k < 5; ++k) {
+            const __m256i word = load_word(w, k);
+            fn(3 * k, field5<0>(word));
+            fn(3 * k + 1, field5<5>(word));
+            fn(3 * k + 2, field5<10>(word));
+        }
+        // vector 15: bit k of the value in bit 15 of word k; bit 4 is the sign
+        __m256i v = _mm256_and_si256(_mm256_srai_epi16(load_word(w, 4), 15), _mm256_set1_epi16(-16));
+        v = _mm256_or_si256(v, _mm256_srli_epi16(load_word(w, 0), 15));
+        v = _mm256_or_si256(v, _mm256_and_si256(_mm256_srli_epi16(load_word(w, 1), 14), _mm256_set1_epi16(2)));
+        v = _mm256_or_si256(v, _mm256_and_si256(_mm256_srli_epi16(load_word(w, 2), 13), _mm256_set1_epi16(4)));
+        fn(15, _mm256_or_si256(v, _mm256_and_si256(_mm256_srli_epi16(load_word(w, 3), 12), _mm256_set1_epi16(8))));
+    }
+    template <class F>
+    void chunk4(int64_t b0, F&& fn) const {
+        const uint8_t* w = at(b0) + 8;
+        for (int k = 0; k < 2; ++k) {
+            const __m256i word = load_word(w, k);
+            fn(3 * k, field5<0>(word));
+            fn(3 * k + 1, field5<5>(word));
+            fn(3 * k + 2, field5<10>(word));
+        }
+        // vectors 6 and 7: the nibbles, bit 4 (the sign) in bit 15 of words 0 and 1
+        const __m256i nib = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 64)));
+        const __m256i sign = _mm256_set1_epi16(-16);
+        fn(6, _mm256_or_si256(_mm256_and_si256(nib, _mm256_set1_epi16(0x0F)),
+                              _mm256_and_si256(_mm256_srai_epi16(load_word(w, 0), 15), sign)));
+        fn(7, _mm256_or_si256(_mm256_srli_epi16(nib, 4), _mm256_and_si256(_mm256_srai_epi16(load_word(w, 1), 15), sign)));
+    }
+    __m256i half(int64_t b, int h) const {  // a GGUF block: nibbles, then the fifth bits
+        const auto& blk = *reinterpret_cast<const block_q5_0*>(at(b));
+        alignas(32) int16_t q[16];
+        uint32_t qh;
+        std::memcpy(&qh, blk.qh, sizeof qh);
+        for (int l = 0; l < 16; ++l) {
+            const int k = 16 * h + l;
+            const int nib = h ? blk.qs[l] >> 4 : blk.qs[l] & 0x0F;
+            q[l] = static_cast<int16_t>((nib | ((qh >> k) & 1) << 4) - 16);
+        }
+        return _mm256_load_si256(reinterpret_cast<const __m256i*>(q));
+    }
+};
 
 // y[r * ldy] for R activation rows (a, da: rows of n and of n / 32).
 template <int R, class W>
@@ -59,20 +137,20 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
     const BlockLanes bl(n);
     __m256 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-    for (int64_t b0 = 0; b0 < bl.full; b0 += BlockLanes::kChunk) {
-        w.prefetch(b0);
-        __m256i S[R];
-        for (int r = 0; r < R; ++r) S[r] = _mm256_setzero_si256();
-        const int16_t* ac = a + 32 * b0;
-#pragma GCC unroll 4
-        for (int v = 0; v < 16; ++v) {
-            const __m256i q = w.chunk_vec(b0, v);
+    __m256i S[R];
+    const auto mac = [&](const int16_t* ac) {
+        return [&S, ac, n](int v, __m256i q) {
             for (int r = 0; r < R; ++r) {
                 const auto* ap = reinterpret_cast<const __m256i*>(ac + r * n + 16 * v);
                 S[r] = _mm256_add_epi32(S[r], _mm256_madd_epi16(q, _mm256_loadu_si256(ap)));
             }
-        }
-        const __m256 d = w.chunk_scales(b0);
+        };
+    };
+    for (int64_t b0 = 0; b0 < bl.full; b0 += BlockLanes::kChunk) {
+        w.prefetch(b0);
+        for (int r = 0; r < R; ++r) S[r] = _mm256_setzero_si256();
+        w.chunk(b0, mac(a + 32 * b0));
+        const __m256 d = w.scales(b0);
         for (int r = 0; r < R; ++r) {
             const __m256 scale = _mm256_mul_ps(d, _mm256_loadu_ps(da + r * bl.nb + b0));
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[r]), scale, acc[r]);
@@ -80,16 +158,9 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
     }
     if (bl.tail4()) {  // lanes l and l + 4 hold block l: added exactly, then into lanes 0..3
         const int64_t b0 = bl.full;
-        __m256i S[R];
         for (int r = 0; r < R; ++r) S[r] = _mm256_setzero_si256();
-        for (int v = 0; v < 8; ++v) {
-            const __m256i q = tail4_vec(w, b0, v);
-            for (int r = 0; r < R; ++r) {
-                const auto* ap = reinterpret_cast<const __m256i*>(a + r * n + 32 * b0 + 16 * v);
-                S[r] = _mm256_add_epi32(S[r], _mm256_madd_epi16(q, _mm256_loadu_si256(ap)));
-            }
-        }
-        const __m128 d = w.tail4_scales(b0);
+        w.chunk4(b0, mac(a + 32 * b0));
+        const __m128 d = w.scales4(b0);
         for (int r = 0; r < R; ++r) {
             const __m128i T = _mm_add_epi32(_mm256_castsi256_si128(S[r]), _mm256_extracti128_si256(S[r], 1));
             const __m128 scale = _mm_mul_ps(d, _mm_loadu_ps(da + r * bl.nb + b0));
@@ -102,14 +173,14 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
             _mm256_store_ps(lanes, acc[r]);
             for (int64_t b = bl.full; b < bl.nb; ++b) {
                 const auto* ap = reinterpret_cast<const __m256i*>(a + r * n + 32 * b);
-                const __m256i S = _mm256_add_epi32(_mm256_madd_epi16(w.block_half(b, 0), _mm256_loadu_si256(ap)),
-                                                   _mm256_madd_epi16(w.block_half(b, 1), _mm256_loadu_si256(ap + 1)));
-                __m128i s = _mm_add_epi32(_mm256_castsi256_si128(S), _mm256_extracti128_si256(S, 1));
+                const __m256i s2 = _mm256_add_epi32(_mm256_madd_epi16(w.half(b, 0), _mm256_loadu_si256(ap)),
+                                                    _mm256_madd_epi16(w.half(b, 1), _mm256_loadu_si256(ap + 1)));
+                __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s2), _mm256_extracti128_si256(s2, 1));
                 s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
                 s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
                 const float T = static_cast<float>(_mm_cvtsi128_si32(s));
-                lanes[b % 8] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(T), _mm_set_ss(w.block_scale(b) * da[r * bl.nb + b]),
-                                                          _mm_set_ss(lanes[b % 8])));
+                lanes[b % 8] = _mm_cvtss_f32(
+                    _mm_fmadd_ss(_mm_set_ss(T), _mm_set_ss(w.scale(b) * da[r * bl.nb + b]), _mm_set_ss(lanes[b % 8])));
             }
             acc[r] = _mm256_load_ps(lanes);
         }
@@ -118,27 +189,68 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
 }
 
 template <class W>
-using BlockRowsFn = void (*)(const W&, int64_t, const int16_t*, const float*, float*, int64_t);
+void block_rows_any(const W& w, int64_t n, const int16_t* a, const float* da, int nx, float* y, int64_t ldy) {
+    using Fn = void (*)(const W&, int64_t, const int16_t*, const float*, float*, int64_t);
+    static constexpr Fn fns[kBlockRowsMax] = {&block_rows<1, W>, &block_rows<2, W>, &block_rows<3, W>,
+                                              &block_rows<4, W>, &block_rows<5, W>, &block_rows<6, W>};
+    fns[nx - 1](w, n, a, da, y, ldy);
+}
+
 template <class W>
-constexpr BlockRowsFn<W> kBlockRows[kBlockRowsMax] = {&block_rows<1, W>, &block_rows<2, W>, &block_rows<3, W>,
-                                                      &block_rows<4, W>, &block_rows<5, W>, &block_rows<6, W>};
+void rows_packed_blocks(const void* row, int64_t n, const int16_t* a, const float* da, const float*, int nx, float* y,
+                        int64_t ldy) {
+    block_rows_any(W{{static_cast<const uint8_t*>(row)}}, n, a, da, nx, y, ldy);
+}
+
+// A packed row into the block-lane int16 order, vectors stored as the kernels decode them.
+template <class W>
+void decode_packed_blocks(const void* row, int64_t n, int16_t* q, float* sw, float* mw) {
+    const W w{{static_cast<const uint8_t*>(row)}};
+    const BlockLanes bl(n);
+    std::fill(mw, mw + n / kHalf, 0.0f);
+    const auto store = [q](int64_t b0) {
+        return [q, b0](int v, __m256i x) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b0 + 16 * v), x); };
+    };
+    for (int64_t b0 = 0; b0 < bl.full; b0 += BlockLanes::kChunk) {
+        w.chunk(b0, store(b0));
+        _mm256_storeu_ps(sw + b0, w.scales(b0));
+    }
+    if (bl.tail4()) {
+        w.chunk4(bl.full, store(bl.full));
+        _mm_storeu_ps(sw + bl.full, w.scales4(bl.full));
+        return;
+    }
+    for (int64_t b = bl.full; b < bl.nb; ++b) {
+        for (int h = 0; h < 2; ++h) _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b + 16 * h), w.half(b, h));
+        sw[b] = w.scale(b);
+    }
+}
 
 }  // namespace
+
+DecodeI16Fn decode_packed(Type type) {
+    switch (type) {
+        case Type::Q8_0: return &decode_packed_blocks<PackedQ8>;
+        case Type::Q5_0: return &decode_packed_blocks<PackedQ5>;
+        default: return nullptr;
+    }
+}
 
 void gemm_i16_blocks(const int16_t* q, const float* sw, const float*, bool, int, int nw, const int16_t* a,
                      const float* da, const float*, int nx, int64_t n, float* y, int64_t ldy) {
     const int64_t nb = n / kSpan;
     for (int r = 0; r < nx; r += kBlockRowsMax) {
         const int m = nx - r < kBlockRowsMax ? nx - r : kBlockRowsMax;
-        for (int o = 0; o < nw; ++o) {
-            kBlockRows<Decoded>[m - 1](Decoded{q + o * n, sw + o * nb}, n, a + r * n, da + r * nb, y + r * ldy + o, ldy);
-        }
+        for (int o = 0; o < nw; ++o) block_rows_any(Decoded{q + o * n, sw + o * nb}, n, a + r * n, da + r * nb, m, y + r * ldy + o, ldy);
     }
 }
 
-void rows_packed_q8_0(const void* w, int64_t n, const int16_t* a, const float* da, const float*, int nx, float* y,
-                      int64_t ldy) {
-    kBlockRows<Packed>[nx - 1](Packed{static_cast<const uint8_t*>(w)}, n, a, da, y, ldy);
+RowsPackedFn rows_packed(Type type) {
+    switch (type) {
+        case Type::Q8_0: return &rows_packed_blocks<PackedQ8>;
+        case Type::Q5_0: return &rows_packed_blocks<PackedQ5>;
+        default: return nullptr;
+    }
 }
 
 }  // namespace ds4::quant::avx2

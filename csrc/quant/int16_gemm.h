@@ -31,7 +31,7 @@
 // y = hsum(acc) (the AVX2 tree ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))) and, for formats with a
 // minimum, y -= hsum(c) where c_j = fma(mw_h, xs_h, c_j) over the halves h = 8 i + j in order.
 //
-// Q8_0 takes another order, the block lanes (block_lanes.h): weights and activations are stored
+// Q8_0 and Q5_0 take another order, the block lanes (block_lanes.h): weights and activations are stored
 // so that each block's 32 products land in one lane, summed exactly (T_b, in int32), and block
 // b goes to lane b mod 8: acc_{b mod 8} = fma((float)T_b, sw_b * da_b, acc_{b mod 8}), in block
 // order, then y = hsum(acc). Its kernels need ~1.7x fewer ops per multiply-add: the head of a
@@ -87,10 +87,13 @@ struct I16Kernels {
     // that all give the same floats. The others (Q2_K, Q3_K, Q5_K) take it from
     // Backend::kInt16BatchRows rows on.
     bool all_batches = false;
-    // The block-lane order (Q8_0): decode and quantize_row write it, gemm and rows_packed read it.
+    // The block-lane order (Q8_0, Q5_0): decode and quantize_row write it, gemm and rows_packed read it.
     bool block_lanes = false;
     // Most activation rows per call of rows / rows_packed.
     int rows_max = kDotRowsMax;
+    // One packed row (packed.h) decoded as `decode` decodes the GGUF row, for the formats with a
+    // packed layout.
+    DecodeI16Fn decode_packed = nullptr;
 
     int64_t groups(int64_t n) const { return n / (kSpan * group_spans); }
     void quantize_row(const float* x, int64_t n, int16_t* a, float* da, float* xs) const {
@@ -123,10 +126,10 @@ DS4_I16_BLOCKS_DECLARE
 namespace avx2 {
 DS4_I16_DECLARE
 DS4_I16_BLOCKS_DECLARE
-// The block-lane rows kernel over packed Q8_0 rows (packed.h), up to kBlockRowsMax rows.
+// Activation rows per pass of the block-lane kernels (rows_max of their formats).
 constexpr int kBlockRowsMax = 6;
-void rows_packed_q8_0(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
-                      int64_t ldy);
+// decode_packed of `type` (Q8_0, Q5_0), or nullptr.
+DecodeI16Fn decode_packed(Type type);
 // The fused few-rows kernel of `type` (every format above), or nullptr.
 RowsI16Fn rows_i16(Type type);
 }  // namespace avx2

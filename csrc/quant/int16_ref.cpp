@@ -10,6 +10,7 @@
 #include "quant/blocks.h"
 #include "quant/int16_gemm.h"
 #include "quant/kernels_ref.h"
+#include "quant/packed.h"
 
 #if defined(__clang__)
 #pragma clang fp contract(off)
@@ -52,6 +53,7 @@ struct Legacy {
     using Block = Blk;
     static constexpr int B = 32;
     static constexpr bool kMin = kHasMin;
+    static constexpr bool kBlockLanes = kFifth && !kHasMin;  // Q5_0
     static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
         const auto& b = *reinterpret_cast<const Block*>(p);
@@ -283,13 +285,23 @@ namespace {
 // The SIMD GEMM needs only AVX2 (AVX-512 machines run it too); the scalar ISA runs the
 // reference; NEON has none and keeps the float path.
 constexpr bool all_batches(Type t) { return t != Type::Q2_K && t != Type::Q3_K && t != Type::Q5_K; }
-template <class F>
-const I16Kernels& table(Type type, Isa isa) {
+template <Type T>
+void decode_packed_ref(const void* row, int64_t n, int16_t* q, float* sw, float* mw) {
+    decode_packed_row(T, row, n, q, sw, mw);
+}
+template <Type T>
+constexpr DecodeI16Fn packed_ref() {
+    return has_packed_layout(T) ? &decode_packed_ref<T> : nullptr;
+}
+
+template <class F, Type T>
+const I16Kernels& table(Isa isa) {
     static const I16Kernels none{};
     constexpr bool lanes = HasBlockLanes<F>::value;
     static const I16Kernels scalar{&decode_row<F>,     F::kMin, F::B / kSpan, F::kRange, &ref::quantize_i16,
                                    lanes ? &ref::gemm_i16_blocks : &ref::gemm_i16,
-                                   nullptr,           nullptr, all_batches(type),       lanes};
+                                   nullptr,           nullptr, all_batches(T),       lanes,
+                                   kDotRowsMax,       packed_ref<T>()};
 #if defined(DS4_X86)
     static const I16Kernels simd{&decode_row<F>,
                                  F::kMin,
@@ -297,11 +309,12 @@ const I16Kernels& table(Type type, Isa isa) {
                                  F::kRange,
                                  &avx2::quantize_i16,
                                  lanes ? &avx2::gemm_i16_blocks : &avx2::gemm_i16,
-                                 avx2::rows_i16(type),
-                                 avx2::rows_packed(type),
-                                 all_batches(type),
+                                 avx2::rows_i16(T),
+                                 avx2::rows_packed(T),
+                                 all_batches(T),
                                  lanes,
-                                 lanes ? avx2::kBlockRowsMax : kDotRowsMax};
+                                 lanes ? avx2::kBlockRowsMax : kDotRowsMax,
+                                 avx2::decode_packed(T)};
     if (isa == Isa::avx2 || isa == Isa::avx512) return simd;
 #endif
     return isa == Isa::scalar ? scalar : none;
@@ -312,16 +325,16 @@ const I16Kernels& table(Type type, Isa isa) {
 const I16Kernels& i16_kernels(Type type, Isa isa) {
     static const I16Kernels none{};
     switch (type) {
-        case Type::Q4_0: return table<Q4_0>(type, isa);
-        case Type::Q4_1: return table<Q4_1>(type, isa);
-        case Type::Q5_0: return table<Q5_0>(type, isa);
-        case Type::Q5_1: return table<Q5_1>(type, isa);
-        case Type::Q8_0: return table<Q8_0>(type, isa);
-        case Type::Q2_K: return table<Q2K>(type, isa);
-        case Type::Q3_K: return table<Q3K>(type, isa);
-        case Type::Q4_K: return table<Q45K<false>>(type, isa);
-        case Type::Q5_K: return table<Q45K<true>>(type, isa);
-        case Type::Q6_K: return table<Q6K>(type, isa);
+        case Type::Q4_0: return table<Q4_0, Type::Q4_0>(isa);
+        case Type::Q4_1: return table<Q4_1, Type::Q4_1>(isa);
+        case Type::Q5_0: return table<Q5_0, Type::Q5_0>(isa);
+        case Type::Q5_1: return table<Q5_1, Type::Q5_1>(isa);
+        case Type::Q8_0: return table<Q8_0, Type::Q8_0>(isa);
+        case Type::Q2_K: return table<Q2K, Type::Q2_K>(isa);
+        case Type::Q3_K: return table<Q3K, Type::Q3_K>(isa);
+        case Type::Q4_K: return table<Q45K<false>, Type::Q4_K>(isa);
+        case Type::Q5_K: return table<Q45K<true>, Type::Q5_K>(isa);
+        case Type::Q6_K: return table<Q6K, Type::Q6_K>(isa);
         default: return none;
     }
 }

@@ -5,8 +5,8 @@
 // conversion and fma per group, the same minimum term), so decode, verify blocks and prefill
 // agree.
 //
-// Per 32 weights and one row: Q4_0 ~12 vector ops, Q5_0 ~20, Q4_K ~10, Q6_K ~16, against ~20,
-// ~24, ~20 and ~25 on the float path. (Q8_0 takes the block lanes over packed rows instead:
+// Per 32 weights and one row: Q4_0 ~12 vector ops, Q4_K ~10, Q6_K ~16, against ~20, ~20 and
+// ~25 on the float path. (Q8_0 and Q5_0 take the block lanes over packed rows instead:
 // int16_blocks_avx2.cpp.)
 #include <immintrin.h>
 
@@ -127,10 +127,9 @@ struct Legacy : BlockRef<Blk> {
     void span(__m256i (&v)[2]) const {
         nibbles(b.qs, v);
         for (int i = 0; i < 2; ++i) {
-            if constexpr (kFifth && kHasMin) {  // q | 16 where the bit is set
+            static_assert(!kFifth || kHasMin, "Q5_0 takes the block lanes (int16_blocks_avx2.cpp)");
+            if constexpr (kFifth) {  // q | 16 where the bit is set
                 v[i] = _mm256_or_si256(v[i], _mm256_and_si256(fifth_bits(b.qh, i), _mm256_set1_epi16(16)));
-            } else if constexpr (kFifth) {  // (q | 16 h) - 16: q - 16 where the bit is clear
-                v[i] = _mm256_add_epi16(v[i], _mm256_andnot_si256(fifth_bits(b.qh, i), _mm256_set1_epi16(-16)));
             } else if constexpr (!kHasMin) {
                 v[i] = _mm256_sub_epi16(v[i], _mm256_set1_epi16(8));
             }
@@ -248,7 +247,6 @@ RowsI16Fn rows_i16(Type type) {
     switch (type) {
         case Type::Q4_0: return &rows_any<Legacy<block_q4_0, false, false>>;
         case Type::Q4_1: return &rows_any<Legacy<block_q4_1, false, true>>;
-        case Type::Q5_0: return &rows_any<Legacy<block_q5_0, true, false>>;
         case Type::Q5_1: return &rows_any<Legacy<block_q5_1, true, true>>;
         case Type::Q4_K: return &rows_any<Q4K>;
         case Type::Q6_K: return &rows_any<Q6K>;

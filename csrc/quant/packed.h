@@ -1,24 +1,23 @@
-// Weights repacked for the int16 path's few-rows kernels, where the GGUF layout costs more
-// vector ops to decode than the memory it saves (measured on Q5_0: ~25 ops per 32 weights and
-// one row, compute-bound at ~13 GB/s on two Zen 3 cores against a ~18 GB/s read bandwidth).
+// Weights repacked at load for the int16 path (int16_gemm.h): Q8_0 and Q5_0 rows in the
+// block-lane order (block_lanes.h), so that the kernels load a chunk's vectors as they are and
+// each block's products land in one lane. In the GGUF layout a vector of the block-lane order
+// would gather from 8 blocks, and Q5_0 costs ~25 ops per 32 weights to decode.
 //
-// A packed matrix has exactly the size of the GGUF one: each tile of kPackRows consecutive
-// rows is rewritten in place of those rows, and the rows after the last whole tile are copied
-// as they are. A tile interleaves the rows block by block, so one pass over it feeds all its
-// rows and every block's scales arrive together.
-//
-// Q8_0 packs row by row (a tile of one row, so every row is packed): each chunk of 8 blocks
-// (and a last chunk of 4) holds its f16 scales, then its quants in the block-lane order of the
-// int16 path (block_lanes.h), which the kernels then load as they are; another last chunk
-// stays as in GGUF.
-//
-// Q5_0 tile, per block index b (176 bytes, as 8 GGUF blocks): the 8 rows' f16 scales d, then
-// five words of 16 int16 lanes. Half h = 2 rho + s of the block (row rho, elements 16 s ..
-// 16 s + 15) holds in lane i the 5-bit two's complement of q - 16 (q the 5-bit quant): halves
-// 0..14 in bits 5 (h % 3) .. 5 (h % 3) + 4 of word h / 3, half 15 in bit 15 of the five words
-// (bit k of the value in word k). Decoding a half is then two shifts (the sign extension) where
-// the GGUF layout needs the nibble split and the fifth bit's mask, and the integers are the
-// same, so every result stays bit for bit what the GEMM gives (int16_gemm.h).
+// A packed row has exactly the size of its GGUF row, and every row is packed on its own. Per
+// chunk of 8 blocks (and a last chunk of exactly 4, block_lanes.h): the blocks' f16 scales, then
+// their quants in the block-lane order, vector v (v < 16, or 8 for the chunk of 4) after vector
+// v - 1, lane i of a vector being position 16 v + i of the chunk. Any other last chunk stays as
+// in GGUF.
+//   - Q8_0: the int8 quants (256 bytes per chunk).
+//   - Q5_0: in lane i of vector v the 5-bit two's complement u of q - 16 (q the 5-bit quant),
+//     stored in words of 16 uint16 lanes: vectors 0..14 in bits 5 (v % 3) .. 5 (v % 3) + 4 of
+//     word v / 3, vector 15 in bit 15 of words 0..4 (bit k of u in word k); 5 words, 160 bytes.
+//     The chunk of 4: vectors 0..5 in words 0 and 1 as above, then 16 bytes whose byte i holds
+//     the low 4 bits of vector 6's lane i (low nibble) and of vector 7's (high nibble); bit 4
+//     of those two in bit 15 of word 0 (vector 6) and word 1 (vector 7); 80 bytes.
+//     Decoding a vector is then two shifts (the sign extension) where the GGUF layout needs
+//     the nibble split and the fifth bit's mask.
+// The integers are the format's own, so every result is bit for bit what the int16 GEMM gives.
 #pragma once
 
 #include <cstddef>
@@ -28,27 +27,21 @@
 
 namespace ds4::quant {
 
-constexpr int kPackRows = 8;
-
-// y[r * ldy + i] for the tile's rows i < pack_tile_rows(type) and activation rows r < nx <= the
-// format's rows_max (int16_gemm.h): the int16-path dot, bit for bit what the GEMM gives.
-using RowsPackedFn = void (*)(const void* tile, int64_t n, const int16_t* a, const float* da, const float* xs,
+// y[r * ldy] for activation rows r < nx <= the format's rows_max (int16_gemm.h), against one
+// packed row: the int16-path dot, bit for bit what the GEMM gives.
+using RowsPackedFn = void (*)(const void* row, int64_t n, const int16_t* a, const float* da, const float* xs,
                               int nx, float* y, int64_t ldy);
 
-// Whether `type` has a packed layout (Q5_0, Q8_0).
-bool has_packed_layout(Type type);
-// Rows per tile of the packed layout: kPackRows (Q5_0) or 1 (Q8_0); a divisor of kPackRows.
-int pack_tile_rows(Type type);
-// dst (n_out rows of row_bytes) = src packed: whole tiles rewritten, the remaining rows copied.
+// Whether `type` has a packed layout.
+constexpr bool has_packed_layout(Type type) { return type == Type::Q5_0 || type == Type::Q8_0; }
+// n_out rows of n_in elements: dst = src packed, or unpacked back to GGUF (src != dst).
 void pack_rows(Type type, const void* src, int64_t n_in, int64_t n_out, void* dst);
-// The rows of a tile (n_in elements each) back in the GGUF layout, consecutive in dst.
-void unpack_tile(Type type, const void* tile, int64_t n_in, void* dst);
-// The tile's rows decoded for the int16 GEMM, as DecodeI16Fn (int16_gemm.h) decodes each GGUF
-// row: row i to q + i n_in, sw + i (n_in / 32), mw + i (n_in / 16).
-void decode_tile(Type type, const void* tile, int64_t n_in, int16_t* q, float* sw, float* mw);
+void unpack_rows(Type type, const void* src, int64_t n_in, int64_t n_out, void* dst);
+// One packed row decoded for the int16 GEMM, as DecodeI16Fn (int16_gemm.h) decodes the GGUF row.
+void decode_packed_row(Type type, const void* row, int64_t n_in, int16_t* q, float* sw, float* mw);
 
 namespace avx2 {
-// The packed few-rows kernel of `type`, or nullptr.
+// The packed rows kernel of `type`, or nullptr.
 RowsPackedFn rows_packed(Type type);
 }  // namespace avx2
 

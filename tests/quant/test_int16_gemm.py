@@ -59,7 +59,7 @@ def test_simd_equals_reference(t, isa):
 
 
 @pytest.mark.parametrize("isa", SIMD_ISAS)
-@pytest.mark.parametrize("t", ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q6_K"])
+@pytest.mark.parametrize("t", ["Q4_0", "Q4_1", "Q5_1", "Q4_K", "Q6_K"])
 def test_fused_rows_equal_gemm(t, isa):
     # decode and verify blocks (the fused kernel, 1..4 rows per weight pass) = prefill (the GEMM)
     n = _n(t)
@@ -116,42 +116,27 @@ def test_float_formats_have_no_int16_path():
         _core.matmul_path("F32", np.ones(32, dtype=np.float32).tobytes(), 1, x, "i16")
 
 
-# Packed weights (csrc/quant/packed.h), in a layout of the same size: Q5_0 in tiles of 8 rows,
-# whole tiles only, the rows after the last one copied; Q8_0 row by row.
+# Packed weights (csrc/quant/packed.h): rows of Q8_0 and Q5_0 in the block-lane order
+# (block_lanes.h), each the size of its GGUF row. Row lengths: whole chunks of 8 blocks, a last
+# chunk of 4, of 1..3 or 5..7 (natural order), and each alone.
 PACKED_TYPES = ["Q5_0", "Q8_0"]
-TILE = {"Q5_0": 8, "Q8_0": 1}
-# Q8_0 rows in the block lanes (block_lanes.h): whole chunks of 8 blocks, a last chunk of 4, of
-# 1..3 or 5..7 (natural order), and each alone.
-Q8_0_ROWS = [32, 96, 128, 256, 640, 672, 1024]
+LANE_ROWS = [32, 96, 128, 256, 640, 672, 1024]
 
 
-@pytest.mark.parametrize("n_rows", [3, 8, 21])
+@pytest.mark.parametrize("n", LANE_ROWS)
 @pytest.mark.parametrize("t", PACKED_TYPES)
-def test_pack_round_trip(t, n_rows):
-    n = _n(t)
-    data, _ = _weights(t, n_rows, n, 12)
-    packed = _core.pack_weights(t, data, n_rows, n)
+def test_pack_round_trip(t, n):
+    data, _ = _weights(t, 3, n, 12)
+    packed = _core.pack_weights(t, data, 3, n)
     assert len(packed) == len(data)
-    tiled = n_rows // TILE[t] * TILE[t] * len(data) // n_rows
-    assert packed[tiled:] == data[tiled:]
-    if tiled:
-        assert packed[:tiled] != data[:tiled]
-    assert _core.unpack_weights(t, packed, n_rows, n) == data
-
-
-@pytest.mark.parametrize("n", Q8_0_ROWS)
-def test_q8_0_pack_round_trip(n):
-    data, _ = _weights("Q8_0", 3, n, 15)
-    packed = _core.pack_weights("Q8_0", data, 3, n)
     assert (packed != data) == (n // 32 >= 4)  # 1..3 blocks stay in GGUF order
-    assert _core.unpack_weights("Q8_0", packed, 3, n) == data
+    assert _core.unpack_weights(t, packed, 3, n) == data
 
 
 @pytest.mark.parametrize("isa", SIMD_ISAS)
 @pytest.mark.parametrize("t", PACKED_TYPES)
 def test_packed_rows_equal_gemm(t, isa):
-    # 21 rows (Q5_0: 2 tiles and 5 rows after them); activation rows in chunks of the
-    # format's rows per pass (Q5_0 4, Q8_0 6) and a rest
+    # activation rows in chunks of 6 (the kernels' rows per pass) and a rest
     n = _n(t)
     data, _ = _weights(t, 21, n, 13)
     rng = np.random.default_rng(14)
@@ -160,16 +145,19 @@ def test_packed_rows_equal_gemm(t, isa):
     want = _core.matmul_path(t, data, 21, x, "i16", isa=isa)
     for nx in (1, 2, 7, 13):
         np.testing.assert_array_equal(_core.matmul_path(t, packed, 21, x[:nx], "i16packed", isa=isa), want[:nx])
+    np.testing.assert_array_equal(_core.matmul_path(t, packed, 21, x, "i16packed_gemm", isa=isa), want)
 
 
-def _q8_0_block_lanes(data, n_rows, n, x):
+def _block_lanes(t, data, n_rows, n, x):
     """The block-lane arithmetic of int16_gemm.h in numpy: activations quantised per block
     (round half to even), each block's integer sum exact, lane b % 8 takes
-    fma(T_b, d_b * da_b) in block order (float32, fma as one rounding), then the AVX2 tree."""
-    blocks = np.frombuffer(data, dtype=np.uint8).reshape(n_rows, n // 32, 34)
+    fma(float(T_b), d_b * da_b) in block order (float32), then the AVX2 tree."""
+    nb = n // 32
+    blocks = np.frombuffer(data, dtype=np.uint8).reshape(n_rows, nb, len(data) // (n_rows * nb))
     d = blocks[:, :, :2].copy().view(np.float16)[:, :, 0].astype(np.float32)
-    q = blocks[:, :, 2:].view(np.int8).astype(np.int64)
-    xb = x.reshape(len(x), n // 32, 32).astype(np.float32)
+    w = _core.dequantize_raw(t, data, n_rows * n).reshape(n_rows, nb, 32).astype(np.float64)
+    q = np.rint(w / np.where(d == 0, 1, d)[:, :, None]).astype(np.int64)  # w = d q exactly
+    xb = x.reshape(len(x), nb, 32).astype(np.float32)
     amax = np.abs(xb).max(axis=2)
     da = (amax / np.float32(32767)).astype(np.float32)
     inv = np.where(amax > 0, np.float32(32767) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
@@ -177,27 +165,29 @@ def _q8_0_block_lanes(data, n_rows, n, x):
     T = np.einsum("obk,rbk->rob", q, a)  # exact
     scale = (d[None, :, :] * da[:, None, :]).astype(np.float32)
     acc = np.zeros((len(x), n_rows, 8), dtype=np.float32)
-    for b in range(n // 32):
-        # fma((float)T, scale, acc): the product of two floats is exact in float64; the sum then
+    for b in range(nb):
+        # fma(float(T), scale, acc): the product of two floats is exact in float64; the sum then
         # rounds twice (to float64, to float32), which differs from one rounding only when the
         # first lands exactly on a float32 tie (~2^-29 per fma; the seeds here do not)
-        t = T[:, :, b].astype(np.float32).astype(np.float64)
-        acc[:, :, b % 8] = (t * scale[:, :, b] + acc[:, :, b % 8]).astype(np.float32)
+        tb = T[:, :, b].astype(np.float32).astype(np.float64)
+        acc[:, :, b % 8] = (tb * scale[:, :, b] + acc[:, :, b % 8]).astype(np.float32)
     return ((acc[..., 0] + acc[..., 4]) + (acc[..., 2] + acc[..., 6])) + ((acc[..., 1] + acc[..., 5]) + (acc[..., 3] + acc[..., 7]))
 
 
 @pytest.mark.parametrize("isa", ["scalar", *SIMD_ISAS])
-@pytest.mark.parametrize("n", Q8_0_ROWS)
-def test_q8_0_block_lanes(n, isa):
+@pytest.mark.parametrize("n", LANE_ROWS)
+@pytest.mark.parametrize("t", PACKED_TYPES)
+def test_block_lanes(t, n, isa):
     # The reference, the GEMM and the packed rows kernel against the rule written out in numpy.
-    data, _ = _weights("Q8_0", 9, n, 16)
+    data, _ = _weights(t, 9, n, 16)
     rng = np.random.default_rng(17)
     x = (rng.standard_normal((8, n)) * np.exp(rng.standard_normal(n))).astype(np.float32)
-    want = _q8_0_block_lanes(data, 9, n, x)
-    np.testing.assert_array_equal(_core.matmul_path("Q8_0", data, 9, x, "i16", isa=isa), want)
+    want = _block_lanes(t, data, 9, n, x)
+    np.testing.assert_array_equal(_core.matmul_path(t, data, 9, x, "i16", isa=isa), want)
+    packed = _core.pack_weights(t, data, 9, n)
+    np.testing.assert_array_equal(_core.matmul_path(t, packed, 9, x, "i16packed_gemm", isa=isa), want)
     if isa != "scalar":
-        packed = _core.pack_weights("Q8_0", data, 9, n)
-        np.testing.assert_array_equal(_core.matmul_path("Q8_0", packed, 9, x, "i16packed", isa=isa), want)
+        np.testing.assert_array_equal(_core.matmul_path(t, packed, 9, x, "i16packed", isa=isa), want)
 
 
 def test_pack_rejects_other_formats():

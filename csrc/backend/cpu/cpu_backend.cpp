@@ -9,14 +9,13 @@
 //   - many rows (prefill): a tile of weight rows is decoded once into floats (decode_groups) and
 //     a register-tiled GEMM (gemm_groups) runs every activation row against it;
 //   - with int16 activations on (Backend::set_int16_activations), matmuls of the formats with
-//     fused int16 kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 packed, Q4_K, Q6_K) and, from 32 rows on, those
+//     fused int16 kernels (Q4_0, Q4_1, Q5_1, Q4_K, Q6_K; Q5_0 and Q8_0 packed) and, from 32 rows on, those
 //     of Q2_K, Q3_K and Q5_K take the int16 path instead (quant/int16_gemm.h): activations
 //     quantised per group of 32 or 256 values, a fused kernel for a few rows, integer tiles for
 //     many; results differ from the float dot's by ~1e-4 relative, and are the same for every
-//     batch size on the int16 path; weights repacked at load (pack(), quant/packed.h: Q5_0 in
-//     tiles of 8 rows, Q8_0 row by row in the block-lane order) take the packed fused kernel for
-//     whole tiles and are unpacked a tile at a time for the GEMM, with the same integers, so the
-//     floats are again the same;
+//     batch size on the int16 path; weights repacked at load (pack(), quant/packed.h: Q8_0 and
+//     Q5_0 in the block-lane order) take the packed fused kernel and are decoded a row at a time
+//     for the GEMM, with the same integers, so the floats are again the same;
 //   - a format with only the scalar reference dot (slow, accumulates in double) dequantises a
 //     tile of weight rows and takes dot_f32 per element; that choice depends only on the format
 //     and ISA, never on n.
@@ -63,8 +62,6 @@ constexpr int64_t kGemmRowBlock = 32;
 constexpr int64_t kInt16RowBlock = 36;
 // Weight rows per block of the fused argmax head (a multiple of kGemmTileRows and kMatmulTile).
 constexpr int64_t kArgmaxBlock = 240;
-static_assert(kGemmTileRows % quant::kPackRows == 0 && kArgmaxBlock % quant::kPackRows == 0,
-              "packed weights are cut in whole tiles");
 // Weight bytes x activation rows per work unit of the dot_rows path (see unit_rows).
 constexpr size_t kUnitBytes = 64 * 1024;
 // Keys per attention chunk (aligned to absolute positions; see attention()).
@@ -106,18 +103,13 @@ public:
     }
 
     bool pack(Weight& w) override {
-        if (!repack_ || !int16_ || !quant::has_packed_layout(w.type) || w.n_out < quant::pack_tile_rows(w.type) || w.packed) {
-            return false;
-        }
+        if (!repack_ || !int16_ || !quant::has_packed_layout(w.type) || w.packed) return false;
         const size_t bytes = w.row_bytes * static_cast<size_t>(w.n_out);
         auto buf = std::make_unique<uint8_t[]>(bytes);
-        // Tiles in parallel; each thread writes its own tiles (and the first one the tail rows).
-        const int64_t tiles = w.n_out / quant::kPackRows;
         const auto* src = static_cast<const uint8_t*>(w.data);
-        pool_.parallel_for(tiles, [&](int64_t t0, int64_t t1) {
-            const size_t off = static_cast<size_t>(t0 * quant::kPackRows) * w.row_bytes;
-            const int64_t rows = (t1 - t0) * quant::kPackRows + (t1 == tiles ? w.n_out % quant::kPackRows : 0);
-            quant::pack_rows(w.type, src + off, w.n_in, rows, buf.get() + off);
+        pool_.parallel_for(w.n_out, [&](int64_t r0, int64_t r1) {  // each thread its own rows
+            const size_t off = static_cast<size_t>(r0) * w.row_bytes;
+            quant::pack_rows(w.type, src + off, w.n_in, r1 - r0, buf.get() + off);
         });
         w.packed = buf.get();
         packed_.push_back(std::move(buf));
@@ -404,9 +396,7 @@ private:
     Path path_of(const Weight& w, int64_t n) const {
         const quant::I16Kernels& ik = quant::i16_kernels(w.type);
         if (int16_ && ik.gemm && (n >= kInt16BatchRows || ik.all_batches)) {
-            // Packed: whole tiles through rows_packed, any rows after them through rows.
-            const bool fused = w.packed ? ik.rows_packed && (ik.rows || w.n_out % quant::pack_tile_rows(w.type) == 0)
-                                        : ik.rows != nullptr;
+            const bool fused = (w.packed ? ik.rows_packed : ik.rows) != nullptr;
             return n < kInt16BatchRows && fused ? Path::int16_rows : Path::int16_gemm;
         }
         const quant::Kernels& k = quant::kernels(w.type);
@@ -437,9 +427,7 @@ private:
         if (path == Path::reference) return kMatmulTile;
         const int64_t by_bytes = std::max<int64_t>(1, static_cast<int64_t>(kUnitBytes / (w.row_bytes * n)));
         const int64_t by_threads = (w.n_out + 4 * pool_.size() - 1) / (4 * pool_.size());
-        const int64_t rows = std::max<int64_t>(1, std::min(by_bytes, by_threads));
-        // packed weights: whole tiles
-        return w.packed ? (rows + quant::kPackRows - 1) / quant::kPackRows * quant::kPackRows : rows;
+        return std::max<int64_t>(1, std::min(by_bytes, by_threads));
     }
     // Floats of per-thread scratch a path needs.
     static size_t path_scratch(Path path, const Weight& w) {
@@ -491,30 +479,22 @@ private:
             return;
         }
         if (path == Path::int16_rows) {
-            // Few rows of a format with a fused kernel: each weight row (or packed tile) decoded in
-            // registers once per chunk of up to rows_max activation rows, straight from the mmap,
-            // every chunk in turn while the row is in L1 (the argmax head's blocks of 240 rows
-            // would otherwise be read from L2 once per chunk).
-            // Packed weights: whole tiles by the packed kernel, rows after the last tile as in GGUF.
+            // Few rows of a format with a fused kernel: each weight row decoded in registers once
+            // per chunk of up to rows_max activation rows, straight from the mmap or the packed
+            // copy, every chunk in turn while the row is in L1 (the argmax head's blocks of 240
+            // rows would otherwise be read from L2 once per chunk).
             const quant::I16Kernels& ik = quant::i16_kernels(w.type);
             const int64_t groups = ik.groups(w.n_in), halves = w.n_in / quant::kHalf;
             const auto* rows = static_cast<const uint8_t*>(w.packed ? w.packed : w.data);
-            const int64_t tile = quant::pack_tile_rows(w.type), tiled = w.packed ? w.n_out / tile * tile : 0;
-            for (int64_t o = o0; o < o1;) {
-                const bool packed = o < tiled;
+            for (int64_t o = o0; o < o1; ++o) {
                 const uint8_t* wo = rows + static_cast<size_t>(o) * w.row_bytes;
                 for (int64_t r = 0; r < n; r += ik.rows_max) {
                     const int m = static_cast<int>(std::min<int64_t>(ik.rows_max, n - r));
                     const int16_t* a = act_a_.data() + r * w.n_in;
                     const float *da = act_da_.data() + r * groups, *xs = act_xs_.data() + r * halves;
                     float* yo = y + r * ldy + (o - o0);
-                    if (packed) {
-                        ik.rows_packed(wo, w.n_in, a, da, xs, m, yo, ldy);
-                    } else {
-                        ik.rows(wo, w.n_in, a, da, xs, m, yo, ldy);
-                    }
+                    (w.packed ? ik.rows_packed : ik.rows)(wo, w.n_in, a, da, xs, m, yo, ldy);
                 }
-                o += packed ? tile : 1;
             }
             return;
         }
@@ -525,19 +505,15 @@ private:
             auto* q = reinterpret_cast<int16_t*>(scratch);
             float* sw = scratch + kGemmTileRows * w.n_in / 2;
             float* mw = sw + kGemmTileRows * groups;
-            const int64_t tile = quant::pack_tile_rows(w.type), tiled = w.packed ? w.n_out / tile * tile : 0;
             const auto* rows = static_cast<const uint8_t*>(w.packed ? w.packed : w.data);
             for (int64_t t0 = o0; t0 < o1; t0 += kGemmTileRows) {
                 const int nw = static_cast<int>(std::min(kGemmTileRows, o1 - t0));
-                for (int i = 0; i < nw;) {  // packed tiles (o0 and the GEMM tiles are whole ones), then rows
-                    const int64_t o = t0 + i;
-                    const uint8_t* row = rows + static_cast<size_t>(o) * w.row_bytes;
-                    if (o < tiled) {
-                        quant::decode_tile(w.type, row, w.n_in, q + i * w.n_in, sw + i * groups, mw + i * halves);
-                        i += static_cast<int>(tile);
+                for (int i = 0; i < nw; ++i) {
+                    const uint8_t* row = rows + static_cast<size_t>(t0 + i) * w.row_bytes;
+                    if (w.packed) {
+                        ik.decode_packed(row, w.n_in, q + i * w.n_in, sw + i * groups, mw + i * halves);
                     } else {
                         ik.decode(row, w.n_in, q + i * w.n_in, sw + i * groups, mw + i * halves);
-                        ++i;
                     }
                 }
                 for (int64_t r = 0; r < n; r += kInt16RowBlock) {
