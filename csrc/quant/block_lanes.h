@@ -1,4 +1,4 @@
-// The block-lane order of the int16 path (int16_gemm.h), used for Q8_0: the elements of a row
+// The block-lane order of the int16 path (int16_gemm.h), for Q8_0 and Q5_0: the elements of a row
 // are stored so that one 16-lane int16 vector holds a pair of elements from each of 8
 // consecutive blocks, and vpmaddwd then leaves each block's products in its own 32-bit lane.
 // Kernels sum a block exactly in one lane and take one conversion and fma per 8 blocks, where

@@ -1,7 +1,8 @@
 """Weights repacked at load (Model(repack=True), the default; csrc/quant/packed.h): the embedded
-Gemma 3 270M's Q5_0 matrices take the packed kernels for a few rows and are unpacked tile by tile
-for the GEMM, and every logit is bit for bit what the GGUF layout gives, for prompts, verify-sized
-blocks and single tokens, with 1 and 2 threads."""
+Gemma 3 270M's Q5_0 and Q8_0 matrices (the head among them) take the packed kernels for a few
+rows and are decoded row by row from the packed copy for the GEMM, and every logit is bit for bit
+what the GGUF layout gives, for prompts, verify-sized blocks and single tokens, with 1 and 2
+threads."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ def reference() -> np.ndarray:
 @pytest.mark.parametrize("threads", [1, 2])
 def test_repacked_logits_identical(reference: np.ndarray, threads: int) -> None:
     model = ds4.Model(threads=threads, n_ctx=128)
-    assert np.array_equal(model.session().eval(IDS), reference)  # 45 rows: the GEMM over unpacked tiles
-    for chunk in (1, 3, 4, 7):  # the packed few-rows kernels
+    assert np.array_equal(model.session().eval(IDS), reference)  # 45 rows: the GEMM over packed rows
+    for chunk in (1, 3, 6, 7, 13):  # the packed few-rows kernels, 6 rows per pass and a rest
         s = model.session()
         got = np.concatenate([s.eval(IDS[i:i + chunk]) for i in range(0, len(IDS), chunk)])
         assert np.array_equal(got, reference), f"chunks of {chunk}"

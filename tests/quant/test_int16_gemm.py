@@ -10,6 +10,8 @@ quantiser and the GEMM, per format and ISA.
   bound sum_i |w_i| da / 2 (da = the group's max |x| / R; groups of 32, or 256 for the K-quants),
   plus float rounding.
 - A non-finite activation makes its row NaN, as the float path would.
+- Q8_0 and Q5_0 take the block lanes (block_lanes.h): the reference, the GEMM and the packed-row
+  kernels equal that rule written out in numpy, for every shape of a row's last chunk.
 """
 
 import numpy as np
