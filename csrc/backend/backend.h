@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "quant/types.h"
@@ -83,7 +84,10 @@ public:
     // Gives w a repacked copy of its rows when that makes this backend's matmuls on it faster
     // (with int16 activations on, for the formats quant/packed.h lays out); returns whether it
     // did, in which case the matmul paths in use no longer read w.data. Results are unchanged.
-    virtual bool pack(Weight& w) { return false; }
+    // `release(p, bytes)` is told of each range of w.data once it is packed, so that a mapped
+    // file's pages can go while the copy grows (peak memory: the copy, not the copy and the file).
+    using ReleaseFn = std::function<void(const void*, size_t)>;
+    virtual bool pack(Weight& w, const ReleaseFn& release) { return false; }
 
     // y[n, w.n_out] = x[n, w.n_in] · wᵀ
     virtual void matmul(const Weight& w, const float* x, int64_t n, float* y) = 0;

@@ -3,9 +3,12 @@
 #include "quant/packed.h"
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "quant/block_lanes.h"
 #include "quant/blocks.h"
@@ -65,81 +68,91 @@ unsigned q5_get(const uint8_t* quants, int blocks, int v, int i) {
     return u;
 }
 
-// One row of format Blk, chunk by chunk: scale(b, byte) per block (its f16 scale at `byte` of
-// the packed row) and elem(b, k, chunk, blocks, p) per element (position p of its chunk, which
-// starts at byte `chunk` of the packed row and has `blocks` blocks; blocks == 0 for a block
-// left in GGUF order, whose element k is then at position k of the block at byte `chunk`).
-template <class Blk, class Scale, class Elem>
-void walk(int64_t n_in, Scale scale, Elem elem) {
-    constexpr int64_t kBytes = sizeof(Blk);
+// Position p of a chunk of `blocks` (8 or 4) blocks holds element k of block j of the chunk
+// (block_lanes.h).
+struct Element {
+    int j, k;
+};
+Element element_at(int blocks, int p) {
+    const int v = p / 16, lane = (p % 16) / 2, t = p % 2;
+    if (blocks == BlockLanes::kChunk) return {lane, 2 * v + t};
+    return {lane % 4, 2 * (2 * v + lane / 4) + t};
+}
+
+// Calls chunk(b0, blocks) for each chunk of a row in the block-lane order and gguf(b) for
+// each block left in GGUF order.
+template <class Chunk, class Gguf>
+void each_chunk(int64_t n_in, Chunk chunk, Gguf gguf) {
     const BlockLanes bl(n_in);
-    const auto chunk = [&](int64_t b0, int blocks) {
-        const int64_t at = kBytes * b0;
-        for (int64_t b = b0; b < b0 + blocks; ++b) {
-            scale(b, at + 2 * (b - b0));
-            for (int k = 0; k < 32; ++k) elem(b, k, at, blocks, bl.position(b, k) - 32 * b0);
-        }
-    };
     for (int64_t b0 = 0; b0 < bl.full; b0 += BlockLanes::kChunk) chunk(b0, BlockLanes::kChunk);
     if (bl.tail4()) {
         chunk(bl.full, 4);
         return;
     }
-    for (int64_t b = bl.full; b < bl.nb; ++b) {
-        scale(b, kBytes * b);
-        for (int k = 0; k < 32; ++k) elem(b, k, kBytes * b, 0, k);
-    }
+    for (int64_t b = bl.full; b < bl.nb; ++b) gguf(b);
 }
 
-// The quants of a chunk start after its scales.
-int64_t quants_at(int64_t chunk, int blocks) { return chunk + 2 * blocks; }
-
-void pack_row(Type type, const uint8_t* src, int64_t n_in, uint8_t* dst) {
-    if (type == Type::Q8_0) {
-        const auto* g = reinterpret_cast<const block_q8_0*>(src);
-        walk<block_q8_0>(
-            n_in, [&](int64_t b, int64_t at) { std::memcpy(dst + at, &g[b].d, 2); },
-            [&](int64_t b, int k, int64_t at, int blocks, int64_t p) {
-                dst[blocks ? quants_at(at, blocks) + p : at + 2 + k] = static_cast<uint8_t>(g[b].qs[k]);
-            });
-        return;
-    }
-    const auto* g = reinterpret_cast<const block_q5_0*>(src);
-    std::memset(dst, 0, static_cast<size_t>(n_in / 32) * sizeof(block_q5_0));
-    walk<block_q5_0>(
-        n_in, [&](int64_t b, int64_t at) { std::memcpy(dst + at, &g[b].d, 2); },
-        [&](int64_t b, int k, int64_t at, int blocks, int64_t p) {
-            if (blocks == 0) {
-                if (k == 0) std::memcpy(dst + at, &g[b], sizeof(block_q5_0));
-                return;
+template <class Blk>
+void pack_row(const uint8_t* src, int64_t n_in, uint8_t* dst) {
+    const auto* g = reinterpret_cast<const Blk*>(src);
+    constexpr int64_t kBytes = sizeof(Blk);
+    each_chunk(
+        n_in,
+        [&](int64_t b0, int blocks) {
+            uint8_t* at = dst + kBytes * b0;
+            for (int j = 0; j < blocks; ++j) std::memcpy(at + 2 * j, &g[b0 + j].d, 2);
+            uint8_t* quants = at + 2 * blocks;
+            if constexpr (std::is_same_v<Blk, block_q5_0>) std::memset(quants, 0, static_cast<size_t>(20 * blocks));
+            if constexpr (std::is_same_v<Blk, block_q8_0>) {  // a gather through a table: the head is 168M bytes
+                static const auto from = [] {
+                    std::array<std::array<uint16_t, 256>, 2> t{};
+                    for (int c = 0; c < 2; ++c) {
+                        for (int p = 0; p < 32 * (8 >> c); ++p) {
+                            const Element e = element_at(8 >> c, p);
+                            t[c][p] = static_cast<uint16_t>(e.j * sizeof(Blk) + offsetof(Blk, qs) + e.k);
+                        }
+                    }
+                    return t;
+                }();
+                const auto& t = from[blocks == BlockLanes::kChunk ? 0 : 1];
+                const auto* bytes = reinterpret_cast<const uint8_t*>(g + b0);
+                for (int p = 0; p < 32 * blocks; ++p) quants[p] = bytes[t[p]];
+            } else {
+                for (int p = 0; p < 32 * blocks; ++p) {
+                    const Element e = element_at(blocks, p);
+                    q5_set(quants, blocks, p / 16, p % 16, static_cast<unsigned>(q5_of(g[b0 + e.j], e.k) ^ 16));
+                }
             }
-            q5_set(dst + quants_at(at, blocks), blocks, static_cast<int>(p / 16), static_cast<int>(p % 16),
-                   static_cast<unsigned>(q5_of(g[b], k) ^ 16));
-        });
+        },
+        [&](int64_t b) { std::memcpy(dst + kBytes * b, &g[b], kBytes); });
 }
 
-void unpack_row(Type type, const uint8_t* src, int64_t n_in, uint8_t* dst) {
-    if (type == Type::Q8_0) {
-        auto* g = reinterpret_cast<block_q8_0*>(dst);
-        walk<block_q8_0>(
-            n_in, [&](int64_t b, int64_t at) { std::memcpy(&g[b].d, src + at, 2); },
-            [&](int64_t b, int k, int64_t at, int blocks, int64_t p) {
-                g[b].qs[k] = static_cast<int8_t>(src[blocks ? quants_at(at, blocks) + p : at + 2 + k]);
-            });
-        return;
-    }
-    auto* g = reinterpret_cast<block_q5_0*>(dst);
-    std::memset(dst, 0, static_cast<size_t>(n_in / 32) * sizeof(block_q5_0));
-    walk<block_q5_0>(
-        n_in, [&](int64_t b, int64_t at) { std::memcpy(&g[b].d, src + at, 2); },
-        [&](int64_t b, int k, int64_t at, int blocks, int64_t p) {
-            if (blocks == 0) {
-                if (k == 0) std::memcpy(&g[b], src + at, sizeof(block_q5_0));
-                return;
+template <class Blk>
+void unpack_row(const uint8_t* src, int64_t n_in, uint8_t* dst) {
+    auto* g = reinterpret_cast<Blk*>(dst);
+    constexpr int64_t kBytes = sizeof(Blk);
+    each_chunk(
+        n_in,
+        [&](int64_t b0, int blocks) {
+            const uint8_t* at = src + kBytes * b0;
+            for (int j = 0; j < blocks; ++j) {
+                std::memcpy(&g[b0 + j].d, at + 2 * j, 2);
+                if constexpr (std::is_same_v<Blk, block_q5_0>) {
+                    std::memset(g[b0 + j].qh, 0, sizeof g[b0 + j].qh);
+                    std::memset(g[b0 + j].qs, 0, sizeof g[b0 + j].qs);
+                }
             }
-            const unsigned u = q5_get(src + quants_at(at, blocks), blocks, static_cast<int>(p / 16), static_cast<int>(p % 16));
-            set_q5(g[b], k, static_cast<int>(u ^ 16));
-        });
+            const uint8_t* quants = at + 2 * blocks;
+            for (int p = 0; p < 32 * blocks; ++p) {
+                const Element e = element_at(blocks, p);
+                if constexpr (std::is_same_v<Blk, block_q8_0>) {
+                    g[b0 + e.j].qs[e.k] = static_cast<int8_t>(quants[p]);
+                } else {
+                    set_q5(g[b0 + e.j], e.k, static_cast<int>(q5_get(quants, blocks, p / 16, p % 16) ^ 16));
+                }
+            }
+        },
+        [&](int64_t b) { std::memcpy(&g[b], src + kBytes * b, kBytes); });
 }
 
 size_t block_bytes(Type type) { return type == Type::Q8_0 ? sizeof(block_q8_0) : sizeof(block_q5_0); }
@@ -153,15 +166,21 @@ void check(Type type, const char* what) {
 void pack_rows(Type type, const void* src, int64_t n_in, int64_t n_out, void* dst) {
     check(type, "pack_rows");
     const size_t row = static_cast<size_t>(n_in / 32) * block_bytes(type);
-    for (int64_t o = 0; o < n_out; ++o)
-        pack_row(type, static_cast<const uint8_t*>(src) + o * row, n_in, static_cast<uint8_t*>(dst) + o * row);
+    for (int64_t o = 0; o < n_out; ++o) {
+        const auto* s = static_cast<const uint8_t*>(src) + o * row;
+        auto* d = static_cast<uint8_t*>(dst) + o * row;
+        type == Type::Q8_0 ? pack_row<block_q8_0>(s, n_in, d) : pack_row<block_q5_0>(s, n_in, d);
+    }
 }
 
 void unpack_rows(Type type, const void* src, int64_t n_in, int64_t n_out, void* dst) {
     check(type, "unpack_rows");
     const size_t row = static_cast<size_t>(n_in / 32) * block_bytes(type);
-    for (int64_t o = 0; o < n_out; ++o)
-        unpack_row(type, static_cast<const uint8_t*>(src) + o * row, n_in, static_cast<uint8_t*>(dst) + o * row);
+    for (int64_t o = 0; o < n_out; ++o) {
+        const auto* s = static_cast<const uint8_t*>(src) + o * row;
+        auto* d = static_cast<uint8_t*>(dst) + o * row;
+        type == Type::Q8_0 ? unpack_row<block_q8_0>(s, n_in, d) : unpack_row<block_q5_0>(s, n_in, d);
+    }
 }
 
 void decode_packed_row(Type type, const void* row, int64_t n_in, int16_t* q, float* sw, float* mw) {
@@ -169,7 +188,6 @@ void decode_packed_row(Type type, const void* row, int64_t n_in, int16_t* q, flo
     // A chunk's quants are stored in position order (packed.h), so they decode in place.
     const auto* src = static_cast<const uint8_t*>(row);
     const int64_t bytes = static_cast<int64_t>(block_bytes(type));
-    const BlockLanes bl(n_in);
     std::fill(mw, mw + n_in / 16, 0.0f);
     const auto chunk = [&](int64_t b0, int blocks) {
         const uint8_t* at = src + bytes * b0;
@@ -185,12 +203,7 @@ void decode_packed_row(Type type, const void* row, int64_t n_in, int16_t* q, flo
                                         : static_cast<int16_t>(static_cast<int>(q5_get(quants, blocks, p / 16, p % 16) ^ 16) - 16);
         }
     };
-    for (int64_t b0 = 0; b0 < bl.full; b0 += BlockLanes::kChunk) chunk(b0, BlockLanes::kChunk);
-    if (bl.tail4()) {
-        chunk(bl.full, 4);
-        return;
-    }
-    for (int64_t b = bl.full; b < bl.nb; ++b) {  // GGUF blocks
+    each_chunk(n_in, chunk, [&](int64_t b) {  // a GGUF block
         const uint8_t* at = src + bytes * b;
         uint16_t d;
         std::memcpy(&d, at, sizeof d);
@@ -199,7 +212,7 @@ void decode_packed_row(Type type, const void* row, int64_t n_in, int16_t* q, flo
             q[32 * b + k] = type == Type::Q8_0 ? static_cast<int8_t>(at[2 + k])
                                                : static_cast<int16_t>(q5_of(*reinterpret_cast<const block_q5_0*>(at), k) - 16);
         }
-    }
+    });
 }
 
 }  // namespace ds4::quant

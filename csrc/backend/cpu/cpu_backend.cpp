@@ -102,15 +102,21 @@ public:
         }
     }
 
-    bool pack(Weight& w) override {
+    bool pack(Weight& w, const ReleaseFn& release) override {
         if (!repack_ || !int16_ || !quant::has_packed_layout(w.type) || w.packed) return false;
         const size_t bytes = w.row_bytes * static_cast<size_t>(w.n_out);
         auto buf = std::make_unique<uint8_t[]>(bytes);
         const auto* src = static_cast<const uint8_t*>(w.data);
-        pool_.parallel_for(w.n_out, [&](int64_t r0, int64_t r1) {  // each thread its own rows
-            const size_t off = static_cast<size_t>(r0) * w.row_bytes;
-            quant::pack_rows(w.type, src + off, w.n_in, r1 - r0, buf.get() + off);
-        });
+        // Slices of ~8 MiB, each released once packed; threads split a slice's rows.
+        const int64_t slice = std::max<int64_t>(1, static_cast<int64_t>((size_t{8} << 20) / w.row_bytes));
+        for (int64_t s0 = 0; s0 < w.n_out; s0 += slice) {
+            const int64_t s1 = std::min(w.n_out, s0 + slice);
+            pool_.parallel_for(s1 - s0, [&](int64_t r0, int64_t r1) {
+                const size_t off = static_cast<size_t>(s0 + r0) * w.row_bytes;
+                quant::pack_rows(w.type, src + off, w.n_in, r1 - r0, buf.get() + off);
+            });
+            release(src + static_cast<size_t>(s0) * w.row_bytes, static_cast<size_t>(s1 - s0) * w.row_bytes);
+        }
         w.packed = buf.get();
         packed_.push_back(std::move(buf));
         return true;
