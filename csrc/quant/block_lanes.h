@@ -30,18 +30,7 @@ struct BlockLanes {
         return b * 32 + k;
     }
 
-    // out[position(e)] = in[e] for the n natural elements (in != out).
-    template <class T>
-    void to_lanes(const T* in, T* out) const {
-        for (int64_t b = 0; b < nb; ++b)
-            for (int k = 0; k < 32; ++k) out[position(b, k)] = in[b * 32 + k];
-    }
-    template <class T>
-    void from_lanes(const T* in, T* out) const {
-        for (int64_t b = 0; b < nb; ++b)
-            for (int k = 0; k < 32; ++k) out[b * 32 + k] = in[position(b, k)];
-    }
-    // In place, a chunk at a time.
+    // v[position(b, k)] = the natural v[32 b + k], in place, a chunk at a time.
     template <class T>
     void to_lanes_in_place(T* v) const {
         T buf[256];

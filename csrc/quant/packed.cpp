@@ -29,11 +29,12 @@ void set_q5(block_q5_0& b, int k, int q) {
 }
 
 // Where the value u (5 bits) of lane i of vector v of a Q5_0 chunk of `blocks` blocks lives.
-// visit(byte, bit, width) is called per field: `width` bits of u from bit `bit` of the 16-bit
-// little-endian word at `byte` of the quants (after the scales); low bits of u first.
+// visit(byte, bit, width, bytes) is called per field, low bits of u first: `width` bits of u
+// from bit `bit` of the little-endian field of `bytes` bytes (a word's lane, or a nibble's byte)
+// at `byte` of the quants (after the scales).
 template <class Visit>
 void q5_fields(int blocks, int v, int i, Visit visit) {
-    const int lane = 2 * i;
+    const int lane = 2 * i;  // the lane's byte in a word
     if (blocks == 4 && v >= 6) {  // the nibbles, then bit 4 in bit 15 of word v - 6
         visit(64 + i, (v - 6) * 4, 4, 1);
         visit(32 * (v - 6) + lane, 15, 1, 2);
