@@ -83,17 +83,22 @@ inline __m256i field5(__m256i word) {
     return _mm256_srai_epi16(_mm256_slli_epi16(word, 11 - Lo), 11);
 }
 inline __m256i load_word(const uint8_t* w, int k) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w) + k); }
+// Vectors 0 .. 3 words - 1: three 5-bit fields per word.
+template <class F>
+inline void q5_words(const uint8_t* w, int words, F& fn) {
+    for (int k = 0; k < words; ++k) {
+        const __m256i word = load_word(w, k);
+        fn(3 * k, field5<0>(word));
+        fn(3 * k + 1, field5<5>(word));
+        fn(3 * k + 2, field5<10>(word));
+    }
+}
 
 struct PackedQ5 : PackedRow<22> {
     template <class F>
     void chunk(int64_t b0, F&& fn) const {
         const uint8_t* w = at(b0) + 16;
-        for (int k = 0; k < 5; ++k) {
-            const __m256i word = load_word(w, k);
-            fn(3 * k, field5<0>(word));
-            fn(3 * k + 1, field5<5>(word));
-            fn(3 * k + 2, field5<10>(word));
-        }
+        q5_words(w, 5, fn);
         // vector 15: bit k of the value in bit 15 of word k; bit 4 is the sign
         __m256i v = _mm256_and_si256(_mm256_srai_epi16(load_word(w, 4), 15), _mm256_set1_epi16(-16));
         v = _mm256_or_si256(v, _mm256_srli_epi16(load_word(w, 0), 15));
@@ -104,12 +109,7 @@ struct PackedQ5 : PackedRow<22> {
     template <class F>
     void chunk4(int64_t b0, F&& fn) const {
         const uint8_t* w = at(b0) + 8;
-        for (int k = 0; k < 2; ++k) {
-            const __m256i word = load_word(w, k);
-            fn(3 * k, field5<0>(word));
-            fn(3 * k + 1, field5<5>(word));
-            fn(3 * k + 2, field5<10>(word));
-        }
+        q5_words(w, 2, fn);
         // vectors 6 and 7: the nibbles, bit 4 (the sign) in bit 15 of words 0 and 1
         const __m256i nib = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 64)));
         const __m256i sign = _mm256_set1_epi16(-16);

@@ -162,26 +162,27 @@ void check(Type type, const char* what) {
     if (!has_packed_layout(type)) throw std::invalid_argument(std::string(what) + ": the format has no packed layout");
 }
 
+// fn(src row, dst row) for each of n_out rows of `type` (Q8_0 or Q5_0).
+template <class Fn>
+void each_row(Type type, const void* src, int64_t n_in, int64_t n_out, void* dst, Fn fn) {
+    const size_t row = static_cast<size_t>(n_in / 32) * block_bytes(type);
+    for (int64_t o = 0; o < n_out; ++o) fn(static_cast<const uint8_t*>(src) + o * row, static_cast<uint8_t*>(dst) + o * row);
+}
+
 }  // namespace
 
 void pack_rows(Type type, const void* src, int64_t n_in, int64_t n_out, void* dst) {
     check(type, "pack_rows");
-    const size_t row = static_cast<size_t>(n_in / 32) * block_bytes(type);
-    for (int64_t o = 0; o < n_out; ++o) {
-        const auto* s = static_cast<const uint8_t*>(src) + o * row;
-        auto* d = static_cast<uint8_t*>(dst) + o * row;
+    each_row(type, src, n_in, n_out, dst, [&](const uint8_t* s, uint8_t* d) {
         type == Type::Q8_0 ? pack_row<block_q8_0>(s, n_in, d) : pack_row<block_q5_0>(s, n_in, d);
-    }
+    });
 }
 
 void unpack_rows(Type type, const void* src, int64_t n_in, int64_t n_out, void* dst) {
     check(type, "unpack_rows");
-    const size_t row = static_cast<size_t>(n_in / 32) * block_bytes(type);
-    for (int64_t o = 0; o < n_out; ++o) {
-        const auto* s = static_cast<const uint8_t*>(src) + o * row;
-        auto* d = static_cast<uint8_t*>(dst) + o * row;
+    each_row(type, src, n_in, n_out, dst, [&](const uint8_t* s, uint8_t* d) {
         type == Type::Q8_0 ? unpack_row<block_q8_0>(s, n_in, d) : unpack_row<block_q5_0>(s, n_in, d);
-    }
+    });
 }
 
 void decode_packed_row(Type type, const void* row, int64_t n_in, int16_t* q, float* sw, float* mw) {
