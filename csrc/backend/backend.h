@@ -78,6 +78,7 @@ class Backend {
 public:
     virtual ~Backend() = default;
     virtual const char* name() const = 0;
+    virtual int threads() const { return 1; }
     // Whether `op` runs here for weights of `type` (only matmul and get_rows look at the type).
     virtual bool supports_op(Op op, quant::Type type = quant::Type::F32) const = 0;
 
@@ -88,6 +89,16 @@ public:
     // file's pages can go while the copy grows (peak memory: the copy, not the copy and the file).
     using ReleaseFn = std::function<void(const void*, size_t)>;
     virtual bool pack(Weight& w, const ReleaseFn& release) { return false; }
+    // With deferral on, pack() only reserves the copy (untouched memory costs nothing) and sets
+    // w.packed; the rows are written by finish_packing(), which the model calls before its first
+    // forward pass. A model that may never run (a draft model the scheduler keeps out) then
+    // costs its mapping only. `release` must stay callable until then.
+    void set_defer_packing(bool on) { defer_pack_ = on; }
+    bool defer_packing() const { return defer_pack_; }
+    virtual bool packing_pending() const { return false; }
+    virtual void finish_packing() {}
+    // Frees the copy pack() made of w's rows (a matrix that is going away).
+    virtual void drop_packed(const Weight& w) {}
 
     // y[n, w.n_out] = x[n, w.n_in] · wᵀ
     virtual void matmul(const Weight& w, const float* x, int64_t n, float* y) = 0;
@@ -138,6 +149,7 @@ public:
 protected:
     bool int16_ = false;
     bool repack_ = true;
+    bool defer_pack_ = false;
 };
 
 // threads <= 0: one per hardware thread.

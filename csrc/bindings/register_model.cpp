@@ -44,7 +44,7 @@ bool parse_precision(const std::string& s) {  // true: int16 activations
 }
 
 std::unique_ptr<Model> load_model(const std::string& path, int threads, int64_t n_ctx, backend::KvType kv_type,
-                                  bool int16, bool repack) {
+                                  bool int16, bool repack, bool defer_pack) {
     auto m = std::make_unique<Model>();
     m->file = gguf::File::open(path);
     m->arch = m->file->get("general.architecture").as_string();
@@ -55,6 +55,7 @@ std::unique_ptr<Model> load_model(const std::string& path, int threads, int64_t 
     opts.kv_type = kv_type;
     opts.int16_activations = int16;
     opts.repack = repack;
+    opts.defer_pack = defer_pack;
     m->net = model::Model::load(m->file, opts);
     // Embeddings may have padding rows past the vocabulary, never fewer rows than tokens.
     if (m->tokenizer->vocab_size() > m->net->hparams().n_vocab)
@@ -92,15 +93,24 @@ py::dict stats_dict(const model::GenerateStats& st) {
     d["drafted_per_position"] = st.drafted_per_position;
     d["tokens_per_pass"] = st.n_forward > 0 ? static_cast<double>(st.n_generated - 1) / st.n_forward : 0.0;
     d["draft_seconds"] = st.draft_seconds;
-    d["calibration_seconds"] = st.calibration_seconds;
+    d["catch_up_seconds"] = st.catch_up_seconds;
+    d["verify_seconds"] = st.verify_seconds;
+    d["plain_seconds"] = st.plain_seconds;
+    d["cost_prior_seconds"] = st.cost_prior_seconds;
+    d["cost_prior_macs"] = st.cost_prior_macs;
     d["plain_tokens_per_second_estimate"] = st.plain_tokens_per_second;
+    d["spec_balance_seconds"] = st.spec_balance_seconds;
     d["spec_slowdown"] = st.spec_slowdown;
     d["prefill_seconds"] = st.prefill_seconds;
     d["decode_seconds"] = st.decode_seconds;
     d["sample_seconds"] = st.sample_seconds;
+    d["end_to_end_seconds"] = st.end_to_end_seconds;
     d["prefill_tokens_per_second"] = st.prefill_seconds > 0 ? st.n_prompt / st.prefill_seconds : 0.0;
     const double gen = st.decode_seconds + st.sample_seconds;
     d["tokens_per_second"] = gen > 0 ? st.n_generated / gen : 0.0;
+    // What the user waited for after the prefill: every phase, the cost prior and the loop's
+    // own work included.
+    d["end_to_end_tokens_per_second"] = st.end_to_end_seconds > 0 ? st.n_generated / st.end_to_end_seconds : 0.0;
     d["stop_reason"] = st.stop_reason;
     return d;
 }
@@ -237,15 +247,26 @@ void register_model(py::module_& m) {
 
     py::class_<Model>(m, "Model")
         .def(py::init([](const std::string& path, int threads, int64_t n_ctx, const std::string& kv_type,
-                         const std::string& precision, bool repack) {
+                         const std::string& precision, bool repack, bool defer_pack) {
                  const backend::KvType kt = parse_kv_type(kv_type);
                  const bool int16 = parse_precision(precision);
                  py::gil_scoped_release release;
-                 return load_model(path, threads, n_ctx, kt, int16, repack);
+                 return load_model(path, threads, n_ctx, kt, int16, repack, defer_pack);
              }),
              py::arg("path"), py::arg("threads") = 0, py::arg("n_ctx") = 0, py::arg("kv_type") = "f16",
-             py::arg("precision") = "int16", py::arg("repack") = true)
+             py::arg("precision") = "int16", py::arg("repack") = true, py::arg("defer_pack") = false)
         .def_readonly("arch", &Model::arch)
+        .def_property_readonly("forward_passes", [](const Model& self) { return self.net->forward_passes(); })
+        .def_property_readonly("forward_rows", [](const Model& self) { return self.net->forward_rows(); })
+        .def_property_readonly("macs_per_token", [](const Model& self) { return self.net->work().macs(); })
+        .def(
+            "extra_row_seconds",
+            [](const Model& self, int max_rows) {
+                if (max_rows < 1) throw py::value_error("max_rows must be >= 1");
+                py::gil_scoped_release release;
+                return self.net->extra_row_seconds(max_rows);
+            },
+            py::arg("max_rows"), "The verify-cost prior: seconds r rows add to a 1-row pass, r = 1 .. max_rows.")
         .def_property_readonly("n_ctx", [](const Model& self) { return self.net->n_ctx(); })
         .def_property_readonly("n_vocab", [](const Model& self) { return self.net->hparams().n_vocab; })
         .def_property_readonly("vocab_size", [](const Model& self) { return self.tokenizer->vocab_size(); })

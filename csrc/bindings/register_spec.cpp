@@ -121,7 +121,14 @@ void register_spec(py::module_& m) {
              }, py::arg("p"), py::arg("k"), py::arg("accepted"), py::arg("seconds") = 0.0)
         .def("slowdown", [](Sched& s, int p) { return s.at(p).slowdown(p); }, py::arg("p"))
         .def("expected_tokens", [](Sched& s, int p, int k) { return s.at(p, k).expected_tokens(p, k); },
-             py::arg("p"), py::arg("k"));
+             py::arg("p"), py::arg("k"))
+        .def("cost", [](Sched& s, int rows) {
+                 if (rows < 1 || rows > s.s.n_max() + 1) throw py::value_error("rows must be in [1, n_max + 1]");
+                 return s.s.cost(rows);
+             }, py::arg("rows"))
+        .def("balance", [](Sched& s, std::optional<int> p) { return p ? s.at(*p).balance(*p) : s.s.balance(); },
+             py::arg("p") = std::nullopt)
+        .def("allowance", [](Sched& s) { return s.s.allowance(); });
 }
 
 }  // namespace ds4::bindings

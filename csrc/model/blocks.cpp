@@ -48,9 +48,10 @@ Weight Loader::matrix(const std::string& name, int64_t n_in, int64_t n_out, back
     w.n_in = n_in;
     w.n_out = n_out;
     w.row_bytes = quant::row_bytes(*info, n_in);
-    // Released slice by slice while packing, then whole (the pages the slices' edges shared).
-    const auto release = [this](const void* p, size_t bytes) { file_.release(p, bytes); };
-    if (op == backend::Op::matmul && be_.pack(w, release)) file_.release(t.data, t.nbytes);
+    // Released slice by slice while packing (now, or before the first forward pass when the
+    // backend defers packing: the file outlives the backend's use of it).
+    const gguf::File* file = &file_;
+    if (op == backend::Op::matmul) be_.pack(w, [file](const void* p, size_t bytes) { file->release(p, bytes); });
     return w;
 }
 

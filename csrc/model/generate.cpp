@@ -58,8 +58,9 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
             } else if (!params_.spec.draft || !params_.spec.draft_tok) {
                 throw std::invalid_argument("the 'draft' proposer needs a draft model");
             } else {
-                proposers_.push_back(spec::make_draft_proposer(params_.spec.draft, *params_.spec.draft_tok, tok_,
-                                                               params_.spec.confidence, params_.spec.draft_vocab));
+                proposers_.push_back(spec::make_draft_proposer(params_.spec.draft, session_.model(),
+                                                               *params_.spec.draft_tok, tok_, params_.spec.confidence,
+                                                               params_.spec.draft_vocab));
             }
         }
         // Exact sampling: proposers that can sample draw their drafts and report q.
@@ -82,20 +83,14 @@ void Generator::start() {
     // Only now, with the prefill done (it may throw and be retried), is the generator started.
     started_ = true;
     if (!proposers_.empty()) {
+        // The verify-cost prior: no pass is run for it; the first plain steps measure the rest.
         const double t1 = now();
-        std::vector<double> cost = session_.verify_costs(params_.spec.n_max + 1);
-        stats_.calibration_seconds = now() - t1;
+        std::vector<double> cost = session_.model().extra_row_seconds(params_.spec.n_max + 1, &stats_.cost_prior_macs);
+        stats_.cost_prior_seconds = now() - t1;
         scheduler_ = std::make_unique<spec::Scheduler>(params_.spec.n_max, std::move(cost), static_cast<int>(proposers_.size()));
+        scheduler_->resume(session_.model().pass_times(fused_greedy_));
         context_ = session_.tokens();
-        for (auto& p : proposers_) {
-            p->observe(context_);
-            // A draft model that could pay reads the prompt now, as part of the prefill.
-            if (p->costs() && (params_.spec.n_min > 0 || scheduler_->worth(p->cost_per_token()))) {
-                const double t2 = now();
-                p->prepare(context_);
-                stats_.prefill_seconds += now() - t2;
-            }
-        }
+        for (auto& p : proposers_) p->observe(context_);
     }
     // The penalties look back over the context, prompt included, as llama.cpp's do.
     const std::vector<int32_t> context = session_.tokens();
@@ -120,14 +115,19 @@ int32_t Generator::speculate(int32_t tok) {
     const int cap = static_cast<int>(std::min<int64_t>(params_.spec.n_max, room));
     int k = 0;
     const double t0 = now();
+    const spec::TargetCost target{scheduler_->cost(1), scheduler_->extra_per_row()};
+    // Exact acceptance computes each verified row's probabilities: about a draw's work.
+    if (params_.spec.exact && !fused_greedy_) scheduler_->set_row_overhead(last_sample_seconds_);
     for (size_t i = 0; i < proposers_.size() && k == 0 && cap > 0; ++i) {
         spec::Proposer& prop = *proposers_[i];
         const int p = static_cast<int>(i);
         draft_.clear();
         const int floor = std::min(params_.spec.n_min, cap);
         if (prop.costs()) {
-            const int want = std::max(floor, scheduler_->pick(p, cap, prop.cost_per_token(), prop.catch_up_seconds(context_)));
+            const int want = std::max(floor, scheduler_->pick(p, cap, prop.cost_per_token(target),
+                                                              prop.catch_up_seconds(context_, target)));
             if (want > 0) prop.propose(context_, want, &draft_);
+            stats_.catch_up_seconds += draft_.catch_up_seconds;
             k = std::min(want, static_cast<int>(draft_.tokens.size()));
         } else {
             prop.propose(context_, cap, &draft_);
@@ -145,6 +145,7 @@ int32_t Generator::speculate(int32_t tok) {
         } else {
             session_.eval(&tok, 1, logits_.data(), 1);
         }
+        stats_.plain_seconds += now() - t1;
         scheduler_->timed_pass(1, now() - t1 + last_sample_seconds_);
         return next;
     }
@@ -164,6 +165,7 @@ int32_t Generator::speculate(int32_t tok) {
         session_.eval(draft.data(), k + 1, rows_.data(), k + 1);
     }
     draft.erase(draft.begin());
+    stats_.verify_seconds += now() - t1;
     scheduler_->timed_pass(k + 1, now() - t1);
     const auto row = [&](int i) { return rows_.data() + static_cast<size_t>(i) * n_vocab; };
     int j = 0;
@@ -202,9 +204,9 @@ int32_t Generator::speculate(int32_t tok) {
         logits_.assign(row(j), row(j) + n_vocab);
     }
     if (j < k) session_.truncate(p + 1 + j);
-    // The pass as the scheduler should judge it: drafting, verifying, and the acceptance's
-    // per-row probabilities, against a plain step that samples once (timed_pass(1) above).
-    scheduler_->verified(winner, k, j, now() - t0);
+    // The pass as the scheduler should judge it: drafting, verifying, the acceptance's per-row
+    // probabilities and the draw that follows (as a plain step's, timed_pass(1) above).
+    scheduler_->verified(winner, k, j, now() - t0 + (next < 0 && !fused_greedy_ ? last_sample_seconds_ : 0.0));
     ++stats_.n_spec_passes;
     stats_.n_drafted += k;
     stats_.n_accepted += j;
@@ -221,6 +223,8 @@ int32_t Generator::speculate(int32_t tok) {
 void Generator::finish(const char* reason) {
     done_ = true;
     stats_.stop_reason = reason;
+    // What this generation measured of the passes is where the next one on this model starts.
+    if (scheduler_) session_.model().set_pass_times(fused_greedy_, scheduler_->pass_times());
 }
 
 bool Generator::release(std::string* piece, bool final) {
@@ -246,6 +250,14 @@ bool Generator::release(std::string* piece, bool final) {
 
 bool Generator::next(std::string* piece) {
     if (done_) return false;
+    const double entered = now();
+    const double prefill_before = stats_.prefill_seconds;
+    const bool more = step(piece);
+    stats_.end_to_end_seconds += now() - entered - (stats_.prefill_seconds - prefill_before);
+    return more;
+}
+
+bool Generator::step(std::string* piece) {
     if (!started_) start();
     while (!done_) {
         if (static_cast<int64_t>(tokens_.size()) >= params_.max_tokens) {
@@ -328,6 +340,7 @@ bool Generator::next(std::string* piece) {
         ++stats_.n_forward;
         if (scheduler_) {
             stats_.plain_tokens_per_second = scheduler_->plain_tokens_per_second();
+            stats_.spec_balance_seconds = scheduler_->balance();
             stats_.spec_slowdown.resize(proposers_.size());
             for (size_t i = 0; i < proposers_.size(); ++i) stats_.spec_slowdown[i] = scheduler_->slowdown(static_cast<int>(i));
         }

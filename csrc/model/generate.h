@@ -49,22 +49,30 @@ struct GenerateParams {
     SpecParams spec;
 };
 
+// Timings: every second of a generate call after the prefill is in end_to_end_seconds, and the
+// phases below split it (what they leave is the loop's own bookkeeping: text, stop strings).
 struct GenerateStats {
     int64_t n_prompt = 0;              // tokens prefilled by this call
     int64_t n_generated = 0;           // tokens sampled
     int64_t n_forward = 0;             // decode forward passes (one per token after the first)
     double prefill_seconds = 0;
-    double decode_seconds = 0;         // forward passes after the prefill
+    double decode_seconds = 0;         // forward passes after the prefill, drafting included
     double sample_seconds = 0;
+    double end_to_end_seconds = 0;     // everything after the prefill: what the user waited for
     // Speculation (zero / empty without it)
     int64_t n_drafted = 0;             // drafted tokens verified
     int64_t n_accepted = 0;            // of which accepted
     int64_t n_spec_passes = 0;         // forward passes that verified a draft
     std::vector<int64_t> accepted_per_position;  // [i]: passes that accepted draft position i
     std::vector<int64_t> drafted_per_position;   // [i]: passes that verified draft position i
-    double draft_seconds = 0;          // in the proposers
-    double calibration_seconds = 0;    // timing the verify cost curve (first use per model)
+    double draft_seconds = 0;          // in the proposers, catch-up included
+    double catch_up_seconds = 0;       // of which feeding a draft model what it missed
+    double verify_seconds = 0;         // target passes that verified a draft
+    double plain_seconds = 0;          // target passes of one token
+    double cost_prior_seconds = 0;     // measuring the kernel rates of the cost prior (once per process)
+    double cost_prior_macs = 0;        // ... the multiply-adds it ran
     double plain_tokens_per_second = 0;  // the scheduler's model of plain decoding
+    double spec_balance_seconds = 0;   // the scheduler's ledger: seconds gained over plain decoding
     std::vector<double> spec_slowdown;   // per proposer: measured / predicted seconds of its passes
     std::string stop_reason;           // "max_tokens" | "eog" | "stop" | "context" while running: ""
 };
@@ -87,6 +95,7 @@ public:
 
 private:
     void start();
+    bool step(std::string* piece);  // next() without its timing
     void hold(int32_t tok);
     // Evaluates tok (pending in the session) together with a draft, if a proposer has one and the
     // scheduler finds it pays, queueing the accepted draft tokens; returns the target's next token.

@@ -2,8 +2,6 @@
 #include "model/model.h"
 
 #include <algorithm>
-#include <chrono>
-#include <limits>
 #include <numeric>
 #include <string>
 
@@ -40,9 +38,11 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<const gguf::File> file, const
 Model::Model(std::shared_ptr<const gguf::File> file, HParams hp, const Options& opts)
     : file_(std::move(file)), hp_(std::move(hp)), opts_(opts),
       n_ctx_(opts.n_ctx > 0 ? opts.n_ctx : hp_.n_ctx_train),
-      backend_(backend::make_cpu_backend(opts.threads)) {
+      backend_(backend::make_cpu_backend(opts.threads)),
+      work_(PassWork::of(*file_, hp_.n_vocab)) {
     backend_->set_int16_activations(opts.int16_activations);
     backend_->set_repack(opts.repack);
+    backend_->set_defer_packing(opts.defer_pack);
 }
 
 std::unique_ptr<state::KvCache> Model::new_cache() const {
@@ -70,6 +70,7 @@ void Model::run(state::KvCache& kv, const int32_t* tokens, int64_t n, int64_t n_
     if (n_out < 0) n_out = n;
     if (n_out == 0 || n_out > n) throw Error("n_out must be in [1, " + std::to_string(n) + "], got " + std::to_string(n_out));
     std::lock_guard<std::mutex> lock(mu_);
+    if (backend_->packing_pending()) backend_->finish_packing();
     const int64_t n_past = kv.n_past();
     kv.reserve(n_past + n);  // throws ContextOverflow before anything is written
     std::vector<int32_t> pos(static_cast<size_t>(n));
@@ -79,64 +80,23 @@ void Model::run(state::KvCache& kv, const int32_t* tokens, int64_t n, int64_t n_
     b.head_rows = head_rows;
     forward(b);
     kv.commit(n_past + n);
+    ++passes_;
+    rows_ += static_cast<uint64_t>(n);
 }
 
-std::vector<double> Model::verify_costs(int max_rows) {
-    std::lock_guard<std::mutex> lock(cost_mu_);
-    if (static_cast<int>(verify_costs_.size()) < max_rows) {
-        constexpr int kWarm = 32;  // positions before the timed passes
-        auto kv = new_cache();
-        std::vector<int32_t> tokens(static_cast<size_t>(kWarm + max_rows)), ids(tokens.size());
-        for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7919 + 11) % hp_.n_vocab);
-        eval_argmax(*kv, tokens.data(), kWarm, ids.data());
-        std::vector<int> probe;
-        for (int r = 1; r < max_rows; r *= 2) probe.push_back(r);
-        probe.push_back(max_rows);
-        // Each size is timed twice, a third time when the two disagree by more than a fifth, and
-        // the fastest counts: one pass the machine stalled would otherwise bend the curve for the
-        // model's lifetime (the scheduler refines only the sizes it uses, so an inflated cost(16)
-        // would keep drafts short for good).
-        const auto timed = [&](int rows) {
-            const auto t0 = std::chrono::steady_clock::now();
-            eval_argmax(*kv, tokens.data() + kWarm, rows, ids.data());
-            kv->truncate(kWarm);
-            return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        };
-        std::vector<double> at(probe.size());
-        for (size_t i = 0; i < probe.size(); ++i) {
-            const double a = timed(probe[i]), b = timed(probe[i]);
-            at[i] = std::min(a, b);
-            if (std::max(a, b) > 1.2 * at[i]) at[i] = std::min(at[i], timed(probe[i]));
-        }
-        // Never cheaper for more rows.
-        for (size_t i = 1; i < at.size(); ++i) at[i] = std::max(at[i], at[i - 1]);
-        verify_costs_.assign(static_cast<size_t>(max_rows), 0.0);
-        for (int r = 1; r <= max_rows; ++r) {
-            const size_t hi = static_cast<size_t>(std::lower_bound(probe.begin(), probe.end(), r) - probe.begin());
-            const size_t lo = hi == 0 ? 0 : hi - 1;
-            const double f = probe[hi] == probe[lo] ? 0.0 : double(r - probe[lo]) / (probe[hi] - probe[lo]);
-            verify_costs_[static_cast<size_t>(r - 1)] = probe[hi] == r ? at[hi] : at[lo] + f * (at[hi] - at[lo]);
-        }
-    }
-    return {verify_costs_.begin(), verify_costs_.begin() + max_rows};
+PassTimes Model::pass_times(bool argmax) const {
+    std::lock_guard<std::mutex> lock(times_mu_);
+    return times_[argmax ? 1 : 0];
 }
 
-double Model::step_cost(int64_t head_rows) {
-    std::lock_guard<std::mutex> lock(cost_mu_);
-    const auto known = step_costs_.find(head_rows);
-    if (known != step_costs_.end()) return known->second;
-    constexpr int kWarm = 32, kSteps = 3;
-    auto kv = new_cache();
-    std::vector<int32_t> tokens(kWarm + kSteps), ids(tokens.size());
-    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7919 + 11) % hp_.n_vocab);
-    eval_argmax(*kv, tokens.data(), kWarm, ids.data(), -1, head_rows);
-    double best = std::numeric_limits<double>::infinity();
-    for (int i = 0; i < kSteps; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        eval_argmax(*kv, tokens.data() + kWarm + i, 1, ids.data(), -1, head_rows);
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return step_costs_[head_rows] = best;
+void Model::set_pass_times(bool argmax, PassTimes t) {
+    std::lock_guard<std::mutex> lock(times_mu_);
+    times_[argmax ? 1 : 0] = std::move(t);
+}
+
+std::vector<double> Model::extra_row_seconds(int max_rows, double* probe_macs) {
+    std::lock_guard<std::mutex> lock(mu_);  // the probe runs on the backend's threads
+    return model::extra_row_seconds(*backend_, work_, max_rows, probe_macs);
 }
 
 }  // namespace ds4::model

@@ -7,7 +7,7 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -17,6 +17,7 @@
 #include "backend/backend.h"
 #include "gguf/gguf.h"
 #include "model/hparams.h"
+#include "model/pass_cost.h"
 #include "state/kv_cache.h"
 
 namespace ds4::model {
@@ -34,6 +35,9 @@ struct Options {
     backend::KvType kv_type = backend::KvType::f16;
     bool int16_activations = true;  // Backend::set_int16_activations (false: float activations)
     bool repack = true;             // Backend::set_repack: weights repacked at load where it pays
+    // Repack before the first forward pass instead of at load (Backend::set_defer_packing): a
+    // draft model that the scheduler never uses then costs only its mapping.
+    bool defer_pack = false;
 };
 
 // What one forward call processes: n new tokens at positions pos[i] = kv.n_past() + i.
@@ -77,13 +81,20 @@ public:
     void eval_argmax(state::KvCache& kv, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out = -1,
                      int64_t head_rows = 0);
 
-    // Seconds of an eval_argmax pass over r new rows, r = 1 .. max_rows (element r - 1): timed
-    // once per model on a scratch cache at a short context (rows 1, 2, 4, 8, ... and max_rows,
-    // the others interpolated) and kept; what the speculation scheduler starts from.
-    std::vector<double> verify_costs(int max_rows);
-    // Seconds of one decode step scoring the first head_rows vocabulary ids (0: all), timed once
-    // per model and head_rows (the best of a few steps on a scratch cache at a short context).
-    double step_cost(int64_t head_rows);
+    // Per row of a forward pass: multiply-adds and weight bytes by format (model/pass_cost.h).
+    const PassWork& work() const { return work_; }
+    // The prior of what r rows add to a one-row pass (model/pass_cost.h), r = 1 .. max_rows;
+    // *probe_macs gets the multiply-adds measuring it ran (0 once known in this process).
+    std::vector<double> extra_row_seconds(int max_rows, double* probe_macs = nullptr);
+
+    // What earlier generations measured of this model's passes: per kind of pass (those that
+    // return each row's argmax, those that return logits rows), as the last one left it.
+    PassTimes pass_times(bool argmax) const;
+    void set_pass_times(bool argmax, PassTimes t);
+
+    // Forward passes run and rows they evaluated, since load: the work a caller can account for.
+    uint64_t forward_passes() const { return passes_.load(); }
+    uint64_t forward_rows() const { return rows_.load(); }
 
 protected:
     Model(std::shared_ptr<const gguf::File> file, HParams hp, const Options& opts);
@@ -102,9 +113,10 @@ private:
              int64_t head_rows);
 
     std::mutex mu_;
-    std::mutex cost_mu_;
-    std::vector<double> verify_costs_;
-    std::map<int64_t, double> step_costs_;
+    PassWork work_;
+    mutable std::mutex times_mu_;
+    PassTimes times_[2];  // [argmax]
+    std::atomic<uint64_t> passes_{0}, rows_{0};
 };
 
 // The architecture builders (one per file), called by Model::load.

@@ -1,6 +1,7 @@
 // Session: eval / truncate / snapshot around a KvCache; see session.h.
 #include "model/session.h"
 
+#include <algorithm>
 #include <string>
 
 namespace ds4::model {
@@ -45,13 +46,15 @@ void Session::eval_locked(const int32_t* tokens, int64_t n, float* logits, int64
     last_logits_.assign(last, last + n_vocab);
 }
 
-std::vector<int32_t> Session::eval_argmax(const int32_t* tokens, int64_t n) {
+std::vector<int32_t> Session::eval_argmax(const int32_t* tokens, int64_t n, int64_t n_out) {
     std::lock_guard<std::mutex> lock(mu_);
     const std::vector<int32_t> feed = with_pending(tokens, n);
     const auto m = static_cast<int64_t>(feed.size());
-    std::vector<int32_t> ids(feed.size());
+    const int64_t out = n_out < 0 ? m : std::min(n_out, m);
+    std::vector<int32_t> ids(static_cast<size_t>(out));
     if (m == 0) return ids;
-    model_->eval_argmax(*kv_, feed.data(), m, ids.data(), m, head_rows_);
+    if (out < 1) throw Error("eval_argmax: n_out must be >= 1 or < 0 (all), got " + std::to_string(n_out));
+    model_->eval_argmax(*kv_, feed.data(), m, ids.data(), out, head_rows_);
     tokens_.insert(tokens_.end(), feed.begin(), feed.end());
     pending_ = -1;
     last_logits_.clear();  // not computed; last_logits() re-runs the last position if asked

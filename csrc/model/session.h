@@ -29,8 +29,7 @@ public:
     };
 
     const Model& model() const { return *model_; }
-    // The model's verify cost curve (Model::verify_costs).
-    std::vector<double> verify_costs(int max_rows) { return model_->verify_costs(max_rows); }
+    Model& model() { return *model_; }
     // Positions the session holds: the cached ones plus a pending token, if any.
     int64_t n_past() const;
     int64_t n_ctx() const { return model_->n_ctx(); }
@@ -42,8 +41,9 @@ public:
     void eval(const int32_t* tokens, int64_t n, float* logits, int64_t n_out = -1);
     // Greedy verification: appends tokens[0, n) like eval and returns, for every position this
     // call evaluates (the pending token first, if the session held one), the id of its largest
-    // logit, computed without materialising the logits (Model::eval_argmax).
-    std::vector<int32_t> eval_argmax(const int32_t* tokens, int64_t n);
+    // logit, computed without materialising the logits (Model::eval_argmax); n_out >= 1: for
+    // the last n_out of them only (the others' output projection is skipped).
+    std::vector<int32_t> eval_argmax(const int32_t* tokens, int64_t n, int64_t n_out = -1);
     // Keeps the first n positions; throws Error unless 0 <= n <= n_past().
     void truncate(int64_t n);
     // A drafting session: its evals score only the first n vocabulary ids (Model::eval's

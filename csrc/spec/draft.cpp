@@ -16,29 +16,31 @@ namespace {
 
 class DraftProposer final : public Proposer {
 public:
-    DraftProposer(std::shared_ptr<model::Model> m, int32_t vocab, float confidence, int64_t shortlist)
+    DraftProposer(std::shared_ptr<model::Model> m, const model::Model& target, int32_t vocab, float confidence,
+                  int64_t shortlist)
         : session_(m), vocab_(vocab), confidence_(confidence) {
-        per_token_ = m->step_cost(shortlist);  // one step of the draft model, timed once per model
         session_.set_head_rows(shortlist);
+        // Priors until its own steps are timed, from what each model's pass reads and computes:
+        // a decode step streams the weights (bytes), a batched feed adds multiply-adds per row.
+        const model::PassWork& d = m->work();
+        const model::PassWork& t = target.work();
+        step_share_ = d.bytes(shortlist) / t.bytes();
+        row_share_ = d.macs(shortlist) / t.macs();
     }
     const char* name() const override { return "draft"; }
-    double cost_per_token() const override { return per_token_; }
     bool costs() const override { return true; }
-
-    void prepare(const std::vector<int32_t>& ctx) override {
-        if (ctx.size() < 2) return;
-        const auto n = static_cast<int64_t>(ctx.size() - 1);
-        const auto t0 = std::chrono::steady_clock::now();
-        session_.eval_argmax(ctx.data(), n);
-        feed_per_token_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / n;
+    double cost_per_token(const TargetCost& target) const override {
+        return per_token_ > 0 ? per_token_ : step_share_ * target.step;
     }
 
-    double catch_up_seconds(const std::vector<int32_t>& ctx) const override {
+    double catch_up_seconds(const std::vector<int32_t>& ctx, const TargetCost& target) const override {
         const int64_t lag = static_cast<int64_t>(ctx.size()) - static_cast<int64_t>(common_prefix(ctx));
         // a draft's first step feeds what is missing in one batch: a few tokens cost about the
         // one-token step it pays anyway
         constexpr int64_t kFree = 4;
-        return lag <= kFree ? 0.0 : (lag - 1) * (feed_per_token_ > 0 ? feed_per_token_ : per_token_);
+        if (lag <= kFree) return 0.0;
+        const double per_token = feed_per_token_ > 0 ? feed_per_token_ : row_share_ * target.row;
+        return cost_per_token(target) + static_cast<double>(lag - 1) * per_token;
     }
 
     void sample_drafts(const sample::SamplingParams& params, int32_t n_vocab) override {
@@ -69,13 +71,16 @@ public:
             // The cost per drafted token is that of a one-token step: feeding what the draft
             // missed (a prompt, the steps it sat out) is a price of admission, not of drafting.
             const auto t0 = std::chrono::steady_clock::now();
-            const int32_t next = plain() ? session_.eval_argmax(feed, n_feed).back() : drawn(feed, n_feed, draft);
+            const int32_t next = plain() ? session_.eval_argmax(feed, n_feed, 1).back() : drawn(feed, n_feed, draft);
             const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             if (n_feed == 1) {
                 per_token_ = per_token_ > 0 ? per_token_ + 0.2 * (s - per_token_) : s;
-            } else if (n_feed >= 8) {  // a catch-up: its cost per token, for catch_up_seconds
-                const double f = s / static_cast<double>(n_feed);
-                feed_per_token_ = feed_per_token_ > 0 ? feed_per_token_ + 0.2 * (f - feed_per_token_) : f;
+            } else {
+                draft->catch_up_seconds += s;
+                if (n_feed >= 8) {  // a batched feed: its cost per token, for catch_up_seconds
+                    const double f = s / static_cast<double>(n_feed);
+                    feed_per_token_ = feed_per_token_ > 0 ? feed_per_token_ + 0.2 * (f - feed_per_token_) : f;
+                }
             }
             if (next < 0 || next >= vocab_) break;  // low confidence, or a padding row of the draft's embedding
             draft->tokens.push_back(next);
@@ -131,8 +136,10 @@ private:
     std::unique_ptr<sample::Sampler> sampler_;  // sampled drafts (exact mode), else greedy
     int32_t n_target_ = 0;                      // row length of Draft::q
     std::vector<float> row_, q_;
-    double per_token_ = 0;       // seconds per drafted token, running
+    double per_token_ = 0;       // seconds per drafted token, running (0: not timed yet)
     double feed_per_token_ = 0;  // seconds per token of a catch-up (a batched feed), running
+    double step_share_ = 0;      // the draft's step / the target's, by weight bytes read (prior)
+    double row_share_ = 0;       // the draft's extra row / the target's, by multiply-adds (prior)
 };
 
 std::string quoted(const std::string& s) {
@@ -143,8 +150,9 @@ std::string quoted(const std::string& s) {
 
 }  // namespace
 
-std::unique_ptr<Proposer> make_draft_proposer(std::shared_ptr<model::Model> draft, const tok::Tokenizer& draft_tok,
-                                              const tok::Tokenizer& target_tok, float confidence, int64_t shortlist) {
+std::unique_ptr<Proposer> make_draft_proposer(std::shared_ptr<model::Model> draft, const model::Model& target,
+                                              const tok::Tokenizer& draft_tok, const tok::Tokenizer& target_tok,
+                                              float confidence, int64_t shortlist) {
     if (!(confidence >= 0.0f && confidence < 1.0f)) {
         throw std::invalid_argument("spec confidence must be in [0, 1), got " + std::to_string(confidence));
     }
@@ -165,7 +173,7 @@ std::unique_ptr<Proposer> make_draft_proposer(std::shared_ptr<model::Model> draf
         }
     }
     if (shortlist < 0) shortlist = target_tok.vocab_size() > 2 * kShortlist ? kShortlist : 0;
-    return std::make_unique<DraftProposer>(std::move(draft), target_tok.vocab_size(), confidence, shortlist);
+    return std::make_unique<DraftProposer>(std::move(draft), target, target_tok.vocab_size(), confidence, shortlist);
 }
 
 }  // namespace ds4::spec

@@ -1,6 +1,8 @@
 // The draft-model proposer: a separate, smaller GGUF with the same tokenizer drafts in its own
 // session, kept in step with the target's context (what was accepted stays cached; a rejected
-// suffix is truncated away before the next draft). It drafts greedily, or, for exact sampling,
+// suffix is truncated away before the next draft). Nothing runs on it until the scheduler first
+// picks it: the prompt is fed as the first probe's catch-up, and its step and feed costs start
+// from priors (its weight bytes and multiply-adds against the target's) until timed. It drafts greedily, or, for exact sampling,
 // draws from its own distribution and reports it (Draft::q).
 #pragma once
 
@@ -23,8 +25,8 @@ constexpr int64_t kShortlist = 32768;
 // model's most likely token has a lower probability (its sampling distribution when it samples,
 // softmax of the raw logits when greedy): llama.cpp's --draft-p-min. shortlist: the draft scores
 // only the first `shortlist` token ids (0: all; < 0: kShortlist for vocabularies over twice that).
-std::unique_ptr<Proposer> make_draft_proposer(std::shared_ptr<model::Model> draft, const tok::Tokenizer& draft_tok,
-                                              const tok::Tokenizer& target_tok, float confidence = 0.0f,
-                                              int64_t shortlist = -1);
+std::unique_ptr<Proposer> make_draft_proposer(std::shared_ptr<model::Model> draft, const model::Model& target,
+                                              const tok::Tokenizer& draft_tok, const tok::Tokenizer& target_tok,
+                                              float confidence = 0.0f, int64_t shortlist = -1);
 
 }  // namespace ds4::spec

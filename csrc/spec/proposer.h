@@ -18,10 +18,20 @@ struct Draft {
     // Empty when the tokens are deterministic (q one-hot at each); otherwise tokens.size() rows
     // of the target's n_vocab probabilities, row i the distribution token i was drawn from.
     std::vector<float> q;
+    // Seconds the proposer spent catching up (feeding what it missed) before drafting.
+    double catch_up_seconds = 0;
     void clear() {
         tokens.clear();
         q.clear();
+        catch_up_seconds = 0;
     }
+};
+
+// What the target's passes cost, as the scheduler measures them: what the priors of a proposer
+// that costs are scaled from, before its own steps are timed.
+struct TargetCost {
+    double step = 0;  // seconds of a plain decode step
+    double row = 0;   // seconds one more row adds to a batched pass
 };
 
 class Proposer {
@@ -34,14 +44,14 @@ public:
     virtual void observe(const std::vector<int32_t>& context) {}
     // Seconds per drafted token (0: free, as the n-gram proposers). A proposer that costs is
     // asked for exactly the number of tokens the scheduler decided to verify.
-    virtual double cost_per_token() const { return 0.0; }
+    virtual double cost_per_token(const TargetCost& target) const { return 0.0; }
     virtual bool costs() const { return false; }
     // Seconds to bring the proposer up to `context` before it can draft (a draft model feeding
-    // what it missed while others drafted or the target decoded alone): what a probe also pays.
-    virtual double catch_up_seconds(const std::vector<int32_t>& context) const { return 0.0; }
-    // Feed the context ahead of drafting (a draft model's prompt), so that the first draft
-    // costs only its own steps.
-    virtual void prepare(const std::vector<int32_t>& context) {}
+    // what it missed while others drafted or the target decoded alone, the prompt at first):
+    // what a probe also pays.
+    virtual double catch_up_seconds(const std::vector<int32_t>& context, const TargetCost& target) const {
+        return 0.0;
+    }
     // Exact sampling at temperature > 0: draw drafts from the proposer's own distribution under
     // `params` and report it in Draft::q (rows of n_vocab, the target's). A deterministic
     // proposer ignores this; its q stays one-hot.

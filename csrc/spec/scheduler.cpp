@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace ds4::spec {
 
@@ -14,35 +15,84 @@ constexpr double kDecay = 0.95;
 // rate of the position before (a proposer right at one position is mostly right at the next, so
 // longer drafts get tried once shorter ones are accepted).
 constexpr double kPriorWeight = 2.0;
-// Timing updates: new pass times weigh this much against the running estimate.
-constexpr double kCostWeight = 0.1;
-// A proposer is first probed at its first chance (a draft model is then in step with the
-// context); after kProbeEvery steps without drafting, a proposer with a draft gets one short
-// probe; each probe that does not bring the proposer back doubles the wait, up to kProbeMax (a
-// probe of a draft model also pays for feeding it what it missed).
+// Plain-step timings: each new one weighs this much, clamped to [1/2, 2] x the estimate so that
+// one stalled step does not move it alone.
+constexpr double kStepWeight = 0.1;
+// Verify-pass timings against the prior: each weighs this much in its size's fit and in the
+// fit of all sizes; a ratio is clamped to [kFitMin, kFitMax].
+constexpr double kFitWeight = 0.3, kFitMin = 0.25, kFitMax = 8.0;
+// A proposer is first probed at its first chance; after kProbeEvery steps without drafting, a
+// proposer with a draft gets one short probe; each probe that does not bring the proposer back
+// doubles the wait, up to kProbeMax.
 constexpr int kProbeEvery = 8, kProbeMax = 256;
 // The least speed-up (at perfect acceptance) worth drafting with a proposer that costs.
 constexpr double kMinGain = 1.1;
-// The least predicted speed-up for which a proposer that costs drafts: at break-even its
-// passes only add risk (measured on the Qwen 0.5B draft: predicted ~1.0x, real 0.93-0.94x).
+// The least predicted speed-up for which a proposer that costs drafts (and one whose passes
+// have lost on balance): at break-even its passes only add risk (the Qwen 0.5B draft, predicted
+// at ~1.0x, measured 0.93-0.94x).
 constexpr double kCostlyMargin = 1.05;
-// The most a probe's catch-up may cost, as a share of the plain steps since the last draft: probes
-// that do not bring a draft model back are a tax on plain decoding, which must stay under 5 %.
-constexpr double kProbeBudget = 0.03;
 // Measured / predicted pass seconds: each pass weighs this much, its ratio clamped so that one
-// pass the machine stalled (or a timer's hiccup) cannot switch a proposer off alone.
-constexpr double kSlowWeight = 0.15, kSlowMin = 0.5, kSlowMax = 4.0;
+// pass the machine stalled (or a timer's hiccup) cannot switch a proposer off alone. The same
+// clamp bounds what one pass can cost the ledger.
+constexpr double kSlowWeight = 0.25, kSlowMin = 0.5, kSlowMax = 4.0;
+// The allowance: one plain step, plus this share of the plain time of the tokens so far.
+constexpr double kBudget = 0.02;
 
 }  // namespace
 
+void Scheduler::Fit::add(double r, double weight) {
+    ratio = n == 0 ? r : ratio + weight * (r - ratio);
+    ++n;
+}
+
 Scheduler::Scheduler(int n_max, std::vector<double> cost, int n_proposers)
-    : n_max_(n_max), cost_(std::move(cost)), stats_(static_cast<size_t>(n_proposers)),
-      skipped_(static_cast<size_t>(n_proposers), 0), probe_wait_(static_cast<size_t>(n_proposers), 1),
-      slow_(static_cast<size_t>(n_proposers), 1.0), picked_(static_cast<size_t>(n_proposers)) {
+    : n_max_(n_max), stats_(static_cast<size_t>(n_proposers)), skipped_(static_cast<size_t>(n_proposers), 0),
+      probe_wait_(static_cast<size_t>(n_proposers), 1), slow_(static_cast<size_t>(n_proposers), 1.0),
+      picked_(static_cast<size_t>(n_proposers)), own_(static_cast<size_t>(n_proposers), 0.0) {
     if (n_max < 1) throw std::invalid_argument("n_max must be >= 1, got " + std::to_string(n_max));
-    if (cost_.size() < static_cast<size_t>(n_max) + 1) throw std::invalid_argument("Scheduler: need n_max + 1 costs");
+    if (cost.size() < static_cast<size_t>(n_max) + 1) throw std::invalid_argument("Scheduler: need n_max + 1 costs");
+    c1_ = cost[0];
+    c1_known_ = c1_ > 0;
+    prior_.resize(static_cast<size_t>(n_max) + 1);
+    for (size_t i = 1; i < prior_.size(); ++i) prior_[i] = std::max(0.0, cost[i] - cost[0]);
+    fit_.resize(prior_.size());
     for (auto& s : stats_) s.resize(static_cast<size_t>(n_max));
 }
+
+void Scheduler::resume(const model::PassTimes& t) {
+    if (t.step > 0) {
+        c1_ = t.step;
+        c1_known_ = true;
+    }
+    for (size_t i = 0; i < fit_.size() && i < t.seen.size(); ++i)
+        if (t.seen[i] > 0) fit_[i] = {t.ratio[i], t.seen[i]};
+    if (t.seen_all > 0) fit_all_ = {t.ratio_all, t.seen_all};
+}
+
+model::PassTimes Scheduler::pass_times() const {
+    model::PassTimes t;
+    t.step = c1_known_ ? c1_ : 0.0;
+    for (const Fit& f : fit_) {
+        t.ratio.push_back(f.ratio);
+        t.seen.push_back(f.n);
+    }
+    t.ratio_all = fit_all_.ratio;
+    t.seen_all = fit_all_.n;
+    return t;
+}
+
+double Scheduler::extra(int rows) const {
+    const size_t i = static_cast<size_t>(rows - 1);
+    return prior_[i] * (fit_[i].n > 0 ? fit_[i].ratio : fit_all_.ratio);
+}
+
+double Scheduler::cost(int rows) const {
+    double e = 0;
+    for (int r = 2; r <= rows; ++r) e = std::max(e, extra(r));
+    return c1_ + e;
+}
+
+double Scheduler::allowance() const { return c1_ * (1.0 + kBudget * static_cast<double>(n_tokens_)); }
 
 std::vector<double> Scheduler::acceptance(int p) const {
     std::vector<double> out;
@@ -65,55 +115,85 @@ double Scheduler::expected_tokens(int p, int k) const {
 }
 
 bool Scheduler::worth(double draft_cost) const {
+    if (!c1_known_) return false;
     double best_case = 0;
     for (int k = 1; k <= n_max_; ++k) best_case = std::max(best_case, (k + 1) / (cost(k + 1) + k * draft_cost));
     return best_case >= kMinGain / cost(1);
 }
 
 int Scheduler::pick(int p, int available, double draft_cost, double catch_up) {
+    if (!c1_known_) return 0;
+    const size_t ip = static_cast<size_t>(p);
     const int kmax = std::min(available, n_max_);
     // A proposer that costs, and would not gain kMinGain even if every draft were accepted, is
     // not even probed (on a steep verify curve a draft model cannot pay).
     if (draft_cost > 0 && !worth(draft_cost)) return 0;
     const std::vector<double> a = acceptance(p);
-    const double slow = slow_[static_cast<size_t>(p)];
+    const double slow = slow_[ip];
+    const double margin = draft_cost > 0 || own_[ip] < 0 ? kCostlyMargin : 1.0;
+    std::vector<double> rate(static_cast<size_t>(kmax) + 1, 0.0);  // [k]: expected tokens per second
     int best = 0;
-    double best_rate = (draft_cost > 0 ? kCostlyMargin : 1.0) / cost(1);
     double e = 1.0, prefix = 1.0;
     for (int k = 1; k <= kmax; ++k) {
         prefix *= a[static_cast<size_t>(k - 1)];
         e += prefix;
-        const double t = slow * (cost(k + 1) + k * draft_cost);
-        if (e / t > best_rate) best = k, best_rate = e / t;
+        rate[static_cast<size_t>(k)] = e / (slow * (cost(k + 1) + k * (draft_cost + row_overhead_)));
+        if (rate[static_cast<size_t>(k)] > rate[static_cast<size_t>(best)]) best = k;
     }
-    int& skipped = skipped_[static_cast<size_t>(p)];
-    int& wait = probe_wait_[static_cast<size_t>(p)];
+    if (rate[static_cast<size_t>(best)] <= margin / c1_) best = 0;
+    int& skipped = skipped_[ip];
+    int& wait = probe_wait_[ip];
+    bool probe = false;
     if (best > 0) {
         wait = kProbeEvery;
     } else if (kmax > 0 && ++skipped >= wait) {
-        if (catch_up <= kProbeBudget * skipped * cost(1)) best = 1;
+        best = 1;
+        probe = true;
         wait = std::min(std::max(2 * wait, kProbeEvery), kProbeMax);
     }
+    // The ledger: the pass's worst case (one token for all its time) must stay within what
+    // speculation has gained, in all and by this proposer, plus the allowance.
+    const double budget = std::min(balance_, own_[ip]) + allowance();
+    const auto worst = [&](int k) { return slow * (cost(k + 1) + k * (draft_cost + row_overhead_)) + catch_up - c1_; };
+    while (best > 0 && worst(best) > budget) --best;
+    if (best > 0 && !probe && rate[static_cast<size_t>(best)] <= margin / c1_) best = 0;
     if (best > 0) skipped = 0;
-    picked_[static_cast<size_t>(p)] = {draft_cost, catch_up};
+    picked_[ip] = {draft_cost, catch_up};
     return best;
 }
 
 void Scheduler::timed_pass(int rows, double seconds) {
-    if (rows < 1 || rows > static_cast<int>(cost_.size()) || !(seconds > 0)) return;
-    double& c = cost_[static_cast<size_t>(rows - 1)];
-    c += kCostWeight * (seconds - c);
+    if (rows < 1 || rows > n_max_ + 1 || !(seconds > 0)) return;
+    if (rows == 1) {
+        ++n_tokens_;
+        if (!c1_known_) {
+            c1_ = n_plain_ == 0 ? seconds : std::min(c1_, seconds);
+            c1_known_ = ++n_plain_ >= 2;
+        } else {
+            c1_ += kStepWeight * (std::clamp(seconds, 0.5 * c1_, 2.0 * c1_) - c1_);
+        }
+        return;
+    }
+    const size_t i = static_cast<size_t>(rows - 1);
+    if (!c1_known_ || !(prior_[i] > 0)) return;
+    const double r = std::clamp((seconds - c1_) / prior_[i], kFitMin, kFitMax);
+    fit_[i].add(r, kFitWeight);
+    fit_all_.add(r, kFitWeight);
 }
 
 void Scheduler::verified(int p, int k, int accepted, double seconds) {
-    if (seconds > 0 && k >= 1 && k <= n_max_) {
-        const Picked& pk = picked_[static_cast<size_t>(p)];
-        const double predicted = cost(k + 1) + k * pk.draft_cost + pk.catch_up;
+    const size_t ip = static_cast<size_t>(p);
+    if (seconds > 0 && k >= 1 && k <= n_max_ && c1_known_) {
+        const Picked& pk = picked_[ip];
+        const double predicted = cost(k + 1) + k * (pk.draft_cost + row_overhead_) + pk.catch_up;
         const double r = std::clamp(seconds / predicted, kSlowMin, kSlowMax);
-        double& slow = slow_[static_cast<size_t>(p)];
-        slow += kSlowWeight * (r - slow);
+        slow_[ip] += kSlowWeight * (r - slow_[ip]);
+        const double gain = (accepted + 1) * c1_ - std::min(seconds, kSlowMax * predicted);
+        balance_ += gain;
+        own_[ip] += gain;
     }
-    auto& st = stats_[static_cast<size_t>(p)];
+    n_tokens_ += accepted + 1;
+    auto& st = stats_[ip];
     for (int i = 0; i < k && i <= accepted; ++i) {
         Position& s = st[static_cast<size_t>(i)];
         s.reached = s.reached * kDecay + 1.0;

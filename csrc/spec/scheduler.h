@@ -1,39 +1,60 @@
 // The speculation scheduler: per step, the draft length k (0 = a plain decode step) that
-// maximises expected tokens per second, from the cost of a verify pass of k + 1 rows (calibrated
-// when the model first speculates, refined by every pass timed since), the proposer's cost per
-// drafted token and its running acceptance per draft position. A proposer is probed at its
-// first chance; when no k > 0 pays it steps aside, and re-probes after 8, 16, 32, ... plain
-// steps so that a proposer that starts matching again is noticed without probes costing much.
-// What a pass really took (drafting and verifying) is compared with what the model predicted,
-// and the ratio scales the proposer's predictions: a draft model's first step feeds a few tokens
-// at once, its sampling and bookkeeping cost, and on a noisy machine its timings drift, so the
-// model alone is optimistic exactly where drafting is marginal.
+// maximises expected tokens per second, within a ledger that keeps speculation from losing.
+//
+// Costs. A plain step's seconds c1 come from the generation's own plain steps (the first two
+// set it, the faster counting: the first step after a load runs cold; later ones refine it). A
+// verify pass of r rows costs c1 plus what its r - 1 extra rows add: a prior computed at load
+// (model/pass_cost.h) scaled by what passes of that size really took, or, for a size not run
+// yet, by what passes of every size took. No pass is run to calibrate.
+//
+// Acceptance. Per proposer and draft position, decayed counts with a prior; a proposer with no
+// draft worth verifying steps aside and is probed again after 8, 16, 32, ... plain steps.
+// What its passes really took (drafting, catch-up, verifying) against what the model
+// predicted scales its predictions, so mispredictions cost a few passes, not a generation.
+//
+// The ledger (the floor by construction). Each speculative pass earns (tokens it emitted) x c1
+// minus the seconds it took, drafting and catch-up included. A pass runs only if its worst case
+// (every draft rejected: one token for its predicted time) keeps the balance above minus the
+// allowance: one plain step plus kBudget of the plain time of the tokens generated so far. The
+// generation's balance and the proposer's own are both held to it, so a proposer cannot spend
+// what another earned. Whatever the drafts, the prior or the machine, speculation then loses at
+// most the allowance against plain decoding (as well as c1 is measured): failed probes are paid
+// for by measured gains or by that small budget, never by hope. A proposer whose passes have
+// lost on balance needs the margin of a proposer that costs before it drafts again.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "model/pass_cost.h"
+
 namespace ds4::spec {
 
 class Scheduler {
 public:
-    // cost[r - 1]: seconds of a target pass over r rows, r = 1 .. n_max + 1.
+    // cost[0]: seconds of a plain step, or 0 when the generation's plain steps will measure it
+    // (no draft is verified until they have); cost[r - 1] - cost[0], r = 2 .. n_max + 1: the
+    // prior of what a verify pass of r rows adds to a plain step.
     Scheduler(int n_max, std::vector<double> cost, int n_proposers);
+    // What an earlier generation measured (model::Model::pass_times) replaces what it covers:
+    // its plain step, and the fits of the row counts it ran.
+    void resume(const model::PassTimes& t);
+    model::PassTimes pass_times() const;
 
     int n_max() const { return n_max_; }
     int n_proposers() const { return static_cast<int>(stats_.size()); }
     // How many of the `available` drafted tokens of proposer p to verify (0: decode plainly),
     // drafting costing draft_cost seconds per token, after catch_up seconds of bringing the
-    // proposer up to date. A proposer that costs must be predicted to gain 5 %. A probe is
-    // skipped (and the wait still doubles) when its catch-up would cost more than 3 % of the
-    // plain steps it follows: a draft model that has to re-read everything it sat out would
-    // otherwise tax every plain step by its feed cost.
+    // proposer up to date. A proposer that costs must be predicted to gain 5 %.
     int pick(int p, int available, double draft_cost = 0.0, double catch_up = 0.0);
-    // A target pass over `rows` rows took `seconds`.
+    // Seconds each verified draft token adds besides its row of the pass (exact sampling's
+    // per-row probabilities); 0 by default.
+    void set_row_overhead(double seconds) { row_overhead_ = seconds; }
+    // A target pass over `rows` rows took `seconds`; rows == 1 is a plain step (one token).
     void timed_pass(int rows, double seconds);
     // Proposer p's draft of k tokens had its first `accepted` accepted; drafting and verifying it
-    // took `seconds` (0: not timed).
+    // took `seconds` (0: not timed, and the ledger is not told).
     void verified(int p, int k, int accepted, double seconds = 0.0);
 
     // Whether a proposer costing draft_cost per token could gain at all (at perfect acceptance).
@@ -41,20 +62,44 @@ public:
     // Expected tokens from one pass that verifies k drafted tokens of proposer p (1 + the
     // expected accepted prefix).
     double expected_tokens(int p, int k) const;
-    double cost(int rows) const { return cost_[static_cast<size_t>(rows - 1)]; }
+    // Seconds of a pass over `rows` rows as the scheduler models it (0 while c1 is unknown).
+    double cost(int rows) const;
+    // Seconds one more row adds to a batched pass, averaged over the longest pass.
+    double extra_per_row() const { return (cost(n_max_ + 1) - cost(1)) / n_max_; }
+    bool knows_plain_step() const { return c1_known_; }
     // Plain decoding's speed as the scheduler models it.
-    double plain_tokens_per_second() const { return 1.0 / cost(1); }
+    double plain_tokens_per_second() const { return c1_ > 0 ? 1.0 / c1_ : 0.0; }
     // Acceptance rate at each draft position of proposer p (given the earlier ones accepted).
     std::vector<double> acceptance(int p) const;
     // Measured over predicted seconds of proposer p's passes (running; 1 until it has drafted).
     double slowdown(int p) const { return slow_[static_cast<size_t>(p)]; }
+    // The ledger: seconds speculation has gained over plain decoding (negative: lost), in all
+    // and by proposer p, and the most it may lose now.
+    double balance() const { return balance_; }
+    double balance(int p) const { return own_[static_cast<size_t>(p)]; }
+    double allowance() const;
 
 private:
     struct Position {
         double reached = 0, accepted = 0;  // decayed counts
     };
+    // What r rows add to a plain step before the curve is made non-decreasing.
+    double extra(int rows) const;
+    // The passes' measured / prior extra cost: of size r, and of every size.
+    struct Fit {
+        double ratio = 1.0;
+        int n = 0;
+        void add(double r, double weight);
+    };
+
     int n_max_;
-    std::vector<double> cost_;
+    double c1_ = 0;          // seconds of a plain step
+    double row_overhead_ = 0;
+    bool c1_known_ = false;
+    int n_plain_ = 0;        // plain steps timed
+    std::vector<double> prior_;  // [r - 1]: prior extra seconds of r rows
+    std::vector<Fit> fit_;       // [r - 1]
+    Fit fit_all_;
     std::vector<std::vector<Position>> stats_;  // [proposer][position]
     std::vector<int> skipped_;                  // plain steps since the proposer last drafted
     std::vector<int> probe_wait_;               // plain steps before its next probe
@@ -63,6 +108,9 @@ private:
         double draft_cost = 0, catch_up = 0;  // what pick() was told for the pass it chose
     };
     std::vector<Picked> picked_;
+    double balance_ = 0;         // the ledger, all proposers
+    std::vector<double> own_;    // ... and each one's
+    int64_t n_tokens_ = 0;       // tokens the timed steps and passes emitted
 };
 
 }  // namespace ds4::spec

@@ -4,7 +4,9 @@
     ds4                                  interactive chat, history kept, /exit to leave
     ds4 -p "..." --json                  one JSON object: text, tokens, stats
 
-Load time, prefill and decode speed go to stderr at the end, so stdout holds only the text.
+Load time, prefill and decode speed go to stderr at the end, so stdout holds only the text. The
+decode rate counts the forward passes and sampling; the end-to-end rate everything after the
+prefill (drafting, catch-up, the scheduler's cost prior, the loop's own work).
 """
 
 from __future__ import annotations
@@ -88,17 +90,23 @@ def _spec(args: argparse.Namespace) -> Any:
 
 
 def _timing(stats: dict[str, Any]) -> None:
+    """--mtp-timing: acceptance, and every second after the prefill split by phase."""
     passes = stats["n_spec_passes"]
     drafted, accepted = stats["n_drafted"], stats["n_accepted"]
     rate = f"{accepted / drafted:.1%}" if drafted else "n/a"
     per_pos = ", ".join(f"{a}/{d}" for a, d in zip(stats["accepted_per_position"], stats["drafted_per_position"]))
+    phases = {"plain steps": stats["plain_seconds"], "verify": stats["verify_seconds"],
+              "draft": stats["draft_seconds"] - stats["catch_up_seconds"], "catch-up": stats["catch_up_seconds"],
+              "sampling": stats["sample_seconds"], "cost prior": stats["cost_prior_seconds"]}
+    phases["other"] = max(0.0, stats["end_to_end_seconds"] - sum(phases.values()))
+    split = ", ".join(f"{name} {s * 1e3:.1f} ms" for name, s in phases.items())
     print(
         f"ds4 spec: {stats['n_verify_passes']} decode passes ({passes} verifying drafts), "
         f"{stats['tokens_per_pass']:.2f} tokens/pass | drafted {drafted}, accepted {accepted} ({rate}) | "
-        f"accepted/drafted per position: {per_pos or 'n/a'} | draft {stats['draft_seconds'] * 1e3:.1f} ms, "
-        f"decode {stats['decode_seconds'] * 1e3:.1f} ms, sampling {stats['sample_seconds'] * 1e3:.1f} ms, "
-        f"calibration {stats['calibration_seconds'] * 1e3:.1f} ms | {stats['tokens_per_second']:.1f} tok/s, "
+        f"accepted/drafted per position: {per_pos or 'n/a'}\n"
+        f"ds4 timing: {stats['end_to_end_seconds'] * 1e3:.1f} ms after the prefill = {split} | "
         f"plain decode estimated at {stats['plain_tokens_per_second_estimate']:.1f} tok/s, "
+        f"speculation gained {stats['spec_balance_seconds'] * 1e3:.1f} ms by the scheduler's ledger, "
         f"measured / predicted pass time per proposer: "
         f"{', '.join(f'{s:.2f}' for s in stats['spec_slowdown']) or 'n/a'}",
         file=sys.stderr,
@@ -110,7 +118,8 @@ def _report(stats: dict[str, Any], load_s: float | None = None) -> None:
     print(
         f"\nds4: {load}prefill {stats['n_prompt']} tok, "
         f"{stats['prefill_tokens_per_second']:.1f} tok/s | decode {stats['n_generated']} tok, "
-        f"{stats['tokens_per_second']:.1f} tok/s | stop: {stats['stop_reason']}",
+        f"{stats['tokens_per_second']:.1f} tok/s, end to end {stats['end_to_end_tokens_per_second']:.1f} tok/s "
+        f"| stop: {stats['stop_reason']}",
         file=sys.stderr,
     )
 

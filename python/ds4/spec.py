@@ -103,7 +103,11 @@ class Spec:
         return out
 
     def draft(self, threads: int | None) -> Any:
-        """The draft model's core object (loaded once per path and thread count), or None."""
+        """The draft model's core object (loaded once per path and thread count), or None.
+
+        Loaded from a path, its weights are repacked only before its first forward pass: a draft
+        model the scheduler never picks costs only its mapping."""
+        from ds4 import _core
         from ds4.model import Model
 
         if self.draft_model is None:
@@ -112,5 +116,5 @@ class Spec:
             return self.draft_model._m
         key = (os.fspath(self.draft_model), threads)
         if key not in _draft_models:
-            _draft_models[key] = Model(key[0], threads=threads)
-        return _draft_models[key]._m
+            _draft_models[key] = _core.Model(key[0], threads or 0, defer_pack=True)
+        return _draft_models[key]

@@ -88,6 +88,7 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 class CpuBackend final : public Backend {
 public:
     explicit CpuBackend(int threads) : pool_(threads) {}
+    int threads() const override { return pool_.size(); }
 
     const char* name() const override { return "cpu"; }
 
@@ -105,21 +106,29 @@ public:
     bool pack(Weight& w, const ReleaseFn& release) override {
         if (!repack_ || !int16_ || !quant::has_packed_layout(w.type) || w.packed) return false;
         const size_t bytes = w.row_bytes * static_cast<size_t>(w.n_out);
-        auto buf = std::make_unique<uint8_t[]>(bytes);
-        const auto* src = static_cast<const uint8_t*>(w.data);
-        // Slices of ~8 MiB, each released once packed; threads split a slice's rows.
-        const int64_t slice = std::max<int64_t>(1, static_cast<int64_t>((size_t{8} << 20) / w.row_bytes));
-        for (int64_t s0 = 0; s0 < w.n_out; s0 += slice) {
-            const int64_t s1 = std::min(w.n_out, s0 + slice);
-            pool_.parallel_for(s1 - s0, [&](int64_t r0, int64_t r1) {
-                const size_t off = static_cast<size_t>(s0 + r0) * w.row_bytes;
-                quant::pack_rows(w.type, src + off, w.n_in, r1 - r0, buf.get() + off);
-            });
-            release(src + static_cast<size_t>(s0) * w.row_bytes, static_cast<size_t>(s1 - s0) * w.row_bytes);
-        }
+        // new[] without an initialiser: the pages are touched only when the rows are written
+        auto buf = std::unique_ptr<uint8_t[]>(new uint8_t[bytes]);
         w.packed = buf.get();
+        Pending job{w, release};
         packed_.push_back(std::move(buf));
+        if (defer_pack_) {
+            pending_.push_back(std::move(job));
+        } else {
+            pack_rows(job);
+        }
         return true;
+    }
+
+    bool packing_pending() const override { return !pending_.empty(); }
+
+    void drop_packed(const Weight& w) override {
+        const auto it = std::find_if(packed_.begin(), packed_.end(), [&](const auto& b) { return b.get() == w.packed; });
+        if (it != packed_.end()) packed_.erase(it);
+    }
+
+    void finish_packing() override {
+        for (const Pending& job : pending_) pack_rows(job);
+        pending_.clear();
     }
 
     void matmul(const Weight& w, const float* x, int64_t n, float* y) override {
@@ -633,6 +642,29 @@ private:
     std::vector<int64_t> attn_start_;   // ... the first unit of each (row, KV group)
     std::vector<float> attn_running_;   // ... and the running (max, sum) of a merge
     std::vector<std::unique_ptr<uint8_t[]>> packed_;  // pack(): the repacked weights
+    struct Pending {
+        Weight w;           // w.packed: where its rows go
+        ReleaseFn release;  // told of each range of w.data once packed
+    };
+    std::vector<Pending> pending_;  // packs deferred to finish_packing()
+
+    // Writes job.w.packed from job.w.data in slices of ~8 MiB, each released once packed (peak
+    // memory: the copy, not the copy and the file); threads split a slice's rows.
+    void pack_rows(const Pending& job) {
+        const Weight& w = job.w;
+        const auto* src = static_cast<const uint8_t*>(w.data);
+        auto* dst = static_cast<uint8_t*>(const_cast<void*>(w.packed));
+        const int64_t slice = std::max<int64_t>(1, static_cast<int64_t>((size_t{8} << 20) / w.row_bytes));
+        for (int64_t s0 = 0; s0 < w.n_out; s0 += slice) {
+            const int64_t s1 = std::min(w.n_out, s0 + slice);
+            pool_.parallel_for(s1 - s0, [&](int64_t r0, int64_t r1) {
+                const size_t off = static_cast<size_t>(s0 + r0) * w.row_bytes;
+                quant::pack_rows(w.type, src + off, w.n_in, r1 - r0, dst + off);
+            });
+            job.release(src + static_cast<size_t>(s0) * w.row_bytes, static_cast<size_t>(s1 - s0) * w.row_bytes);
+        }
+        job.release(src, w.row_bytes * static_cast<size_t>(w.n_out));  // the pages slices' edges shared
+    }
     std::vector<int16_t> act_a_;  // the int16 path's quantised activation rows (prepare)
     std::vector<float> act_da_, act_xs_;
     struct RopeTable {
