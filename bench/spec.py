@@ -12,21 +12,31 @@ draft), and code generation at temperature 0.7, exact (sampled drafts) vs opport
 
 ds4 runs plain greedy decoding and each speculation setting; llama-cpp-python runs plain greedy
 decoding and its prompt lookup (``LlamaPromptLookupDecoding``) at several draft lengths, the best
-of which is reported. Decode tokens/s exclude the prompt (ds4: ``stats``; llama.cpp: the time of
-the whole completion less that of a 1-token completion of the same prompt). Each measurement is
+of which is reported. Decode tokens/s exclude the prompt (ds4: ``stats``, end to end: drafting,
+catch-up and the cost prior included; llama.cpp: the time of the whole completion less that of a
+1-token completion of the same prompt). Each measurement is
 the median of ``--rounds`` runs. ds4's settings run in turn within each round, plain first, and a
 speed-up is the median of the per-round ratios to that round's plain run, so that the machine's
-drift (minutes apart) does not land in a ratio. ds4's one-time verify-cost calibration is
-excluded and printed.
+drift (minutes apart) does not land in a ratio.
+
+With --fresh: what a user of the CLI waits for. Every run is a new ``ds4 -p ... --json`` process
+(load, prefill and everything after included), wall time, plain decoding against each speculative
+setting, interleaved within a round (median of the per-round ratios over --rounds rounds): Gemma 3
+270M with the n-gram chain, Qwen2.5-Coder 1.5B with ngram-mod, the 0.5B draft and their chain, on
+code generation, the edit and prose, at temperature 0 and 0.7 (opportunistic), -n 64 and 256.
 
 Usage: PYTHONPATH=python python bench/spec.py [--rounds 3] [--threads 2] [--tokens 320] [--no-llama]
-       [--qwen | --qwen-only]
+       [--qwen | --qwen-only | --fresh [--models gemma,qwen15] [--lengths 64,256] [--temps 0,0.7]]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 from typing import Any, Callable
 
@@ -77,7 +87,7 @@ def ds4_rate(model: Any, prompt: str, tokens: int, spec: Any, temperature: float
              top_p: float = 1.0) -> tuple[float, dict]:
     g = model.session().generate(prompt, max_tokens=tokens, temperature=temperature, top_p=top_p, seed=1,
                                  spec=spec, stop_at_eog=False)
-    return g.stats["tokens_per_second"], g.stats
+    return g.stats["end_to_end_tokens_per_second"], g.stats
 
 
 def interleaved(model: Any, prompt: str, tokens: int, settings: dict[str, Any], rounds: int,
@@ -115,6 +125,61 @@ def llama_rate(path: str, prompt: str, tokens: int, threads: int, lookup: int | 
     return (n - 1) / max(1e-9, t_all - t_prompt)
 
 
+def cpu_line() -> str:
+    """The CPU and the kernels ds4 runs on it: what every table must name."""
+    from ds4 import _core
+
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+               "unknown CPU")
+    return f"{cpu}, {os.cpu_count()} logical cores, ds4 kernels: {_core.simd_active()}"
+
+
+def fresh_run(path: str, prompt: str, tokens: int, threads: int, temp: float, flags: list[str]) -> tuple[float, dict]:
+    """One ``ds4 -p`` process: its wall time and its --json stats."""
+    cmd = [sys.executable, "-m", "ds4.cli", "-m", path, "-p", prompt, "-n", str(tokens), "-t", str(threads),
+           "--temp", str(temp), "--seed", "1", "--ignore-eos", "--json", *flags]
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return time.perf_counter() - t0, json.loads(out.stdout)["stats"]
+
+
+def fresh(args: argparse.Namespace) -> None:
+    from ds4 import known_models
+
+    qwen05 = str(known_models.model_path("qwen05")) if "qwen15" in args.models else ""
+    settings = {
+        "gemma": {"plain": [], "ngram-mod,ngram-simple": ["--spec-type", "ngram-mod,ngram-simple"]},
+        "qwen15": {"plain": [], "ngram-mod": ["--spec-type", "ngram-mod"], "draft (0.5B)": ["-md", qwen05],
+                   "ngram-mod,draft": ["--spec-type", "ngram-mod,draft", "-md", qwen05]},
+    }
+    prompts = {"code": CODEGEN, "edit": PROMPTS["edit"], "prose": PROMPTS["prose"]}
+    print(f"# {cpu_line()}; load average before: {os.getloadavg()[0]:.2f}")
+    for name in args.models:
+        path = str(known_models.model_path(name))
+        names = list(settings[name])
+        print(f"\n### {name}: fresh `ds4 -p` processes, wall time, plain / speculative "
+              f"(median of {args.rounds} interleaved rounds)\n")
+        print("| prompt | temp | -n | plain s | " + " | ".join(names[1:]) + " |")
+        print("|---|---:|---:|---:|" + "---:|" * (len(names) - 1))
+        for prompt_name, prompt in prompts.items():
+            for temp in args.temps:
+                for n in args.lengths:
+                    walls: dict[str, list[float]] = {k: [] for k in names}
+                    last: dict[str, dict] = {}
+                    for _ in range(args.rounds):
+                        for k in names:
+                            w, st = fresh_run(path, prompt, n, args.threads, temp, settings[name][k])
+                            walls[k].append(w)
+                            last[k] = st
+                    cells = []
+                    for k in names[1:]:
+                        ratio = statistics.median(p / w for p, w in zip(walls["plain"], walls[k]))
+                        st = last[k]
+                        cells.append(f"{ratio:.2f} ({st['n_accepted']}/{st['n_drafted']})")
+                    print(f"| {prompt_name} | {temp:g} | {n} | {statistics.median(walls['plain']):.2f} | "
+                          + " | ".join(cells) + " |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -123,7 +188,14 @@ def main() -> None:
     ap.add_argument("--no-llama", action="store_true", help="ds4 only")
     ap.add_argument("--qwen", action="store_true", help="also Qwen2.5-Coder 1.5B with the 0.5B draft model")
     ap.add_argument("--qwen-only", action="store_true", help="only the Qwen2.5-Coder pair")
+    ap.add_argument("--fresh", action="store_true", help="fresh `ds4 -p` processes, wall time (see above)")
+    ap.add_argument("--models", type=lambda v: v.split(","), default=["gemma", "qwen15"])
+    ap.add_argument("--lengths", type=lambda v: [int(x) for x in v.split(",")], default=[64, 256])
+    ap.add_argument("--temps", type=lambda v: [float(x) for x in v.split(",")], default=[0.0, 0.7])
     args = ap.parse_args()
+    if args.fresh:
+        fresh(args)
+        return
     if args.qwen_only:
         qwen(args)
         return
@@ -136,8 +208,7 @@ def main() -> None:
         "ngram-mod": ds4.Spec(types=["ngram-mod"]),
         "ngram-mod,ngram-simple": ds4.Spec(types=["ngram-mod", "ngram-simple"]),
     }
-    calib = model.session().generate("warm up", max_tokens=2, spec=settings["ngram-simple"]).stats
-    print(f"ds4 verify-cost calibration (once per model): {calib['calibration_seconds']:.2f} s")
+    print(f"# {cpu_line()}")
 
     for scenario in ("edit", "prose"):
         prompt = PROMPTS[scenario]

@@ -259,6 +259,7 @@ void register_model(py::module_& m) {
         .def_property_readonly("forward_passes", [](const Model& self) { return self.net->forward_passes(); })
         .def_property_readonly("forward_rows", [](const Model& self) { return self.net->forward_rows(); })
         .def_property_readonly("macs_per_token", [](const Model& self) { return self.net->work().macs(); })
+        .def_property_readonly("repack_pending", [](const Model& self) { return self.net->repack_pending(); })
         .def(
             "extra_row_seconds",
             [](const Model& self, int max_rows) {

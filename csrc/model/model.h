@@ -95,6 +95,8 @@ public:
     // Forward passes run and rows they evaluated, since load: the work a caller can account for.
     uint64_t forward_passes() const { return passes_.load(); }
     uint64_t forward_rows() const { return rows_.load(); }
+    // Whether repacking was deferred (Options::defer_pack) and no forward pass has run it yet.
+    bool repack_pending() const { return backend_->packing_pending(); }
 
 protected:
     Model(std::shared_ptr<const gguf::File> file, HParams hp, const Options& opts);

@@ -94,7 +94,9 @@ Rates measure(backend::Backend& be, quant::Type type, int64_t n_in, int max_rows
             best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
             *macs += r * macs_per_row;
         }
-        out.seconds.push_back(best);
+        // r rows cost at least one and at most r times one row: a stall caught by both timings
+        // of a size must not bend the curve
+        out.seconds.push_back(out.seconds.empty() ? best : std::clamp(best, out.seconds[0], r * out.seconds[0]));
     }
     be.drop_packed(w);
     return out;

@@ -17,7 +17,7 @@ constexpr double kDecay = 0.95;
 constexpr double kPriorWeight = 2.0;
 // Plain-step timings: each new one weighs this much, clamped to [1/2, 2] x the estimate so that
 // one stalled step does not move it alone.
-constexpr double kStepWeight = 0.1;
+constexpr double kStepWeight = 0.1, kStepWeightDown = 0.3;
 // Verify-pass timings against the prior: each weighs this much in its size's fit and in the
 // fit of all sizes; a ratio is clamped to [kFitMin, kFitMax].
 constexpr double kFitWeight = 0.3, kFitMin = 0.25, kFitMax = 8.0;
@@ -83,7 +83,11 @@ model::PassTimes Scheduler::pass_times() const {
 
 double Scheduler::extra(int rows) const {
     const size_t i = static_cast<size_t>(rows - 1);
-    return prior_[i] * (fit_[i].n > 0 ? fit_[i].ratio : fit_all_.ratio);
+    // A pass of r rows costs at most r plain steps (each would stream the weights again): a
+    // prior that says more (a probe the machine stalled) would keep every draft out, and with
+    // it the passes that would correct it.
+    const double ratio = fit_[i].n > 0 ? fit_[i].ratio : fit_all_.ratio;
+    return std::min(prior_[i] * ratio, (rows - 1) * c1_);
 }
 
 double Scheduler::cost(int rows) const {
@@ -170,12 +174,17 @@ void Scheduler::timed_pass(int rows, double seconds) {
             c1_ = n_plain_ == 0 ? seconds : std::min(c1_, seconds);
             c1_known_ = ++n_plain_ >= 2;
         } else {
-            c1_ += kStepWeight * (std::clamp(seconds, 0.5 * c1_, 2.0 * c1_) - c1_);
+            // faster steps weigh more: a step is slowed by stalls, never sped up
+            const double w = seconds < c1_ ? kStepWeightDown : kStepWeight;
+            c1_ += w * (std::clamp(seconds, 0.5 * c1_, 2.0 * c1_) - c1_);
         }
         return;
     }
     const size_t i = static_cast<size_t>(rows - 1);
-    if (!c1_known_ || !(prior_[i] > 0)) return;
+    if (!c1_known_) return;
+    // No pass is faster than a plain step: a faster one says c1 was measured in a stall.
+    c1_ = std::min(c1_, seconds);
+    if (!(prior_[i] > 0)) return;
     const double r = std::clamp((seconds - c1_) / prior_[i], kFitMin, kFitMax);
     fit_[i].add(r, kFitWeight);
     fit_all_.add(r, kFitWeight);

@@ -2,10 +2,12 @@
 // maximises expected tokens per second, within a ledger that keeps speculation from losing.
 //
 // Costs. A plain step's seconds c1 come from the generation's own plain steps (the first two
-// set it, the faster counting: the first step after a load runs cold; later ones refine it). A
-// verify pass of r rows costs c1 plus what its r - 1 extra rows add: a prior computed at load
-// (model/pass_cost.h) scaled by what passes of that size really took, or, for a size not run
-// yet, by what passes of every size took. No pass is run to calibrate.
+// set it, the faster counting: the first step after a load runs cold; later ones refine it,
+// faster ones weighing more, and no verify pass may be faster: timings are slowed by stalls, never
+// sped up). A verify pass of r rows costs c1 plus what its r - 1 extra rows add: a prior computed
+// at load (model/pass_cost.h) scaled by what passes of that size really took, or, for a size not
+// run yet, by what passes of every size took, and never more than r - 1 plain steps. No pass is
+// run to calibrate; a later generation on the same model starts from what this one measured.
 //
 // Acceptance. Per proposer and draft position, decayed counts with a prior; a proposer with no
 // draft worth verifying steps aside and is probed again after 8, 16, 32, ... plain steps.
