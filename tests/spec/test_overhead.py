@@ -30,9 +30,9 @@ def test_a_first_speculative_generation_runs_only_its_own_passes() -> None:
     assert m._m.forward_rows == st["n_prompt"] + st["n_verify_passes"] + st["n_drafted"]
     # the cost prior's kernel probe (run once per process and format): < 2 % of plain decoding's work
     assert st["cost_prior_macs"] < 0.02 * st["n_generated"] * m._m.macs_per_token
-    # and the next generation on the model starts from what this one measured
-    g2 = m.session().generate(PROMPT, max_tokens=8, stop_at_eog=False, spec=CHAIN)
-    assert g2.stats["cost_prior_macs"] == 0 and g2.stats["n_spec_passes"] > 0
+    # the probe's rates are kept for the process
+    g2 = m.session().generate(PROMPT, max_tokens=64, stop_at_eog=False, spec=CHAIN)
+    assert g2.stats["cost_prior_macs"] == 0 and g2.tokens == g.tokens
 
 
 def test_an_unused_draft_model_costs_only_its_mapping() -> None:
