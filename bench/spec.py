@@ -24,6 +24,7 @@ With --fresh: what a user of the CLI waits for. Every run is a new ``ds4 -p ... 
 setting, interleaved within a round (median of the per-round ratios over --rounds rounds): Gemma 3
 270M with the n-gram chain, Qwen2.5-Coder 1.5B with ngram-mod, the 0.5B draft and their chain, on
 code generation, the edit and prose, at temperature 0 and 0.7 (opportunistic), -n 64 and 256.
+Each row also gives the share of CPU time the hypervisor stole meanwhile (a shared machine's noise).
 
 Usage: PYTHONPATH=python python bench/spec.py [--rounds 3] [--threads 2] [--tokens 320] [--no-llama]
        [--qwen | --qwen-only | --fresh [--models gemma,qwen15] [--lengths 64,256] [--temps 0,0.7]]
@@ -134,6 +135,19 @@ def cpu_line() -> str:
     return f"{cpu}, {os.cpu_count()} logical cores, ds4 kernels: {_core.simd_active()}"
 
 
+def cpu_times() -> list[int]:
+    """The machine's CPU time counters (/proc/stat): user nice system idle iowait irq softirq steal."""
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:9]]
+
+
+def steal_share(before: list[int], after: list[int]) -> float:
+    """Share of the CPU time between two readings that the hypervisor gave to other guests: what
+    makes a shared machine's timings drift, printed beside every table."""
+    d = [b - a for a, b in zip(before, after)]
+    return d[7] / max(1, sum(d))
+
+
 def fresh_run(path: str, prompt: str, tokens: int, threads: int, temp: float, flags: list[str]) -> tuple[float, dict]:
     """One ``ds4 -p`` process: its wall time and its --json stats."""
     cmd = [sys.executable, "-m", "ds4.cli", "-m", path, "-p", prompt, "-n", str(tokens), "-t", str(threads),
@@ -159,13 +173,14 @@ def fresh(args: argparse.Namespace) -> None:
         names = list(settings[name])
         print(f"\n### {name}: fresh `ds4 -p` processes, wall time, plain / speculative "
               f"(median of {args.rounds} interleaved rounds)\n")
-        print("| prompt | temp | -n | plain s | " + " | ".join(names[1:]) + " |")
-        print("|---|---:|---:|---:|" + "---:|" * (len(names) - 1))
+        print("| prompt | temp | -n | plain s | " + " | ".join(names[1:]) + " | steal |")
+        print("|---|---:|---:|---:|" + "---:|" * (len(names) - 1) + "---:|")
         for prompt_name, prompt in prompts.items():
             for temp in args.temps:
                 for n in args.lengths:
                     walls: dict[str, list[float]] = {k: [] for k in names}
                     last: dict[str, dict] = {}
+                    before = cpu_times()
                     for _ in range(args.rounds):
                         for k in names:
                             w, st = fresh_run(path, prompt, n, args.threads, temp, settings[name][k])
@@ -177,7 +192,7 @@ def fresh(args: argparse.Namespace) -> None:
                         st = last[k]
                         cells.append(f"{ratio:.2f} ({st['n_accepted']}/{st['n_drafted']})")
                     print(f"| {prompt_name} | {temp:g} | {n} | {statistics.median(walls['plain']):.2f} | "
-                          + " | ".join(cells) + " |", flush=True)
+                          + " | ".join(cells) + f" | {steal_share(before, cpu_times()):.0%} |", flush=True)
 
 
 def main() -> None:
