@@ -24,7 +24,8 @@ With --fresh: what a user of the CLI waits for. Every run is a new ``ds4 -p ... 
 setting, interleaved within a round (median of the per-round ratios over --rounds rounds): Gemma 3
 270M with the n-gram chain, Qwen2.5-Coder 1.5B with ngram-mod, the 0.5B draft and their chain, on
 code generation, the edit and prose, at temperature 0 and 0.7 (opportunistic), -n 64 and 256.
-Each row also gives the share of CPU time the hypervisor stole meanwhile (a shared machine's noise).
+Each row also gives the largest share of CPU time the hypervisor stole in a round it kept (a
+shared machine's noise): a round above --max-steal is run again, and the reruns are counted.
 
 Usage: PYTHONPATH=python python bench/spec.py [--rounds 3] [--threads 2] [--tokens 320] [--no-llama]
        [--qwen | --qwen-only | --fresh [--models gemma,qwen15] [--lengths 64,256] [--temps 0,0.7]]
@@ -180,10 +181,18 @@ def fresh(args: argparse.Namespace) -> None:
                 for n in args.lengths:
                     walls: dict[str, list[float]] = {k: [] for k in names}
                     last: dict[str, dict] = {}
-                    before = cpu_times()
-                    for _ in range(args.rounds):
-                        for k in names:
-                            w, st = fresh_run(path, prompt, n, args.threads, temp, settings[name][k])
+                    steals: list[float] = []
+                    redone = 0
+                    while len(steals) < args.rounds:
+                        before = cpu_times()
+                        runs = {k: fresh_run(path, prompt, n, args.threads, temp, settings[name][k]) for k in names}
+                        steal = steal_share(before, cpu_times())
+                        # a round the hypervisor disturbed says nothing about ds4: run it again
+                        if steal > args.max_steal and redone < 2 * args.rounds:
+                            redone += 1
+                            continue
+                        steals.append(steal)
+                        for k, (w, st) in runs.items():
                             walls[k].append(w)
                             last[k] = st
                     cells = []
@@ -192,7 +201,8 @@ def fresh(args: argparse.Namespace) -> None:
                         st = last[k]
                         cells.append(f"{ratio:.2f} ({st['n_accepted']}/{st['n_drafted']})")
                     print(f"| {prompt_name} | {temp:g} | {n} | {statistics.median(walls['plain']):.2f} | "
-                          + " | ".join(cells) + f" | {steal_share(before, cpu_times()):.0%} |", flush=True)
+                          + " | ".join(cells) + f" | {max(steals):.0%}" + (f", {redone} rerun" if redone else "")
+                          + " |", flush=True)
 
 
 def main() -> None:
@@ -207,6 +217,8 @@ def main() -> None:
     ap.add_argument("--models", type=lambda v: v.split(","), default=["gemma", "qwen15"])
     ap.add_argument("--lengths", type=lambda v: [int(x) for x in v.split(",")], default=[64, 256])
     ap.add_argument("--temps", type=lambda v: [float(x) for x in v.split(",")], default=[0.0, 0.7])
+    ap.add_argument("--max-steal", type=float, default=0.05,
+                    help="--fresh: rerun a round whose stolen CPU share exceeds this (at most 2 x rounds reruns)")
     args = ap.parse_args()
     if args.fresh:
         fresh(args)

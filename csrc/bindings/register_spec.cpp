@@ -115,10 +115,12 @@ void register_spec(py::module_& m) {
              }, py::arg("p"), py::arg("available"), py::arg("draft_cost") = 0.0, py::arg("catch_up") = 0.0)
         .def("timed_pass", [](Sched& s, int rows, double seconds) { s.s.timed_pass(rows, seconds); },
              py::arg("rows"), py::arg("seconds"))
-        .def("verified", [](Sched& s, int p, int k, int accepted, double seconds) {
+        .def("verified", [](Sched& s, int p, int k, int accepted, double seconds, double caught_up) {
                  if (accepted < 0 || accepted > k) throw py::value_error("accepted must be in [0, k]");
-                 s.at(p, k).verified(p, k, accepted, seconds);
-             }, py::arg("p"), py::arg("k"), py::arg("accepted"), py::arg("seconds") = 0.0)
+                 s.at(p, k).verified(p, k, accepted, seconds, caught_up);
+             }, py::arg("p"), py::arg("k"), py::arg("accepted"), py::arg("seconds") = 0.0, py::arg("caught_up") = 0.0)
+        .def("set_horizon", [](Sched& s, int64_t tokens) { s.s.set_horizon(tokens); }, py::arg("tokens"))
+        .def("invested", [](Sched& s) { return s.s.invested(); })
         .def("slowdown", [](Sched& s, int p) { return s.at(p).slowdown(p); }, py::arg("p"))
         .def("expected_tokens", [](Sched& s, int p, int k) { return s.at(p, k).expected_tokens(p, k); },
              py::arg("p"), py::arg("k"))

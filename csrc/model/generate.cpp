@@ -116,6 +116,7 @@ int32_t Generator::speculate(int32_t tok) {
     int k = 0;
     const double t0 = now();
     const spec::TargetCost target{scheduler_->cost(1), scheduler_->extra_per_row()};
+    scheduler_->set_horizon(params_.max_tokens - static_cast<int64_t>(tokens_.size()));
     // Exact acceptance computes each verified row's probabilities: about a draw's work.
     if (params_.spec.exact && !fused_greedy_) scheduler_->set_row_overhead(last_sample_seconds_);
     for (size_t i = 0; i < proposers_.size() && k == 0 && cap > 0; ++i) {
@@ -206,7 +207,8 @@ int32_t Generator::speculate(int32_t tok) {
     if (j < k) session_.truncate(p + 1 + j);
     // The pass as the scheduler should judge it: drafting, verifying, the acceptance's per-row
     // probabilities and the draw that follows (as a plain step's, timed_pass(1) above).
-    scheduler_->verified(winner, k, j, now() - t0 + (next < 0 && !fused_greedy_ ? last_sample_seconds_ : 0.0));
+    scheduler_->verified(winner, k, j, now() - t0 + (next < 0 && !fused_greedy_ ? last_sample_seconds_ : 0.0),
+                         draft_.catch_up_seconds);
     ++stats_.n_spec_passes;
     stats_.n_drafted += k;
     stats_.n_accepted += j;
@@ -340,7 +342,7 @@ bool Generator::step(std::string* piece) {
         ++stats_.n_forward;
         if (scheduler_) {
             stats_.plain_tokens_per_second = scheduler_->plain_tokens_per_second();
-            stats_.spec_balance_seconds = scheduler_->balance();
+            stats_.spec_balance_seconds = scheduler_->balance() - scheduler_->invested();
             stats_.spec_slowdown.resize(proposers_.size());
             for (size_t i = 0; i < proposers_.size(); ++i) stats_.spec_slowdown[i] = scheduler_->slowdown(static_cast<int>(i));
         }

@@ -37,6 +37,8 @@ constexpr double kCostlyMargin = 1.05;
 constexpr double kSlowWeight = 0.25, kSlowMin = 0.5, kSlowMax = 4.0;
 // The allowance: one plain step, plus this share of the plain time of the tokens so far.
 constexpr double kBudget = 0.02;
+// The most a proposer's catch-up may invest, as a share of the plain time of the tokens left.
+constexpr double kInvest = 0.03;
 
 }  // namespace
 
@@ -155,14 +157,25 @@ int Scheduler::pick(int p, int available, double draft_cost, double catch_up) {
         probe = true;
         wait = std::min(std::max(2 * wait, kProbeEvery), kProbeMax);
     }
+    // A catch-up that drafting is predicted to repay twice over the tokens left, and that is a
+    // small share of their plain time, is an investment (a draft model's prompt): kept apart
+    // from the ledger, so that the passes it enables are judged on their own. A probe never
+    // invests.
+    bool invest = false;
+    if (catch_up > 0 && best > 0 && !probe) {
+        const double plain_left = static_cast<double>(horizon_) * c1_;
+        const double gain = plain_left * (1.0 - 1.0 / (rate[static_cast<size_t>(best)] * c1_));
+        invest = catch_up <= kInvest * plain_left && gain >= 2.0 * catch_up;
+    }
     // The ledger: the pass's worst case (one token for all its time) must stay within what
     // speculation has gained, in all and by this proposer, plus the allowance.
     const double budget = std::min(balance_, own_[ip]) + allowance();
-    const auto worst = [&](int k) { return slow * (cost(k + 1) + k * (draft_cost + row_overhead_)) + catch_up - c1_; };
+    const double paid = invest ? 0.0 : catch_up;
+    const auto worst = [&](int k) { return slow * (cost(k + 1) + k * (draft_cost + row_overhead_)) + paid - c1_; };
     while (best > 0 && worst(best) > budget) --best;
     if (best > 0 && !probe && rate[static_cast<size_t>(best)] <= margin / c1_) best = 0;
     if (best > 0) skipped = 0;
-    picked_[ip] = {draft_cost, catch_up};
+    picked_[ip] = {draft_cost, catch_up, invest};
     return best;
 }
 
@@ -190,14 +203,20 @@ void Scheduler::timed_pass(int rows, double seconds) {
     fit_all_.add(r, kFitWeight);
 }
 
-void Scheduler::verified(int p, int k, int accepted, double seconds) {
+void Scheduler::verified(int p, int k, int accepted, double seconds, double caught_up) {
     const size_t ip = static_cast<size_t>(p);
     if (seconds > 0 && k >= 1 && k <= n_max_ && c1_known_) {
         const Picked& pk = picked_[ip];
         const double predicted = cost(k + 1) + k * (pk.draft_cost + row_overhead_) + pk.catch_up;
         const double r = std::clamp(seconds / predicted, kSlowMin, kSlowMax);
         slow_[ip] += kSlowWeight * (r - slow_[ip]);
-        const double gain = (accepted + 1) * c1_ - std::min(seconds, kSlowMax * predicted);
+        double spent = std::min(seconds, kSlowMax * predicted);
+        if (pk.invest) {
+            caught_up = std::min(caught_up, spent);
+            invested_ += caught_up;
+            spent -= caught_up;
+        }
+        const double gain = (accepted + 1) * c1_ - spent;
         balance_ += gain;
         own_[ip] += gain;
     }

@@ -22,7 +22,10 @@
 // what another earned. Whatever the drafts, the prior or the machine, speculation then loses at
 // most the allowance against plain decoding (as well as c1 is measured): failed probes are paid
 // for by measured gains or by that small budget, never by hope. A proposer whose passes have
-// lost on balance needs the margin of a proposer that costs before it drafts again.
+// lost on balance needs the margin of a proposer that costs before it drafts again. A draft
+// model's catch-up (its prompt, at first) is an investment, made only when drafting is predicted
+// to repay it twice over the tokens left and it is at most 3 % of their plain time; it is kept
+// out of the balances, so at worst speculation loses the allowance and that investment.
 #pragma once
 
 #include <cstddef>
@@ -56,8 +59,11 @@ public:
     // A target pass over `rows` rows took `seconds`; rows == 1 is a plain step (one token).
     void timed_pass(int rows, double seconds);
     // Proposer p's draft of k tokens had its first `accepted` accepted; drafting and verifying it
-    // took `seconds` (0: not timed, and the ledger is not told).
-    void verified(int p, int k, int accepted, double seconds = 0.0);
+    // took `seconds` (0: not timed, and the ledger is not told), of which caught_up catching the
+    // proposer up.
+    void verified(int p, int k, int accepted, double seconds = 0.0, double caught_up = 0.0);
+    // Tokens the generation may still emit: what an investment must be repaid over.
+    void set_horizon(int64_t tokens) { horizon_ = tokens; }
 
     // Whether a proposer costing draft_cost per token could gain at all (at perfect acceptance).
     bool worth(double draft_cost) const;
@@ -76,8 +82,9 @@ public:
     // Measured over predicted seconds of proposer p's passes (running; 1 until it has drafted).
     double slowdown(int p) const { return slow_[static_cast<size_t>(p)]; }
     // The ledger: seconds speculation has gained over plain decoding (negative: lost), in all
-    // and by proposer p, and the most it may lose now.
+    // and by proposer p, and the most it may lose now; and the catch-ups invested apart.
     double balance() const { return balance_; }
+    double invested() const { return invested_; }
     double balance(int p) const { return own_[static_cast<size_t>(p)]; }
     double allowance() const;
 
@@ -108,11 +115,14 @@ private:
     std::vector<double> slow_;                  // measured / predicted pass seconds
     struct Picked {
         double draft_cost = 0, catch_up = 0;  // what pick() was told for the pass it chose
+        bool invest = false;                  // the catch-up was an investment
     };
     std::vector<Picked> picked_;
     double balance_ = 0;         // the ledger, all proposers
     std::vector<double> own_;    // ... and each one's
     int64_t n_tokens_ = 0;       // tokens the timed steps and passes emitted
+    int64_t horizon_ = 0;        // tokens the generation may still emit
+    double invested_ = 0;        // catch-ups invested (kept out of the balances)
 };
 
 }  // namespace ds4::spec

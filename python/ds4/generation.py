@@ -17,9 +17,14 @@ class Generation:
 
     ``stats`` holds ``n_prompt``, ``n_generated``, ``n_drafted``, ``n_accepted``,
     ``n_verify_passes``, ``accepted_per_position``, ``prefill_seconds``, ``decode_seconds``,
-    ``sample_seconds``, ``prefill_tokens_per_second``, ``tokens_per_second`` and
-    ``stop_reason`` (``"max_tokens"``, ``"eog"`` for an end-of-generation token, ``"stop"`` for
-    a stop string, ``"context"`` when the context filled up).
+    ``sample_seconds``, ``prefill_tokens_per_second``, ``tokens_per_second`` (the forward passes,
+    drafting and sampling), ``end_to_end_seconds`` and ``end_to_end_tokens_per_second`` (every
+    second after the prefill: what the user waited for), the phases that split it
+    (``plain_seconds``, ``verify_seconds``, ``draft_seconds`` of which ``catch_up_seconds``,
+    ``cost_prior_seconds``), the scheduler's ``spec_balance_seconds`` (what speculation gained
+    over plain decoding, by its ledger) and ``stop_reason`` (``"max_tokens"``, ``"eog"`` for an
+    end-of-generation token, ``"stop"`` for a stop string, ``"context"`` when the context filled
+    up).
     """
 
     def __init__(self, core: _core.Generator) -> None:

@@ -5,18 +5,12 @@ Work is counted (forward passes, rows, multiply-adds), never timed against a bou
 
 from __future__ import annotations
 
+from prompts import PROMPTS
+
 import ds4
 from ds4.default_model import default_model_path
 
-CODE = '''def moving_average(values, window):
-    total = sum(values[:window])
-    out = [total / window]
-    for i in range(window, len(values)):
-        total += values[i] - values[i - window]
-        out.append(total / window)
-    return out
-'''
-PROMPT = CODE + "\n# The same function with `total` renamed to `acc`:\n"
+PROMPT = PROMPTS[0]  # a rename: drafts are long and right
 CHAIN = ds4.Spec(types=["ngram-mod", "ngram-simple"])
 
 

@@ -198,6 +198,39 @@ def test_probes_of_a_lagging_draft_model_stay_within_budget() -> None:
     assert s.balance(0) >= -s.allowance()
 
 
+def test_a_catch_up_predicted_to_pay_is_invested() -> None:
+    # A big target (a row adds 0.1 of a step) and a cheap draft model (0.05 of a step per token)
+    # pay even at the prior's acceptance; feeding it a prompt worth 4 steps is an investment when
+    # 400 tokens are left (repaid twice, under 3 % of their plain time), not when 100 are.
+    cost = [1.0 + 0.1 * r for r in range(N_MAX + 1)]
+    dc, catch_up = 0.05, 4.0
+
+    def pass_time(k: int) -> float:
+        return cost[k] + k * dc
+
+    s = _core.SpecScheduler(N_MAX, cost, 1)
+    s.set_horizon(100)
+    assert s.pick(0, N_MAX, dc, catch_up) == 0  # 4 > 3 % of 100 steps, and over the allowance
+    s.set_horizon(400)
+    k = s.pick(0, N_MAX, dc, catch_up)
+    assert k >= 1
+    s.verified(0, k, k, pass_time(k) + catch_up, caught_up=catch_up)
+    assert s.invested() == catch_up
+    assert s.balance(0) == pytest.approx(k + 1 - pass_time(k))  # the pass judged on its own
+    # an investment that does not pay: the passes it enabled are held to the ledger
+    s = _core.SpecScheduler(N_MAX, cost, 1)
+    s.set_horizon(400)
+    for _ in range(400):
+        c = catch_up if s.invested() == 0 else 0.0
+        k = s.pick(0, N_MAX, dc, c)
+        if k:
+            s.verified(0, k, 0, pass_time(k) + c, caught_up=c)
+        else:
+            s.timed_pass(1, 1.0)
+    assert s.invested() == catch_up
+    assert s.balance() >= -s.allowance() - 1e-9
+
+
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="n_max"):
         _core.SpecScheduler(0, COST, 1)
