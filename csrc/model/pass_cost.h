@@ -45,11 +45,18 @@ struct PassWork {
 // speculation scheduler's fit, spec/scheduler.h): a plain step's seconds and, per row count, the
 // measured / prior ratio of what the extra rows cost.
 struct PassTimes {
-    double step = 0;            // 0: never measured
-    std::vector<double> ratio;  // [r - 1]
-    std::vector<int> seen;      // [r - 1]: passes of r rows measured (0: ratio unset)
-    double ratio_all = 1.0;     // over every row count
-    int seen_all = 0;
+    // A running measured / prior ratio: the first pass sets it, later ones move it by `weight`.
+    struct Fit {
+        double ratio = 1.0;
+        int seen = 0;  // passes measured (0: ratio unset)
+        void add(double r, double weight) {
+            ratio = seen == 0 ? r : ratio + weight * (r - ratio);
+            ++seen;
+        }
+    };
+    double step = 0;        // 0: never measured
+    std::vector<Fit> rows;  // [r - 1]: of passes of r rows
+    Fit all;                // of passes of every row count
 };
 
 // Seconds that r rows add to a pass of one row, r = 1 .. max_rows (element r - 1; element 0 is

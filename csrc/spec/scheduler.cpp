@@ -42,11 +42,6 @@ constexpr double kInvest = 0.03;
 
 }  // namespace
 
-void Scheduler::Fit::add(double r, double weight) {
-    ratio = n == 0 ? r : ratio + weight * (r - ratio);
-    ++n;
-}
-
 Scheduler::Scheduler(int n_max, std::vector<double> cost, int n_proposers)
     : n_max_(n_max), stats_(static_cast<size_t>(n_proposers)), skipped_(static_cast<size_t>(n_proposers), 0),
       probe_wait_(static_cast<size_t>(n_proposers), 1), slow_(static_cast<size_t>(n_proposers), 1.0),
@@ -57,7 +52,7 @@ Scheduler::Scheduler(int n_max, std::vector<double> cost, int n_proposers)
     c1_known_ = c1_ > 0;
     prior_.resize(static_cast<size_t>(n_max) + 1);
     for (size_t i = 1; i < prior_.size(); ++i) prior_[i] = std::max(0.0, cost[i] - cost[0]);
-    fit_.resize(prior_.size());
+    fit_.rows.resize(prior_.size());
     for (auto& s : stats_) s.resize(static_cast<size_t>(n_max));
 }
 
@@ -66,20 +61,14 @@ void Scheduler::resume(const model::PassTimes& t) {
         c1_ = t.step;
         c1_known_ = true;
     }
-    for (size_t i = 0; i < fit_.size() && i < t.seen.size(); ++i)
-        if (t.seen[i] > 0) fit_[i] = {t.ratio[i], t.seen[i]};
-    if (t.seen_all > 0) fit_all_ = {t.ratio_all, t.seen_all};
+    for (size_t i = 0; i < fit_.rows.size() && i < t.rows.size(); ++i)
+        if (t.rows[i].seen > 0) fit_.rows[i] = t.rows[i];
+    if (t.all.seen > 0) fit_.all = t.all;
 }
 
 model::PassTimes Scheduler::pass_times() const {
-    model::PassTimes t;
+    model::PassTimes t = fit_;
     t.step = c1_known_ ? c1_ : 0.0;
-    for (const Fit& f : fit_) {
-        t.ratio.push_back(f.ratio);
-        t.seen.push_back(f.n);
-    }
-    t.ratio_all = fit_all_.ratio;
-    t.seen_all = fit_all_.n;
     return t;
 }
 
@@ -88,7 +77,7 @@ double Scheduler::extra(int rows) const {
     // A pass of r rows costs at most r plain steps (each would stream the weights again): a
     // prior that says more (a probe the machine stalled) would keep every draft out, and with
     // it the passes that would correct it.
-    const double ratio = fit_[i].n > 0 ? fit_[i].ratio : fit_all_.ratio;
+    const double ratio = (fit_.rows[i].seen > 0 ? fit_.rows[i] : fit_.all).ratio;
     return std::min(prior_[i] * ratio, (rows - 1) * c1_);
 }
 
@@ -199,8 +188,8 @@ void Scheduler::timed_pass(int rows, double seconds) {
     c1_ = std::min(c1_, seconds);
     if (!(prior_[i] > 0)) return;
     const double r = std::clamp((seconds - c1_) / prior_[i], kFitMin, kFitMax);
-    fit_[i].add(r, kFitWeight);
-    fit_all_.add(r, kFitWeight);
+    fit_.rows[i].add(r, kFitWeight);
+    fit_.all.add(r, kFitWeight);
 }
 
 void Scheduler::verified(int p, int k, int accepted, double seconds, double caught_up) {

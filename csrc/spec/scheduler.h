@@ -94,12 +94,6 @@ private:
     };
     // What r rows add to a plain step before the curve is made non-decreasing.
     double extra(int rows) const;
-    // The passes' measured / prior extra cost: of size r, and of every size.
-    struct Fit {
-        double ratio = 1.0;
-        int n = 0;
-        void add(double r, double weight);
-    };
 
     int n_max_;
     double c1_ = 0;          // seconds of a plain step
@@ -107,8 +101,7 @@ private:
     bool c1_known_ = false;
     int n_plain_ = 0;        // plain steps timed
     std::vector<double> prior_;  // [r - 1]: prior extra seconds of r rows
-    std::vector<Fit> fit_;       // [r - 1]
-    Fit fit_all_;
+    model::PassTimes fit_;       // the passes' measured / prior extra cost (its step unused: c1_)
     std::vector<std::vector<Position>> stats_;  // [proposer][position]
     std::vector<int> skipped_;                  // plain steps since the proposer last drafted
     std::vector<int> probe_wait_;               // plain steps before its next probe
