@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 
+#include "backend/arena.h"
 #include "quant/types.h"
 
 namespace ds4::backend {
@@ -36,7 +37,7 @@ enum class Op {
     get_rows,    // embedding lookup: dequantised rows of a weight
     rms_norm,
     rope,
-    attention,   // over a KV cache, causal, optional sliding window and soft-cap
+    attention,   // over a KV cache, causal or a block, optional sliding window and soft-cap
     add,         // elementwise, and a row vector broadcast over rows (biases)
     mul,         // a row vector broadcast over rows, and a scalar
     glu,         // act(gate) * up
@@ -100,6 +101,12 @@ public:
     // Frees the copy pack() made of w's rows (a matrix that is going away).
     virtual void drop_packed(const Weight& w) {}
 
+    // 0 when a row of a matmul on weights of `type` comes out the same in a pass of any number
+    // of rows; otherwise the pass size from which it is computed another way (below: the same
+    // for every size, and from it on: the same for every size), which whoever gathers rows of
+    // several sequences into one pass must respect (model/engine.h).
+    virtual int64_t split_rows(quant::Type type) const { return 0; }
+
     // y[n, w.n_out] = x[n, w.n_in] · wᵀ
     virtual void matmul(const Weight& w, const float* x, int64_t n, float* y) = 0;
     // Greedy head: for each of the n rows, idx[r] = the lowest index of the largest value of
@@ -116,8 +123,10 @@ public:
     virtual void rope(float* x, int64_t n, int n_head, int head_dim, const int32_t* pos,
                       const RopeParams& p) = 0;
     // out[n, n_head * head_dim] = softmax(q kᵀ) v for query rows q[n, n_head * head_dim] at
-    // positions pos[n]; row i sees cache rows 0..pos[i] (and the window), which must be written.
-    virtual void attention(const float* q, int64_t n, const int32_t* pos, const KvView& kv,
+    // positions pos[n]; row i sees cache rows [0, last[i]] (from pos[i] - window + 1 on with a
+    // window). last[i] = pos[i] is causal attention; the block's last position for every row is
+    // a non-causal block. The rows read must be written.
+    virtual void attention(const float* q, int64_t n, const int32_t* pos, const int32_t* last, const KvView& kv,
                            const AttnParams& p, float* out) = 0;
     // y[i] += x[i] for i < n
     virtual void add(float* y, const float* x, int64_t n) = 0;
@@ -146,7 +155,11 @@ public:
     // Whether pack() may repack (on by default; off keeps every weight read from the mmap).
     void set_repack(bool on) { repack_ = on; }
 
+    // The activations of the pass being run (reset by the model at the start of each pass).
+    Arena& arena() { return arena_; }
+
 protected:
+    Arena arena_;
     bool int16_ = false;
     bool repack_ = true;
     bool defer_pack_ = false;

@@ -18,5 +18,5 @@ PYBIND11_MODULE(_core, m) {
     ds4::bindings::register_tokenizer(m);
     ds4::bindings::register_sample(m);
     ds4::bindings::register_vmath(m);
-    ds4::bindings::register_spec(m);
+    ds4::bindings::register_speculative(m);
 }

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "bindings/handles.h"
 #include "bindings/register.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
-#include "model/generate.h"
 #include "model/session.h"
 #include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -24,12 +24,6 @@ namespace ds4::bindings {
 
 namespace {
 
-struct Model {
-    std::shared_ptr<gguf::File> file;
-    std::unique_ptr<tok::Tokenizer> tokenizer;
-    std::shared_ptr<model::Model> net;
-    std::string arch;
-};
 
 backend::KvType parse_kv_type(const std::string& s) {
     if (s == "f32") return backend::KvType::f32;
@@ -64,128 +58,11 @@ std::unique_ptr<Model> load_model(const std::string& path, int threads, int64_t 
     return m;
 }
 
-// Token ids as int32 after a range check (a cast alone would wrap ids >= 2^31).
-std::vector<int32_t> token_ids(const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& a,
-                               int64_t n_vocab) {
-    if (a.ndim() != 1) throw std::invalid_argument("tokens must be a 1-D sequence of token ids");
-    std::vector<int32_t> ids(static_cast<size_t>(a.shape(0)));
-    const int64_t* p = a.data();
-    for (size_t i = 0; i < ids.size(); ++i) {
-        if (p[i] < 0 || p[i] >= n_vocab) {
-            throw model::Error("token id " + std::to_string(p[i]) + " at index " + std::to_string(i) +
-                               " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
-        }
-        ids[i] = static_cast<int32_t>(p[i]);
-    }
-    return ids;
-}
-
-py::dict stats_dict(const model::GenerateStats& st) {
-    py::dict d;
-    d["n_prompt"] = st.n_prompt;
-    d["n_generated"] = st.n_generated;
-    // Speculation counters: plain decoding drafts nothing and verifies one row per pass.
-    d["n_drafted"] = st.n_drafted;
-    d["n_accepted"] = st.n_accepted;
-    d["n_verify_passes"] = st.n_forward;
-    d["n_spec_passes"] = st.n_spec_passes;
-    d["accepted_per_position"] = st.accepted_per_position;
-    d["drafted_per_position"] = st.drafted_per_position;
-    d["tokens_per_pass"] = st.n_forward > 0 ? static_cast<double>(st.n_generated - 1) / st.n_forward : 0.0;
-    d["draft_seconds"] = st.draft_seconds;
-    d["catch_up_seconds"] = st.catch_up_seconds;
-    d["verify_seconds"] = st.verify_seconds;
-    d["plain_seconds"] = st.plain_seconds;
-    d["cost_prior_seconds"] = st.cost_prior_seconds;
-    d["cost_prior_macs"] = st.cost_prior_macs;
-    d["plain_tokens_per_second_estimate"] = st.plain_tokens_per_second;
-    d["spec_balance_seconds"] = st.spec_balance_seconds;
-    d["spec_slowdown"] = st.spec_slowdown;
-    d["prefill_seconds"] = st.prefill_seconds;
-    d["decode_seconds"] = st.decode_seconds;
-    d["sample_seconds"] = st.sample_seconds;
-    d["end_to_end_seconds"] = st.end_to_end_seconds;
-    d["prefill_tokens_per_second"] = st.prefill_seconds > 0 ? st.n_prompt / st.prefill_seconds : 0.0;
-    const double gen = st.decode_seconds + st.sample_seconds;
-    d["tokens_per_second"] = gen > 0 ? st.n_generated / gen : 0.0;
-    // What the user waited for after the prefill: every phase, the cost prior and the loop's
-    // own work included.
-    d["end_to_end_tokens_per_second"] = st.end_to_end_seconds > 0 ? st.n_generated / st.end_to_end_seconds : 0.0;
-    d["stop_reason"] = st.stop_reason;
-    return d;
-}
-
-// A Generator with the lock that makes it safe to read progress (tokens, text, stats) from one
-// Python thread while another drives it with the GIL released.
-struct GeneratorHandle {
-    std::unique_ptr<model::Generator> g;
-    std::mutex mu;
-
-    template <typename F>
-    auto locked(F&& f) {
-        py::gil_scoped_release release;
-        std::lock_guard<std::mutex> lock(mu);
-        return f(*g);
-    }
-};
-
-void register_generate(py::module_& m) {
-    py::class_<GeneratorHandle>(m, "Generator")
-        .def(py::init([](model::Session& s, const Model& mdl,
-                         const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& prompt,
-                         int64_t max_tokens, const sample::SamplingParams& sampling, std::vector<std::string> stop,
-                         bool stop_at_eog, std::vector<std::string> spec_types, int spec_n_max, bool spec_exact,
-                         const Model* draft, int spec_n_min, float spec_confidence, int64_t spec_draft_vocab) {
-                 model::GenerateParams p;
-                 p.max_tokens = max_tokens;
-                 p.sampling = sampling;
-                 p.stop = std::move(stop);
-                 p.stop_at_eog = stop_at_eog;
-                 p.spec.types = std::move(spec_types);
-                 p.spec.n_max = spec_n_max;
-                 p.spec.exact = spec_exact;
-                 p.spec.n_min = spec_n_min;
-                 p.spec.confidence = spec_confidence;
-                 p.spec.draft_vocab = spec_draft_vocab;
-                 if (draft) {
-                     p.spec.draft = draft->net;
-                     p.spec.draft_tok = draft->tokenizer.get();
-                 }
-                 auto h = std::make_unique<GeneratorHandle>();
-                 h->g = std::make_unique<model::Generator>(s, *mdl.tokenizer, token_ids(prompt, s.n_vocab()), std::move(p));
-                 return h;
-             }),
-             py::arg("session"), py::arg("model"), py::arg("prompt"), py::arg("max_tokens"), py::arg("sampling"),
-             py::arg("stop"), py::arg("stop_at_eog") = true, py::arg("spec_types") = std::vector<std::string>{},
-             py::arg("spec_n_max") = 16, py::arg("spec_exact") = false, py::arg("draft") = nullptr, py::arg("spec_n_min") = 0,
-             py::arg("spec_confidence") = 0.0f, py::arg("spec_draft_vocab") = -1,
-             py::keep_alive<1, 2>(), py::keep_alive<1, 3>(), py::keep_alive<1, 12>())
-        .def(
-            "next",
-            [](GeneratorHandle& h) -> py::object {
-                auto [piece, done] = h.locked([](model::Generator& g) {
-                    std::string p;
-                    g.next(&p);
-                    return std::make_pair(std::move(p), g.done());
-                });
-                if (piece.empty() && done) return py::none();
-                return utf8_str(piece);
-            },
-            "The next piece of text, or None once generation has ended.")
-        .def("run", [](GeneratorHandle& h) { h.locked([](model::Generator& g) { g.run(); }); })
-        .def_property_readonly("done", [](GeneratorHandle& h) { return h.locked([](model::Generator& g) { return g.done(); }); })
-        .def_property_readonly("tokens", [](GeneratorHandle& h) { return h.locked([](model::Generator& g) { return g.tokens(); }); })
-        .def_property_readonly("text", [](GeneratorHandle& h) { return utf8_str(h.locked([](model::Generator& g) { return g.text(); })); })
-        .def_property_readonly("stats", [](GeneratorHandle& h) {
-            return stats_dict(h.locked([](model::Generator& g) { return g.stats(); }));
-        });
-}
-
 void register_session(py::module_& m) {
     using Snapshot = model::Session::Snapshot;
     py::class_<Snapshot, std::shared_ptr<Snapshot>>(m, "SessionSnapshot")
         .def_property_readonly("n_past", &Snapshot::n_past)
-        .def_property_readonly("nbytes", [](const Snapshot& s) { return s.kv.bytes(); });
+        .def_property_readonly("nbytes", [](const Snapshot& s) { return s.state.bytes(); });
 
     py::class_<model::Session>(m, "Session")
         .def_property_readonly("n_past", &model::Session::n_past)
@@ -219,6 +96,45 @@ void register_session(py::module_& m) {
             },
             py::arg("tokens"))
         .def(
+            "eval_hidden",
+            [](model::Session& s, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
+               const std::vector<int>& layers) {
+                const std::vector<int32_t> ids = token_ids(tokens, s.model().hparams().n_vocab);
+                const int n_layer = s.model().hparams().n_layer;
+                for (int l : layers) {
+                    if (l < 0 || l > n_layer) {
+                        throw model::Error("eval_hidden: layer " + std::to_string(l) + " is outside [0, " +
+                                           std::to_string(n_layer) + "] (0: the embeddings, " +
+                                           std::to_string(n_layer) + ": after the final norm)");
+                    }
+                }
+                py::array_t<float> hidden({static_cast<py::ssize_t>(layers.size()), static_cast<py::ssize_t>(ids.size()),
+                                           static_cast<py::ssize_t>(s.model().hparams().n_embd)});
+                float* out = hidden.mutable_data();
+                {
+                    py::gil_scoped_release release;
+                    s.eval_hidden(ids.data(), static_cast<int64_t>(ids.size()), layers.data(),
+                                  static_cast<int>(layers.size()), out);
+                }
+                return hidden;
+            },
+            py::arg("tokens"), py::arg("layers"))
+        .def(
+            "eval_block",
+            [](model::Session& s, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens) {
+                const int64_t n_vocab = s.model().hparams().n_vocab;
+                const std::vector<int32_t> ids = token_ids(tokens, n_vocab);
+                py::array_t<float> logits({static_cast<py::ssize_t>(ids.size()), static_cast<py::ssize_t>(n_vocab)});
+                float* out = logits.mutable_data();
+                {
+                    py::gil_scoped_release release;
+                    s.eval_block(ids.data(), static_cast<int64_t>(ids.size()), out);
+                }
+                return logits;
+            },
+            py::arg("tokens"))
+        .def("checkpoint", &model::Session::checkpoint, py::call_guard<py::gil_scoped_release>())
+        .def(
             "truncate",
             [](model::Session& s, int64_t n) {
                 py::gil_scoped_release release;
@@ -240,6 +156,22 @@ void register_session(py::module_& m) {
 }
 
 }  // namespace
+
+// Token ids as int32 after a range check (a cast alone would wrap ids >= 2^31).
+std::vector<int32_t> token_ids(const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& a,
+                               int64_t n_vocab) {
+    if (a.ndim() != 1) throw std::invalid_argument("tokens must be a 1-D sequence of token ids");
+    std::vector<int32_t> ids(static_cast<size_t>(a.shape(0)));
+    const int64_t* p = a.data();
+    for (size_t i = 0; i < ids.size(); ++i) {
+        if (p[i] < 0 || p[i] >= n_vocab) {
+            throw model::Error("token id " + std::to_string(p[i]) + " at index " + std::to_string(i) +
+                               " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
+        }
+        ids[i] = static_cast<int32_t>(p[i]);
+    }
+    return ids;
+}
 
 void register_model(py::module_& m) {
     auto& model_error = py::register_exception<model::Error>(m, "ModelError", PyExc_ValueError);
@@ -268,6 +200,46 @@ void register_model(py::module_& m) {
                 return self.net->extra_row_seconds(max_rows);
             },
             py::arg("max_rows"), "The verify-cost prior: seconds r rows add to a 1-row pass, r = 1 .. max_rows.")
+        .def(
+            "eval_together",
+            [](const Model& self, const std::vector<model::Session*>& sessions,
+               const std::vector<py::array_t<int64_t, py::array::c_style | py::array::forcecast>>& tokens) {
+                if (sessions.size() != tokens.size()) throw py::value_error("one token list per session");
+                const int64_t n_vocab = self.net->hparams().n_vocab;
+                std::vector<int32_t> all;
+                std::vector<model::SeqRows> seqs;
+                for (size_t i = 0; i < sessions.size(); ++i) {
+                    const std::vector<int32_t> ids = token_ids(tokens[i], n_vocab);
+                    if (sessions[i]->tokens().size() != static_cast<size_t>(sessions[i]->state().n_past()))
+                        throw py::value_error("eval_together: a session holds a pending token");
+                    all.insert(all.end(), ids.begin(), ids.end());
+                    seqs.push_back({&sessions[i]->state(), static_cast<int64_t>(ids.size()), model::Attend::causal});
+                }
+                std::vector<float> logits(all.size() * static_cast<size_t>(n_vocab));
+                model::Request req;
+                req.tokens = all.data();
+                req.seqs = seqs.data();
+                req.n_seqs = static_cast<int>(seqs.size());
+                req.logits = logits.data();
+                {
+                    py::gil_scoped_release release;
+                    self.net->forward(req);
+                }
+                py::list out;
+                size_t row = 0;
+                for (size_t i = 0; i < seqs.size(); ++i) {
+                    const auto n = static_cast<size_t>(seqs[i].n);
+                    sessions[i]->appended(all.data() + row, seqs[i].n, logits.data() + (row + n - 1) * n_vocab);
+                    py::array_t<float> a({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(n_vocab)});
+                    std::copy(logits.begin() + static_cast<std::ptrdiff_t>(row * n_vocab),
+                              logits.begin() + static_cast<std::ptrdiff_t>((row + n) * n_vocab), a.mutable_data());
+                    out.append(a);
+                    row += n;
+                }
+                return out;
+            },
+            py::arg("sessions"), py::arg("tokens"),
+            "One forward pass over rows of several sessions (causal, committed); each session's logits rows. For tests.")
         .def_property_readonly("n_ctx", [](const Model& self) { return self.net->n_ctx(); })
         .def_property_readonly("n_vocab", [](const Model& self) { return self.net->hparams().n_vocab; })
         .def_property_readonly("vocab_size", [](const Model& self) { return self.tokenizer->vocab_size(); })

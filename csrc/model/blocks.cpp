@@ -12,6 +12,8 @@
 
 namespace ds4::model::blocks {
 
+using backend::Arena;
+
 namespace {
 
 std::string shape_str(const std::vector<int64_t>& ne) {
@@ -73,87 +75,97 @@ std::vector<float> Loader::vec_opt(const std::string& name, int64_t n) const {
     return has(name) ? vec(name, n) : std::vector<float>{};
 }
 
-AttnWeights AttnWeights::load(const Loader& ld, const HParams& hp, int il, bool bias, bool qk_norm) {
+AttnWeights AttnWeights::load(const Loader& ld, int64_t n_embd, const LayerParams& L, int il, bool bias,
+                              bool qk_norm) {
     const std::string p = "blk." + std::to_string(il) + ".";
     AttnWeights w;
-    w.q = ld.matrix(p + "attn_q.weight", hp.n_embd, hp.q_dim());
-    w.k = ld.matrix(p + "attn_k.weight", hp.n_embd, hp.kv_dim());
-    w.v = ld.matrix(p + "attn_v.weight", hp.n_embd, hp.kv_dim());
-    w.o = ld.matrix(p + "attn_output.weight", hp.q_dim(), hp.n_embd);
+    w.q = ld.matrix(p + "attn_q.weight", n_embd, L.q_dim());
+    w.k = ld.matrix(p + "attn_k.weight", n_embd, L.kv_dim());
+    w.v = ld.matrix(p + "attn_v.weight", n_embd, L.kv_dim());
+    w.o = ld.matrix(p + "attn_output.weight", L.q_dim(), n_embd);
     if (bias) {
-        w.q_bias = ld.vec(p + "attn_q.bias", hp.q_dim());
-        w.k_bias = ld.vec(p + "attn_k.bias", hp.kv_dim());
-        w.v_bias = ld.vec(p + "attn_v.bias", hp.kv_dim());
+        w.q_bias = ld.vec(p + "attn_q.bias", L.q_dim());
+        w.k_bias = ld.vec(p + "attn_k.bias", L.kv_dim());
+        w.v_bias = ld.vec(p + "attn_v.bias", L.kv_dim());
     }
     if (qk_norm) {
-        w.q_norm = ld.vec(p + "attn_q_norm.weight", hp.head_dim);
-        w.k_norm = ld.vec(p + "attn_k_norm.weight", hp.head_dim);
+        w.q_norm = ld.vec(p + "attn_q_norm.weight", L.head_dim);
+        w.k_norm = ld.vec(p + "attn_k_norm.weight", L.head_dim);
     }
     return w;
 }
 
-AttnConfig default_attn_config(const HParams& hp, backend::RopeMode mode) {
+AttnConfig attn_config(const LayerParams& L, backend::RopeMode mode, float norm_eps, const float* freq_factors) {
     AttnConfig c;
-    c.attn.n_head = hp.n_head;
-    c.attn.n_head_kv = hp.n_head_kv;
-    c.attn.head_dim = hp.head_dim;
-    c.attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hp.head_dim)));
+    c.attn.n_head = L.n_head;
+    c.attn.n_head_kv = L.n_head_kv;
+    c.attn.head_dim = L.head_dim;
+    c.attn.scale = L.attn_scale > 0.0f ? L.attn_scale
+                                       : static_cast<float>(1.0 / std::sqrt(static_cast<double>(L.head_dim)));
+    c.attn.softcap = L.attn_softcap;
+    c.attn.window = L.window;
     c.rope.mode = mode;
-    c.rope.n_dims = hp.rope_dims;
-    c.rope.freq_base = hp.rope_base;
-    c.rope.freq_scale = hp.rope_freq_scale;
-    c.norm_eps = hp.norm_eps;
+    c.rope.n_dims = L.rope_dims;
+    c.rope.freq_base = L.rope_base;
+    c.rope.freq_scale = L.rope_freq_scale;
+    c.rope.freq_factors = freq_factors;
+    c.norm_eps = norm_eps;
     return c;
 }
 
-void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const BatchView& b, int layer,
-               const float* x, float* out) {
-    const int64_t n = b.n;
+void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const Pass& p, int layer, const float* x,
+               float* out) {
+    const int64_t n = p.n;
     const int hd = cfg.attn.head_dim;
     const int64_t q_dim = w.q.n_out;
     const int64_t kv_dim = w.k.n_out;
-    std::vector<float> q(static_cast<size_t>(n * q_dim));    // [n, n_head, head_dim]
-    std::vector<float> k(static_cast<size_t>(n * kv_dim));   // [n, n_head_kv, head_dim]
-    std::vector<float> v(static_cast<size_t>(n * kv_dim));   // [n, n_head_kv, head_dim]
+    Arena& arena = be.arena();
+    float* q = arena.floats(static_cast<size_t>(n * q_dim));   // [n, n_head, head_dim]
+    float* k = arena.floats(static_cast<size_t>(n * kv_dim));  // [n, n_head_kv, head_dim]
+    float* v = arena.floats(static_cast<size_t>(n * kv_dim));  // [n, n_head_kv, head_dim]
     // 1. projections (+ biases)
-    be.matmul(w.q, x, n, q.data());
-    be.matmul(w.k, x, n, k.data());
-    be.matmul(w.v, x, n, v.data());
-    if (!w.q_bias.empty()) be.add_rows(q.data(), w.q_bias.data(), n, q_dim);
-    if (!w.k_bias.empty()) be.add_rows(k.data(), w.k_bias.data(), n, kv_dim);
-    if (!w.v_bias.empty()) be.add_rows(v.data(), w.v_bias.data(), n, kv_dim);
+    be.matmul(w.q, x, n, q);
+    be.matmul(w.k, x, n, k);
+    be.matmul(w.v, x, n, v);
+    if (!w.q_bias.empty()) be.add_rows(q, w.q_bias.data(), n, q_dim);
+    if (!w.k_bias.empty()) be.add_rows(k, w.k_bias.data(), n, kv_dim);
+    if (!w.v_bias.empty()) be.add_rows(v, w.v_bias.data(), n, kv_dim);
     // 2. per-head RMSNorm of q and k, before RoPE
-    if (!w.q_norm.empty()) be.rms_norm(q.data(), w.q_norm.data(), n * cfg.attn.n_head, hd, cfg.norm_eps, q.data());
-    if (!w.k_norm.empty()) be.rms_norm(k.data(), w.k_norm.data(), n * cfg.attn.n_head_kv, hd, cfg.norm_eps, k.data());
+    if (!w.q_norm.empty()) be.rms_norm(q, w.q_norm.data(), n * cfg.attn.n_head, hd, cfg.norm_eps, q);
+    if (!w.k_norm.empty()) be.rms_norm(k, w.k_norm.data(), n * cfg.attn.n_head_kv, hd, cfg.norm_eps, k);
     // 3. rotary position embedding
-    be.rope(q.data(), n, cfg.attn.n_head, hd, b.pos, cfg.rope);
-    be.rope(k.data(), n, cfg.attn.n_head_kv, hd, b.pos, cfg.rope);
-    // 4. append K/V at their positions, then attend over the cache
-    const backend::KvType kt = b.kv.type();
-    be.store_kv(b.kv.k_row(layer, b.pos[0]), kt, k.data(), n, kv_dim);
-    be.store_kv(b.kv.v_row(layer, b.pos[0]), kt, v.data(), n, kv_dim);
-    std::vector<float> att(static_cast<size_t>(n * q_dim));  // [n, n_head, head_dim]
-    be.attention(q.data(), n, b.pos, b.kv.view(layer, b.pos[n - 1] + 1), cfg.attn, att.data());
+    be.rope(q, n, cfg.attn.n_head, hd, p.pos, cfg.rope);
+    be.rope(k, n, cfg.attn.n_head_kv, hd, p.pos, cfg.rope);
+    // 4. per sequence: write its K/V rows at their positions, then attend over its slot
+    float* att = arena.floats(static_cast<size_t>(n * q_dim));  // [n, n_head, head_dim]
+    for (int s = 0; s < p.req.n_seqs; ++s) {
+        const int64_t f = p.first[s], m = p.first[s + 1] - f, p0 = p.n_past[s];
+        state::KvSlot& slot = p.req.seqs[s].state->kv(layer);
+        be.store_kv(slot.k_row(p0), slot.type(), k + f * kv_dim, m, kv_dim);
+        be.store_kv(slot.v_row(p0), slot.type(), v + f * kv_dim, m, kv_dim);
+        be.attention(q + f * q_dim, m, p.pos + f, p.last + f, slot.view(p0 + m), cfg.attn,
+                     att + f * q_dim);
+    }
     // 5. output projection
-    be.matmul(w.o, att.data(), n, out);
+    be.matmul(w.o, att, n, out);
 }
 
-FfnWeights FfnWeights::load(const Loader& ld, const HParams& hp, int il) {
+FfnWeights FfnWeights::load(const Loader& ld, int64_t n_embd, const LayerParams& L, int il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     FfnWeights w;
-    w.gate = ld.matrix(p + "ffn_gate.weight", hp.n_embd, hp.n_ff);
-    w.up = ld.matrix(p + "ffn_up.weight", hp.n_embd, hp.n_ff);
-    w.down = ld.matrix(p + "ffn_down.weight", hp.n_ff, hp.n_embd);
+    w.gate = ld.matrix(p + "ffn_gate.weight", n_embd, L.n_ff);
+    w.up = ld.matrix(p + "ffn_up.weight", n_embd, L.n_ff);
+    w.down = ld.matrix(p + "ffn_down.weight", L.n_ff, n_embd);
     return w;
 }
 
 void ffn(Backend& be, const FfnWeights& w, backend::Act act, const float* x, int64_t n, float* out) {
-    std::vector<float> gate(static_cast<size_t>(n * w.gate.n_out));  // [n, n_ff]
-    std::vector<float> up(static_cast<size_t>(n * w.up.n_out));      // [n, n_ff]
-    be.matmul(w.gate, x, n, gate.data());
-    be.matmul(w.up, x, n, up.data());
-    be.glu(gate.data(), up.data(), n * w.gate.n_out, act, gate.data());
-    be.matmul(w.down, gate.data(), n, out);
+    float* gate = be.arena().floats(static_cast<size_t>(n * w.gate.n_out));  // [n, n_ff]
+    float* up = be.arena().floats(static_cast<size_t>(n * w.up.n_out));      // [n, n_ff]
+    be.matmul(w.gate, x, n, gate);
+    be.matmul(w.up, x, n, up);
+    be.glu(gate, up, n * w.gate.n_out, act, gate);
+    be.matmul(w.down, gate, n, out);
 }
 
 Weight output_weight(const Loader& ld, const HParams& hp) {
@@ -161,29 +173,37 @@ Weight output_weight(const Loader& ld, const HParams& hp) {
     return ld.matrix(name, hp.n_embd, hp.n_vocab);
 }
 
+void gather_rows(const float* x, int64_t dim, const int64_t* rows, int64_t n_rows, float* dst) {
+    for (int64_t i = 0; i < n_rows; ++i) std::copy(x + rows[i] * dim, x + (rows[i] + 1) * dim, dst + i * dim);
+}
+
 void head(Backend& be, const Weight& out_w, const std::vector<float>& norm, float eps, float cap, const float* x,
-          int64_t n, int64_t n_out, float* logits, int32_t* argmax, int64_t head_rows) {
-    const float* last = x + (n - n_out) * out_w.n_in;
-    std::vector<float> h(static_cast<size_t>(n_out * out_w.n_in));  // [n_out, n_embd]
-    be.rms_norm(last, norm.data(), n_out, out_w.n_in, eps, h.data());
+          const int64_t* rows, int64_t n_rows, float* logits, int32_t* argmax, int64_t head_rows) {
+    if (n_rows == 0) return;
+    const int64_t d = out_w.n_in;
+    float* h = be.arena().floats(static_cast<size_t>(n_rows * d));  // [n_rows, n_embd]
+    // Consecutive rows (a prefill's last, a verify block) are normed in place, others gathered.
+    const bool consecutive = rows[n_rows - 1] - rows[0] == n_rows - 1;
+    if (!consecutive) gather_rows(x, d, rows, n_rows, h);
+    be.rms_norm(consecutive ? x + rows[0] * d : h, norm.data(), n_rows, d, eps, h);
     // The shortlist is a prefix of the rows: a view of the same matrix (rows are packed one by one).
     Weight w = out_w;
     if (head_rows > 0 && head_rows < out_w.n_out) w.n_out = head_rows;
     if (argmax) {
-        be.matmul_argmax(w, h.data(), n_out, cap, argmax);
+        be.matmul_argmax(w, h, n_rows, cap, argmax);
         return;
     }
     if (w.n_out == out_w.n_out) {
-        be.matmul(w, h.data(), n_out, logits);
-        if (cap > 0.0f) be.softcap(logits, n_out * w.n_out, cap);
+        be.matmul(w, h, n_rows, logits);
+        if (cap > 0.0f) be.softcap(logits, n_rows * w.n_out, cap);
         return;
     }
-    std::vector<float> part(static_cast<size_t>(n_out * w.n_out));
-    be.matmul(w, h.data(), n_out, part.data());
-    if (cap > 0.0f) be.softcap(part.data(), n_out * w.n_out, cap);
-    for (int64_t r = 0; r < n_out; ++r) {
+    float* part = be.arena().floats(static_cast<size_t>(n_rows * w.n_out));
+    be.matmul(w, h, n_rows, part);
+    if (cap > 0.0f) be.softcap(part, n_rows * w.n_out, cap);
+    for (int64_t r = 0; r < n_rows; ++r) {
         float* row = logits + r * out_w.n_out;
-        std::copy(part.begin() + r * w.n_out, part.begin() + (r + 1) * w.n_out, row);
+        std::copy(part + r * w.n_out, part + (r + 1) * w.n_out, row);
         std::fill(row + w.n_out, row + out_w.n_out, -std::numeric_limits<float>::infinity());
     }
 }

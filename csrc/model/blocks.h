@@ -1,6 +1,6 @@
-// Building blocks shared by the architecture files: binding tensors with shape checks, the
-// attention block (projections, q/k norms, RoPE, KV write, attention, output projection),
-// the gated FFN and the output head.
+// Building blocks of the decoder (decoder.h): binding tensors with shape checks, the attention
+// block (projections, q/k norms, RoPE, KV write, attention, output projection), the gated FFN
+// and the output head.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include "backend/backend.h"
 #include "gguf/gguf.h"
 #include "model/hparams.h"
-#include "state/kv_cache.h"
+#include "model/request.h"
 
 namespace ds4::model::blocks {
 
@@ -50,7 +50,7 @@ struct AttnWeights {
     std::vector<float> q_norm, k_norm;        // [head_dim] RMSNorm per head (qwen3, gemma3)
 
     // blk.{il}.attn_{q,k,v,output}.weight; biases / q,k norms when `bias` / `qk_norm`.
-    static AttnWeights load(const Loader& ld, const HParams& hp, int il, bool bias, bool qk_norm);
+    static AttnWeights load(const Loader& ld, int64_t n_embd, const LayerParams& L, int il, bool bias, bool qk_norm);
 };
 
 struct AttnConfig {
@@ -59,24 +59,18 @@ struct AttnConfig {
     float norm_eps = 0.0f;                    // of the q/k norms
 };
 
-// The attention parameters every layer of `hp` shares: heads, 1/sqrt(head_dim), rope dims.
-AttnConfig default_attn_config(const HParams& hp, backend::RopeMode mode);
+// A layer's attention parameters: heads, scale (1/sqrt(head_dim) unless set), window,
+// soft-cap, RoPE; freq_factors: the optional per-pair RoPE divisors (llama 3), or null.
+AttnConfig attn_config(const LayerParams& L, backend::RopeMode mode, float norm_eps, const float* freq_factors);
 
-// The rows being evaluated: n of them at positions pos[n], and the cache they append to.
-struct BatchView {
-    const int32_t* pos;
-    int64_t n;
-    state::KvCache& kv;
-};
-
-// out[n, n_embd] = self-attention of x[n, n_embd] (already normed) at positions b.pos, after
-// writing the n new K/V rows of `layer` into b.kv.
-void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const BatchView& b, int layer,
-               const float* x, float* out);
+// out[n, n_embd] = self-attention of x[n, n_embd] (already normed) for the rows of pass p,
+// after writing each run's new K/V rows of `layer` into its state's slot.
+void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const Pass& p, int layer, const float* x,
+               float* out);
 
 struct FfnWeights {
     Weight gate, up, down;                    // [n_embd -> n_ff] x2, [n_ff -> n_embd]
-    static FfnWeights load(const Loader& ld, const HParams& hp, int il);
+    static FfnWeights load(const Loader& ld, int64_t n_embd, const LayerParams& L, int il);
 };
 
 // out[n, n_embd] = down(act(gate(x)) * up(x)) for x[n, n_embd]
@@ -85,13 +79,16 @@ void ffn(Backend& be, const FfnWeights& w, backend::Act act, const float* x, int
 // The output projection: `output.weight`, or token_embd when the file has none (tied).
 Weight output_weight(const Loader& ld, const HParams& hp);
 
-// logits[n_out, n_vocab] = out_w · rms_norm(last n_out rows of x[n, n_embd], norm), then
-// cap * tanh(v / cap) when cap > 0. Skipping the rows nobody reads saves the output projection,
-// the largest matmul, for most of a prefill. With argmax non-null, writes each row's greedy token
-// there instead (the rows themselves are never materialised). head_rows > 0 scores only the
-// first head_rows vocabulary entries (a drafter's shortlist; rounded up to whole tiles of a
-// packed matrix); the others read as -inf.
+// The output head for the rows rows[0..n_rows) of x[., n_embd]: logits[n_rows, n_vocab] =
+// out_w · rms_norm(row, norm), then cap * tanh(v / cap) when cap > 0. Skipping the rows nobody
+// reads saves the output projection, the largest matmul, for most of a prefill. With argmax
+// non-null, writes each row's greedy token there instead (the rows themselves are never
+// materialised). head_rows > 0 scores only the first head_rows vocabulary entries (a
+// drafter's shortlist; rounded up to whole tiles of a packed matrix); the others read as -inf.
 void head(Backend& be, const Weight& out_w, const std::vector<float>& norm, float eps, float cap, const float* x,
-          int64_t n, int64_t n_out, float* logits, int32_t* argmax, int64_t head_rows = 0);
+          const int64_t* rows, int64_t n_rows, float* logits, int32_t* argmax, int64_t head_rows = 0);
+
+// dst[n_rows, dim] = rows rows[0..n_rows) of x[., dim]
+void gather_rows(const float* x, int64_t dim, const int64_t* rows, int64_t n_rows, float* dst);
 
 }  // namespace ds4::model::blocks

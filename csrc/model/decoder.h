@@ -1,9 +1,10 @@
-// The plain pre-norm decoder that llama, qwen2 and qwen3 share:
-//   x = embed(tokens)
-//   per layer: x += attn(rms_norm(x)); x += silu_ffn(rms_norm(x))
-//   logits = output(rms_norm(x))
-// Each family's file says how its attention differs (biases, q/k norms, RoPE layout) through
-// DecoderConfig and gives the transformers defaults for absent keys.
+// The decoder every supported architecture is: a list of layers, each with its own parameters
+// (hparams.h's LayerParams), built from the shared blocks (blocks.h):
+//   x = embed(tokens) (or the input embeddings given)
+//   per layer: x += [post_norm] attn(norm(x)); x += [post_norm] gated_ffn(norm(x))
+//   logits = output(norm(x))
+// An architecture's file is a Family: what it changes (q/k norms, biases, RoPE layout, sandwich
+// norms, activation, embedding scale) and the keys of its own it reads into the layers.
 #pragma once
 
 #include <memory>
@@ -13,15 +14,20 @@
 
 namespace ds4::model {
 
-struct DecoderConfig {
-    const char* arch;                 // for error messages ("required by <arch>")
-    backend::RopeMode rope;
-    bool qk_norm = false;             // per-head RMSNorm on q and k before RoPE (qwen3)
-    bool bias = false;                // q/k/v biases; present in the file decides when false
+struct Family {
+    const char* arch = "";            // for error messages ("required by <arch>")
+    ArchDefaults defaults;            // transformers' values for absent keys
+    backend::RopeMode rope = backend::RopeMode::normal;
+    bool qk_norm = false;             // per-head RMSNorm on q and k before RoPE (qwen3, gemma3)
+    bool bias = false;                // q/k/v biases; when false, present in the file decides
     bool rope_freqs = false;          // optional rope_freqs.weight (llama 3 frequency scaling)
+    bool sandwich_norms = false;      // RMSNorm of the attention's and the FFN's outputs too (gemma3)
+    backend::Act act = backend::Act::silu;
+    bool scale_embeddings = false;    // embeddings times sqrt(n_embd) (gemma)
+    // Reads the family's own metadata into hp after the shared keys (windows, RoPE bases, caps).
+    void (*read_keys)(const gguf::File& file, HParams& hp) = nullptr;
 };
 
-std::unique_ptr<Model> make_decoder(std::shared_ptr<const gguf::File> file, const Options& opts,
-                                    const ArchDefaults& defaults, const DecoderConfig& cfg);
+std::unique_ptr<Model> make_decoder(std::shared_ptr<const gguf::File> file, const Options& opts, const Family& family);
 
 }  // namespace ds4::model

@@ -5,9 +5,9 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "spec/draft.h"
-#include "spec/verify.h"
-#include "state/kv_cache.h"
+#include "speculative/draft.h"
+#include "speculative/verify.h"
+#include "state/state.h"
 
 namespace ds4::model {
 
@@ -54,11 +54,11 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
         }
         for (const std::string& t : params_.spec.types) {
             if (t != "draft") {
-                proposers_.push_back(spec::make_proposer(t));
+                proposers_.push_back(speculative::make_proposer(t));
             } else if (!params_.spec.draft || !params_.spec.draft_tok) {
                 throw std::invalid_argument("the 'draft' proposer needs a draft model");
             } else {
-                proposers_.push_back(spec::make_draft_proposer(params_.spec.draft, session_.model(),
+                proposers_.push_back(speculative::make_draft_proposer(params_.spec.draft, session_.model(),
                                                                *params_.spec.draft_tok, tok_, params_.spec.confidence,
                                                                params_.spec.draft_vocab));
             }
@@ -87,7 +87,7 @@ void Generator::start() {
         const double t1 = now();
         std::vector<double> cost = session_.model().extra_row_seconds(params_.spec.n_max + 1, &stats_.cost_prior_macs);
         stats_.cost_prior_seconds = now() - t1;
-        scheduler_ = std::make_unique<spec::Scheduler>(params_.spec.n_max, std::move(cost), static_cast<int>(proposers_.size()));
+        scheduler_ = std::make_unique<speculative::Scheduler>(params_.spec.n_max, std::move(cost), static_cast<int>(proposers_.size()));
         scheduler_->resume(session_.model().pass_times(fused_greedy_));
         context_ = session_.tokens();
         for (auto& p : proposers_) p->observe(context_);
@@ -115,12 +115,12 @@ int32_t Generator::speculate(int32_t tok) {
     const int cap = static_cast<int>(std::min<int64_t>(params_.spec.n_max, room));
     int k = 0;
     const double t0 = now();
-    const spec::TargetCost target{scheduler_->cost(1), scheduler_->extra_per_row()};
+    const speculative::TargetCost target{scheduler_->cost(1), scheduler_->extra_per_row()};
     scheduler_->set_horizon(params_.max_tokens - static_cast<int64_t>(tokens_.size()));
     // Exact acceptance computes each verified row's probabilities: about a draw's work.
     if (params_.spec.exact && !fused_greedy_) scheduler_->set_row_overhead(last_sample_seconds_);
     for (size_t i = 0; i < proposers_.size() && k == 0 && cap > 0; ++i) {
-        spec::Proposer& prop = *proposers_[i];
+        speculative::Proposer& prop = *proposers_[i];
         const int p = static_cast<int>(i);
         draft_.clear();
         const int floor = std::min(params_.spec.n_min, cap);
@@ -158,6 +158,7 @@ int32_t Generator::speculate(int32_t tok) {
     draft.resize(static_cast<size_t>(k));
     draft.insert(draft.begin(), tok);
     std::vector<int32_t> ids;
+    session_.checkpoint();  // the rejected rows are rolled back from here, the context never replayed
     if (fused_greedy_) {
         ids = session_.eval_argmax(draft.data(), k + 1);
         ids.erase(ids.begin(), ids.end() - (k + 1));  // a token the session held pending comes first
@@ -189,12 +190,12 @@ int32_t Generator::speculate(int32_t tok) {
         for (; j < k; ++j) {
             const int32_t d = draft[static_cast<size_t>(j)];
             sampler_.probs(row(j), n_vocab, probs_.data());
-            if (spec::accept_exact(probs_.data(), q(j), d, sampler_.uniform())) {
+            if (speculative::accept_exact(probs_.data(), q(j), d, sampler_.uniform())) {
                 sampler_.accept(d);
                 continue;
             }
             // the residual in place of the distribution it comes from
-            if (spec::residual(probs_.data(), q(j), d, n_vocab, probs_.data())) {
+            if (speculative::residual(probs_.data(), q(j), d, n_vocab, probs_.data())) {
                 next = sampler_.sample_from(probs_.data(), n_vocab);
             }
             break;
@@ -252,6 +253,7 @@ bool Generator::release(std::string* piece, bool final) {
 
 bool Generator::next(std::string* piece) {
     if (done_) return false;
+    if (batched_) throw std::logic_error("a batched generation is stepped by its engine, not by next()");
     const double entered = now();
     const double prefill_before = stats_.prefill_seconds;
     const bool more = step(piece);
@@ -259,61 +261,70 @@ bool Generator::next(std::string* piece) {
     return more;
 }
 
+bool Generator::take_token(std::string* piece, int32_t* out, int64_t* verified) {
+    if (static_cast<int64_t>(tokens_.size()) >= params_.max_tokens) {
+        finish("max_tokens");
+        return false;
+    }
+    const double t0 = now();
+    // An accepted draft token (already evaluated at `verified`), the target's next greedy
+    // token, or a sample.
+    *verified = -1;
+    int32_t tok;
+    bool recorded = false;
+    if (!queue_.empty()) {
+        tok = queue_.front().tok;
+        *verified = queue_.front().pos;
+        recorded = queue_.front().sampled;
+        queue_.pop_front();
+    } else if (next_ >= 0) {
+        tok = next_;
+    } else {
+        tok = sampler_.sample(logits_.data(), session_.n_vocab());
+        last_sample_seconds_ = now() - t0;
+    }
+    if (!recorded) sampler_.accept(tok);
+    stats_.sample_seconds += now() - t0;
+    ++stats_.n_generated;
+    tokens_.push_back(tok);
+    if (scheduler_) context_.push_back(tok);
+    *out = tok;
+    // Ending on an accepted draft token: the session keeps what precedes it, and it pending,
+    // as when decoding plainly.
+    const auto end_here = [&](const char* reason) {
+        if (*verified >= 0) session_.truncate(*verified);
+        queue_.clear();
+        hold(tok);
+        finish(reason);
+    };
+    const bool eog = std::find(eog_.begin(), eog_.end(), tok) != eog_.end();
+    // Ids past the tokenizer's vocabulary (padding rows of the embedding) have no text.
+    if (!eog && tok < tok_.vocab_size()) held_ += decoder_.push(tok);
+    if (release(piece, eog)) {
+        end_here("stop");
+    } else if (eog) {
+        end_here("eog");
+    } else if (static_cast<int64_t>(tokens_.size()) >= params_.max_tokens) {
+        end_here("max_tokens");
+    }
+    return !done_;
+}
+
+void Generator::flush(std::string* piece) {
+    // The end: whatever the decoder and the stop-string check still hold is final text.
+    if (stats_.stop_reason != "stop") {
+        held_ += decoder_.flush();
+        release(piece, true);
+    }
+}
+
 bool Generator::step(std::string* piece) {
     if (!started_) start();
     while (!done_) {
-        if (static_cast<int64_t>(tokens_.size()) >= params_.max_tokens) {
-            finish("max_tokens");
-            break;
-        }
-        const double t0 = now();
-        // An accepted draft token (already evaluated at `verified`), the target's next greedy
-        // token, or a sample.
-        int64_t verified = -1;
-        int32_t tok;
-        bool recorded = false;
-        if (!queue_.empty()) {
-            tok = queue_.front().tok;
-            verified = queue_.front().pos;
-            recorded = queue_.front().sampled;
-            queue_.pop_front();
-        } else if (next_ >= 0) {
-            tok = next_;
-        } else {
-            tok = sampler_.sample(logits_.data(), session_.n_vocab());
-            last_sample_seconds_ = now() - t0;
-        }
-        if (!recorded) sampler_.accept(tok);
-        stats_.sample_seconds += now() - t0;
-        ++stats_.n_generated;
-        tokens_.push_back(tok);
-        if (scheduler_) context_.push_back(tok);
-        // Ending on an accepted draft token: the session keeps what precedes it, and it pending,
-        // as when decoding plainly.
-        const auto end_here = [&] {
-            if (verified >= 0) session_.truncate(verified);
-            queue_.clear();
-            hold(tok);
-        };
-        const bool eog = std::find(eog_.begin(), eog_.end(), tok) != eog_.end();
-        // Ids past the tokenizer's vocabulary (padding rows of the embedding) have no text.
-        if (!eog && tok < tok_.vocab_size()) held_ += decoder_.push(tok);
         const size_t before = text_.size();
-        if (release(piece, eog)) {
-            end_here();
-            finish("stop");
-            break;
-        }
-        if (eog) {
-            end_here();
-            finish("eog");
-            break;
-        }
-        if (static_cast<int64_t>(tokens_.size()) >= params_.max_tokens) {
-            end_here();
-            finish("max_tokens");
-            break;
-        }
+        int32_t tok;
+        int64_t verified;
+        if (!take_token(piece, &tok, &verified)) break;
         if (verified >= 0) {  // evaluated by the verify pass; next_ already holds what follows the last one
             if (queue_.empty()) {
                 for (auto& p : proposers_) p->observe(context_);
@@ -348,12 +359,57 @@ bool Generator::step(std::string* piece) {
         }
         if (text_.size() > before) return true;
     }
-    // The end: whatever the decoder and the stop-string check still hold is final text.
-    if (stats_.stop_reason != "stop") {
-        held_ += decoder_.flush();
-        release(piece, true);
-    }
+    flush(piece);
     return false;
+}
+
+void Generator::start_batched() {
+    if (started_) throw std::logic_error("start_batched: the generator has started already");
+    if (!proposers_.empty()) {
+        throw std::invalid_argument("batched decoding runs without speculation (as session-batched serving does)");
+    }
+    stats_.n_prompt = static_cast<int64_t>(prompt_.size());
+    batched_ = true;
+    started_ = true;
+    feed_ = session_.rows_for(prompt_.data(), static_cast<int64_t>(prompt_.size()));
+    if (feed_.empty()) {  // continuing a session that holds its last position's logits (or can recompute them)
+        logits_ = session_.last_logits();
+        emit(nullptr);
+    }
+    const std::vector<int32_t> context = session_.tokens();
+    const size_t window = static_cast<size_t>(std::max(0, params_.sampling.repeat_last_n));
+    for (size_t i = context.size() - std::min(context.size(), window); i < context.size(); ++i)
+        sampler_.accept(context[i]);
+}
+
+void Generator::fed(int64_t n, const float* logits, int32_t argmax, double seconds) {
+    const bool prompt = stats_.n_generated == 0;
+    (prompt ? stats_.prefill_seconds : stats_.decode_seconds) += seconds;
+    if (!prompt) {
+        stats_.end_to_end_seconds += seconds;
+        ++stats_.n_forward;
+    }
+    feed_.erase(feed_.begin(), feed_.begin() + n);
+    if (!feed_.empty()) return;  // more of the prompt to come
+    if (fused_greedy_) {
+        next_ = argmax;
+    } else {
+        logits_.assign(logits, logits + session_.n_vocab());
+    }
+    const double t0 = now();
+    emit(nullptr);
+    stats_.end_to_end_seconds += now() - t0;
+}
+
+void Generator::emit(std::string* piece) {
+    int32_t tok;
+    int64_t verified;
+    if (take_token(piece, &tok, &verified)) {
+        feed_.assign(1, tok);
+    } else {
+        feed_.clear();
+        flush(piece);
+    }
 }
 
 void Generator::run() {

@@ -14,20 +14,20 @@
 
 #include "model/session.h"
 #include "sample/sampler.h"
-#include "spec/proposer.h"
-#include "spec/scheduler.h"
+#include "speculative/proposer.h"
+#include "speculative/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ds4::model {
 
-// Speculative decoding (spec/): proposers chained in order (the first with a draft wins the
+// Speculative decoding (speculative/): proposers chained in order (the first with a draft wins the
 // step), each draft verified by one batched target pass.
 //   - Greedy sampling (temperature 0): a drafted token is accepted iff it is the target's argmax,
 //     so the output is exactly plain greedy decoding's (the kernels are batch-invariant).
 //   - Otherwise, opportunistic (the default): a drafted token equal to the target's argmax (of
 //     its raw logits) is accepted as is, and sampling resumes at the first one that is not. Not
 //     distribution-preserving: more deterministic than plain sampling, by design.
-//   - Otherwise, exact: rejection sampling (spec/verify.h) against the sampler's distribution, so
+//   - Otherwise, exact: rejection sampling (speculative/verify.h) against the sampler's distribution, so
 //     every token is distributed exactly as plain sampling's.
 struct SpecParams {
     std::vector<std::string> types;    // empty: plain decoding
@@ -35,7 +35,7 @@ struct SpecParams {
     int n_min = 0;                     // verify at least this many of a draft, whatever the scheduler says
     bool exact = false;                // temperature > 0: exact instead of opportunistic
     float confidence = 0.0f;           // a model proposer ends its draft below this probability (0: off)
-    int64_t draft_vocab = -1;          // the draft model scores the first draft_vocab ids (0: all; < 0: spec/draft.h's default)
+    int64_t draft_vocab = -1;          // the draft model scores the first draft_vocab ids (0: all; < 0: speculative/draft.h's default)
     // The "draft" proposer's model and its tokenizer (which must be the target's).
     std::shared_ptr<Model> draft;
     const tok::Tokenizer* draft_tok = nullptr;
@@ -88,6 +88,21 @@ public:
     bool next(std::string* piece);
     void run();  // to the end
 
+    // Batched decoding (model/engine.h): an engine runs the forward passes of many generators,
+    // each plain (no speculation: std::invalid_argument). start_batched() replaces the prefill;
+    // then, until done(), the engine evaluates the first n of rows() (the prompt, the pending
+    // token first, then each sampled token) in its pass and calls fed() with the last row's
+    // logits (argmax for plain greedy decoding) once n covers them all: the generator samples
+    // the next token, streams its text and puts it in rows().
+    void start_batched();
+    bool batched() const { return batched_; }
+    const std::vector<int32_t>& rows() const { return feed_; }
+    bool wants_argmax() const { return fused_greedy_; }
+    Session& session() { return session_; }
+    void fed(int64_t n, const float* logits, int32_t argmax, double seconds);
+    // The context cannot take rows(): generation ends as when a plain pass overflows.
+    void overflow() { feed_.clear(); finish("context"); flush(nullptr); }
+
     bool done() const { return done_; }
     const std::vector<int32_t>& tokens() const { return tokens_; }
     const std::string& text() const { return text_; }
@@ -96,6 +111,11 @@ public:
 private:
     void start();
     bool step(std::string* piece);  // next() without its timing
+    // Takes the next token (an accepted draft's, the greedy one, or a sample), records it and
+    // streams its text; returns false once generation has ended (on it, or before it).
+    bool take_token(std::string* piece, int32_t* tok, int64_t* verified);
+    void flush(std::string* piece);  // the final text, once done
+    void emit(std::string* piece);   // batched: the next token into rows(), or the end
     void hold(int32_t tok);
     // Evaluates tok (pending in the session) together with a draft, if a proposer has one and the
     // scheduler finds it pays, queueing the accepted draft tokens; returns the target's next token.
@@ -121,8 +141,8 @@ private:
     // Speculation: the proposers, the scheduler, the context they see (every token of the
     // session, the last emitted one included) and the accepted draft tokens still to emit, with
     // the session position each was evaluated at.
-    std::vector<std::unique_ptr<spec::Proposer>> proposers_;
-    std::unique_ptr<spec::Scheduler> scheduler_;
+    std::vector<std::unique_ptr<speculative::Proposer>> proposers_;
+    std::unique_ptr<speculative::Scheduler> scheduler_;
     std::vector<int32_t> context_;
     struct Verified {
         int32_t tok;
@@ -130,7 +150,7 @@ private:
         bool sampled;  // already recorded by the sampler (exact mode accepts as it goes)
     };
     std::deque<Verified> queue_;
-    spec::Draft draft_;
+    speculative::Draft draft_;
     std::vector<float> rows_, probs_;  // sampled speculation: the verify pass's logits, a distribution
     std::vector<int32_t> tokens_;
     std::string text_;                 // shown so far
@@ -138,6 +158,8 @@ private:
     GenerateStats stats_;
     bool started_ = false;
     bool done_ = false;
+    bool batched_ = false;
+    std::vector<int32_t> feed_;        // batched: the rows the engine is to evaluate next
 };
 
 }  // namespace ds4::model

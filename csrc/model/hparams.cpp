@@ -1,7 +1,7 @@
 // read_hparams: the metadata keys shared by every architecture; see hparams.h.
 //
 // Defaults for absent keys (transformers' config classes):
-//   attention.head_count_kv      = ArchDefaults::n_head_kv, else head_count
+//   attention.head_count_kv      = ArchDefaults::n_head_kv, else head_count (per layer or one value)
 //   attention.key_length         = ArchDefaults::head_dim, else embedding_length / head_count
 //   attention.value_length       = key_length
 //   attention.layer_norm_rms_epsilon, rope.freq_base, context_length: per ArchDefaults
@@ -28,6 +28,13 @@ namespace {
 
 // Sizes are checked against generous ceilings before anything is allocated from them or
 // narrowed to int: a hostile file must get an error, not a division by zero or a huge allocation.
+void check_range(const gguf::File& file, const std::string& key, int64_t x, int64_t max) {
+    if (x <= 0 || x > max) {
+        throw Error(file.path() + ": metadata key '" + key + "' must be in [1, " + std::to_string(max) + "], got " +
+                    std::to_string(x));
+    }
+}
+
 int64_t get_int(const gguf::File& file, const std::string& arch, const std::string& suffix, int64_t dflt,
                 bool required, int64_t max = int64_t{1} << 20) {
     const gguf::Value* v = find_key(file, arch, suffix);
@@ -36,11 +43,29 @@ int64_t get_int(const gguf::File& file, const std::string& arch, const std::stri
         return dflt;
     }
     const int64_t x = v->as_int();
-    if (x <= 0 || x > max) {
-        throw Error(file.path() + ": metadata key '" + arch + "." + suffix + "' must be in [1, " +
-                    std::to_string(max) + "], got " + std::to_string(x));
-    }
+    check_range(file, arch + "." + suffix, x, max);
     return x;
+}
+
+// A key llama.cpp writes either once or per layer (an array of n_layer integers).
+std::vector<int64_t> get_layer_ints(const gguf::File& file, const std::string& arch, const std::string& suffix,
+                                    int n_layer, int64_t dflt, bool required, int64_t max = int64_t{1} << 20) {
+    const gguf::Value* v = find_key(file, arch, suffix);
+    if (!v || v->type != gguf::ValueType::ARRAY) {
+        return std::vector<int64_t>(static_cast<size_t>(n_layer), get_int(file, arch, suffix, dflt, required, max));
+    }
+    const gguf::Array& a = v->as_array();
+    const std::string key = arch + "." + suffix;
+    if (a.size() != static_cast<size_t>(n_layer)) {
+        throw Error(file.path() + ": metadata key '" + key + "' has " + std::to_string(a.size()) + " entries for " +
+                    std::to_string(n_layer) + " layers");
+    }
+    std::vector<int64_t> out(a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+        out[i] = a.int_at(i);
+        check_range(file, key + "[" + std::to_string(i) + "]", out[i], max);
+    }
+    return out;
 }
 
 }  // namespace
@@ -49,45 +74,65 @@ HParams read_hparams(const gguf::File& file, const ArchDefaults& d) {
     HParams hp;
     hp.arch = file.get("general.architecture").as_string();
     const std::string& a = hp.arch;
+    const std::string where = file.path() + ": ";
     hp.n_embd = get_int(file, a, "embedding_length", 0, true);
     hp.n_layer = static_cast<int>(get_int(file, a, "block_count", 0, true));
-    hp.n_head = static_cast<int>(get_int(file, a, "attention.head_count", 0, true));
-    hp.n_head_kv = static_cast<int>(get_int(file, a, "attention.head_count_kv", d.n_head_kv > 0 ? d.n_head_kv : hp.n_head, false));
-    hp.head_dim = static_cast<int>(
-        get_int(file, a, "attention.key_length", d.head_dim > 0 ? d.head_dim : hp.n_embd / hp.n_head, false));
-    const int64_t v_dim = get_int(file, a, "attention.value_length", hp.head_dim, false);
-    hp.n_ff = get_int(file, a, "feed_forward_length", 0, true, int64_t{1} << 24);
-    hp.n_ctx_train = get_int(file, a, "context_length", d.n_ctx_train, false, int64_t{1} << 30);
-    hp.norm_eps = static_cast<float>(get_float(file, a, "attention.layer_norm_rms_epsilon", d.norm_eps));
-    hp.rope_base = static_cast<float>(get_float(file, a, "rope.freq_base", d.rope_base));
-    hp.rope_dims = static_cast<int>(get_int(file, a, "rope.dimension_count", hp.head_dim, false));
-
-    const std::string where = file.path() + ": ";
     if (static_cast<size_t>(hp.n_layer) > file.tensors().size()) {
         throw Error(where + a + ".block_count (" + std::to_string(hp.n_layer) + ") exceeds the " +
                     std::to_string(file.tensors().size()) + " tensors in the file");
     }
-    if (v_dim != hp.head_dim) {
+    hp.n_ctx_train = get_int(file, a, "context_length", d.n_ctx_train, false, int64_t{1} << 30);
+    hp.norm_eps = static_cast<float>(get_float(file, a, "attention.layer_norm_rms_epsilon", d.norm_eps));
+
+    const std::vector<int64_t> n_head = get_layer_ints(file, a, "attention.head_count", hp.n_layer, 0, true);
+    std::vector<int64_t> n_head_kv = n_head;
+    if (find_key(file, a, "attention.head_count_kv")) {
+        n_head_kv = get_layer_ints(file, a, "attention.head_count_kv", hp.n_layer, 0, true);
+    } else if (d.n_head_kv > 0) {
+        n_head_kv.assign(n_head.size(), d.n_head_kv);
+    }
+    const std::vector<int64_t> n_ff =
+        get_layer_ints(file, a, "feed_forward_length", hp.n_layer, 0, true, int64_t{1} << 24);
+    const auto head_dim = static_cast<int>(
+        get_int(file, a, "attention.key_length", d.head_dim > 0 ? d.head_dim : hp.n_embd / n_head[0], false));
+    const int64_t v_dim = get_int(file, a, "attention.value_length", head_dim, false);
+    if (v_dim != head_dim) {
         throw Error(where + a + ".attention.value_length (" + std::to_string(v_dim) +
-                    ") differs from key_length (" + std::to_string(hp.head_dim) + "): not supported");
+                    ") differs from key_length (" + std::to_string(head_dim) + "): not supported");
     }
-    if (hp.n_head % hp.n_head_kv != 0) {
-        throw Error(where + "attention.head_count (" + std::to_string(hp.n_head) +
-                    ") is not a multiple of head_count_kv (" + std::to_string(hp.n_head_kv) + ")");
+    const auto rope_base = static_cast<float>(get_float(file, a, "rope.freq_base", d.rope_base));
+    const auto rope_dims = static_cast<int>(get_int(file, a, "rope.dimension_count", head_dim, false));
+    if (rope_dims > head_dim || rope_dims % 2 != 0) {
+        throw Error(where + a + ".rope.dimension_count (" + std::to_string(rope_dims) +
+                    ") must be even and at most the head size " + std::to_string(head_dim));
     }
-    if (hp.rope_dims > hp.head_dim || hp.rope_dims % 2 != 0) {
-        throw Error(where + a + ".rope.dimension_count (" + std::to_string(hp.rope_dims) +
-                    ") must be even and at most the head size " + std::to_string(hp.head_dim));
-    }
+    float rope_freq_scale = 1.0f;
     if (const gguf::Value* t = find_key(file, a, "rope.scaling.type")) {
         const std::string& type = t->as_string();
         if (type == "linear") {
             const double factor = get_float(file, a, "rope.scaling.factor", 1.0);
             if (factor <= 0.0) throw Error(where + a + ".rope.scaling.factor must be positive");
-            hp.rope_freq_scale = static_cast<float>(1.0 / factor);
+            rope_freq_scale = static_cast<float>(1.0 / factor);
         } else if (type != "none") {
             throw Error(where + a + ".rope.scaling.type '" + type + "' is not supported yet (none, linear)");
         }
+    }
+    for (int il = 0; il < hp.n_layer; ++il) {
+        const auto i = static_cast<size_t>(il);
+        LayerParams L;
+        L.n_head = static_cast<int>(n_head[i]);
+        L.n_head_kv = static_cast<int>(n_head_kv[i]);
+        L.head_dim = head_dim;
+        L.n_ff = n_ff[i];
+        L.rope_dims = rope_dims;
+        L.rope_base = rope_base;
+        L.rope_freq_scale = rope_freq_scale;
+        if (L.n_head % L.n_head_kv != 0) {
+            throw Error(where + "attention.head_count (" + std::to_string(L.n_head) +
+                        ") is not a multiple of head_count_kv (" + std::to_string(L.n_head_kv) + ") in layer " +
+                        std::to_string(il));
+        }
+        hp.layers.push_back(L);
     }
     const gguf::TensorInfo* emb = file.find_tensor("token_embd.weight");
     if (!emb) throw Error(where + "tensor 'token_embd.weight' is missing (required by " + a + ")");

@@ -1,9 +1,12 @@
-// Hyper-parameters of a model, read from GGUF metadata ({arch}.* keys).
+// Hyper-parameters of a model, read from GGUF metadata ({arch}.* keys): what the whole model
+// shares, and per layer what may differ (kind, heads, FFN width, window, RoPE, attention scale).
 //
 // Where a key is absent the value transformers' config class would use is taken, per
 // architecture (ArchDefaults); each default is listed with its source in hparams.cpp and in
-// the architecture files. Architecture-specific keys (Gemma 3's sliding window pattern, local
-// RoPE base, soft-caps) are read by the architecture file itself.
+// the architecture files. Keys llama.cpp writes as per-layer arrays (head_count,
+// head_count_kv, feed_forward_length) may be arrays or scalars. Architecture-specific keys
+// (Gemma 3's sliding window pattern, local RoPE base, soft-caps) are read by the architecture
+// file itself into the layers.
 #pragma once
 
 #include <cstdint>
@@ -23,23 +26,35 @@ struct ArchDefaults {
     int head_dim = 0;                 // head_dim; 0: embedding_length / head_count
 };
 
+// What a layer's token mixer is (the next kinds: gated attention, gated DeltaNet, MLA).
+enum class LayerKind { attention };
+
+struct LayerParams {
+    LayerKind kind = LayerKind::attention;
+    int n_head = 0;                   // attention.head_count[il]
+    int n_head_kv = 0;                // attention.head_count_kv[il]
+    int head_dim = 0;                 // attention.key_length (== value_length)
+    int64_t n_ff = 0;                 // feed_forward_length[il]
+    int64_t window = 0;               // sliding window (0: full causal)
+    int rope_dims = 0;                // rope.dimension_count
+    float rope_base = 0.0f;           // rope.freq_base (or the family's local base)
+    float rope_freq_scale = 1.0f;     // 1 / rope.scaling.factor for linear scaling
+    float attn_scale = 0.0f;          // on q·k; 0: 1 / sqrt(head_dim)
+    float attn_softcap = 0.0f;        // 0: none
+
+    int64_t q_dim() const { return static_cast<int64_t>(n_head) * head_dim; }
+    int64_t kv_dim() const { return static_cast<int64_t>(n_head_kv) * head_dim; }
+};
+
 struct HParams {
     std::string arch;                 // general.architecture
     int64_t n_vocab = 0;              // rows of token_embd (the tokenizer may list fewer)
     int64_t n_embd = 0;               // embedding_length
     int n_layer = 0;                  // block_count
-    int n_head = 0;                   // attention.head_count
-    int n_head_kv = 0;                // attention.head_count_kv
-    int head_dim = 0;                 // attention.key_length (== value_length)
-    int64_t n_ff = 0;                 // feed_forward_length
     int64_t n_ctx_train = 0;          // context_length
     float norm_eps = 0.0f;            // attention.layer_norm_rms_epsilon
-    float rope_base = 0.0f;           // rope.freq_base
-    int rope_dims = 0;                // rope.dimension_count
-    float rope_freq_scale = 1.0f;     // 1 / rope.scaling.factor for linear scaling
-
-    int64_t q_dim() const { return static_cast<int64_t>(n_head) * head_dim; }
-    int64_t kv_dim() const { return static_cast<int64_t>(n_head_kv) * head_dim; }
+    float final_softcap = 0.0f;       // on the logits; 0: none
+    std::vector<LayerParams> layers;  // [n_layer]
 };
 
 // Reads the keys every supported architecture shares. n_vocab comes from the token_embd

@@ -10,12 +10,13 @@
 namespace ds4::model {
 
 std::unique_ptr<Model> make_llama(std::shared_ptr<const gguf::File> file, const Options& opts) {
-    ArchDefaults d;
-    d.rope_base = 10000.0f;
-    d.n_ctx_train = 2048;
-    DecoderConfig cfg{"llama", backend::RopeMode::normal};
-    cfg.rope_freqs = true;
-    return make_decoder(std::move(file), opts, d, cfg);
+    Family f;
+    f.arch = "llama";
+    f.defaults.rope_base = 10000.0f;
+    f.defaults.n_ctx_train = 2048;
+    f.rope = backend::RopeMode::normal;
+    f.rope_freqs = true;
+    return make_decoder(std::move(file), opts, f);
 }
 
 }  // namespace ds4::model

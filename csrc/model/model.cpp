@@ -1,4 +1,4 @@
-// Model: architecture dispatch, context and token checks around forward(); see model.h.
+// Model: architecture dispatch, the checks and layout of a forward request; see model.h.
 #include "model/model.h"
 
 #include <algorithm>
@@ -45,43 +45,132 @@ Model::Model(std::shared_ptr<const gguf::File> file, HParams hp, const Options& 
     backend_->set_defer_packing(opts.defer_pack);
 }
 
-std::unique_ptr<state::KvCache> Model::new_cache() const {
-    return std::make_unique<state::KvCache>(hp_.n_layer, hp_.kv_dim(), n_ctx_, opts_.kv_type);
+std::unique_ptr<state::State> Model::new_state() const {
+    std::vector<std::unique_ptr<state::Slot>> slots;
+    for (const LayerParams& L : hp_.layers) {
+        slots.push_back(std::make_unique<state::KvSlot>(L.kv_dim(), n_ctx_, opts_.kv_type));
+    }
+    return std::make_unique<state::State>(std::move(slots), n_ctx_, this);
 }
 
-void Model::eval(state::KvCache& kv, const int32_t* tokens, int64_t n, float* logits, int64_t n_out, int64_t head_rows) {
-    run(kv, tokens, n, n_out, logits, nullptr, head_rows);
-}
-
-void Model::eval_argmax(state::KvCache& kv, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out,
-                        int64_t head_rows) {
-    run(kv, tokens, n, n_out, nullptr, ids, head_rows);
-}
-
-void Model::run(state::KvCache& kv, const int32_t* tokens, int64_t n, int64_t n_out, float* logits, int32_t* ids,
-                int64_t head_rows) {
-    for (int64_t i = 0; i < n; ++i) {
-        if (tokens[i] < 0 || tokens[i] >= hp_.n_vocab) {
-            throw Error("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
-                        " is outside the vocabulary [0, " + std::to_string(hp_.n_vocab) + ")");
+int64_t Model::check(const Request& req) const {
+    if (req.n_seqs < 0 || (req.n_seqs > 0 && !req.seqs)) throw Error("forward: no sequences given");
+    for (int i = 0; i < req.n_seqs; ++i) {
+        const SeqRows& s = req.seqs[i];
+        const std::string which = "forward: sequence " + std::to_string(i);
+        if (!s.state) throw Error(which + " has no state");
+        if (s.state->owner() != this) throw Error(which + "'s state belongs to another model");
+        if (s.n < 1) throw Error(which + " has " + std::to_string(s.n) + " rows");
+        for (int j = 0; j < i; ++j) {
+            if (req.seqs[j].state == s.state) throw Error(which + " repeats sequence " + std::to_string(j) + "'s state");
         }
     }
+    const int64_t n = req.rows();
+    if (n == 0) return 0;
+    if (!req.tokens == !req.embeddings) throw Error("forward: give either token ids or input embeddings");
+    if (req.tokens) {
+        for (int64_t i = 0; i < n; ++i) {
+            if (req.tokens[i] < 0 || req.tokens[i] >= hp_.n_vocab) {
+                throw Error("token id " + std::to_string(req.tokens[i]) + " at index " + std::to_string(i) +
+                            " is outside the vocabulary [0, " + std::to_string(hp_.n_vocab) + ")");
+            }
+        }
+    }
+    int64_t n_logits = req.out ? 0 : n, n_argmax = 0;
+    for (int64_t i = 0; req.out && i < n; ++i) {
+        n_logits += req.out[i] == Out::logits;
+        n_argmax += req.out[i] == Out::argmax;
+    }
+    if (n_logits > 0 && !req.logits) throw Error("forward: rows return logits but no logits buffer was given");
+    if (n_argmax > 0 && !req.argmax) throw Error("forward: rows return argmax but no argmax buffer was given");
+    for (int c = 0; c < req.n_capture; ++c) {
+        const int layer = req.capture_layers[c];
+        if (layer < 0 || layer > hp_.n_layer) {
+            throw Error("forward: capture layer " + std::to_string(layer) + " is outside [0, " +
+                        std::to_string(hp_.n_layer) + "]");
+        }
+    }
+    if (req.n_capture > 0 && !req.hidden) throw Error("forward: captures asked for but no hidden buffer was given");
+    return n;
+}
+
+void Model::forward(const Request& req) {
+    const int64_t n = check(req);
+    if (n == 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (backend_->packing_pending()) backend_->finish_packing();
+    for (int i = 0; i < req.n_seqs; ++i) {  // throws ContextOverflow before anything is written
+        req.seqs[i].state->reserve(req.seqs[i].state->n_past() + req.seqs[i].n);
+    }
+    pos_.resize(static_cast<size_t>(n));
+    last_.resize(static_cast<size_t>(n));
+    first_.assign(1, 0);
+    n_past_.clear();
+    for (int i = 0; i < req.n_seqs; ++i) {
+        const SeqRows& s = req.seqs[i];
+        const int64_t f = first_.back(), p0 = s.state->n_past();
+        for (int64_t r = 0; r < s.n; ++r) {
+            pos_[static_cast<size_t>(f + r)] = static_cast<int32_t>(p0 + r);
+            last_[static_cast<size_t>(f + r)] = static_cast<int32_t>(s.attend == Attend::block ? p0 + s.n - 1 : p0 + r);
+        }
+        first_.push_back(f + s.n);
+        n_past_.push_back(p0);
+    }
+    out_logits_.clear();
+    out_argmax_.clear();
+    captured_.clear();
+    for (int64_t r = 0; r < n; ++r) {
+        const Out o = req.out ? req.out[r] : Out::logits;
+        if (o == Out::logits) out_logits_.push_back(r);
+        if (o == Out::argmax) out_argmax_.push_back(r);
+        if (req.n_capture > 0 && (!req.capture_rows || req.capture_rows[r])) captured_.push_back(r);
+    }
+    const Pass pass{req, n, pos_.data(), last_.data(), first_.data(), n_past_.data(),
+                    out_logits_.data(), static_cast<int64_t>(out_logits_.size()),
+                    out_argmax_.data(), static_cast<int64_t>(out_argmax_.size()),
+                    captured_.data(), static_cast<int64_t>(captured_.size())};
+    backend_->arena().reset();
+    run(pass);
+    for (int i = 0; i < req.n_seqs; ++i) {
+        const SeqRows& s = req.seqs[i];
+        if (s.attend == Attend::causal) s.state->commit(n_past_[static_cast<size_t>(i)] + s.n);
+    }
+    ++passes_;
+    rows_ += static_cast<uint64_t>(n);
+}
+
+void Model::eval(state::State& st, const int32_t* tokens, int64_t n, float* logits, int64_t n_out, int64_t head_rows) {
+    eval_one(st, tokens, n, n_out, logits, nullptr, head_rows);
+}
+
+void Model::eval_argmax(state::State& st, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out,
+                        int64_t head_rows) {
+    eval_one(st, tokens, n, n_out, nullptr, ids, head_rows);
+}
+
+void Model::eval_one(state::State& st, const int32_t* tokens, int64_t n, int64_t n_out, float* logits, int32_t* ids,
+                     int64_t head_rows) {
     if (n == 0) return;
     if (n_out < 0) n_out = n;
     if (n_out == 0 || n_out > n) throw Error("n_out must be in [1, " + std::to_string(n) + "], got " + std::to_string(n_out));
-    std::lock_guard<std::mutex> lock(mu_);
-    if (backend_->packing_pending()) backend_->finish_packing();
-    const int64_t n_past = kv.n_past();
-    kv.reserve(n_past + n);  // throws ContextOverflow before anything is written
-    std::vector<int32_t> pos(static_cast<size_t>(n));
-    std::iota(pos.begin(), pos.end(), static_cast<int32_t>(n_past));
-    Batch b{tokens, pos.data(), n, kv, n_out, logits};
-    b.argmax = ids;
-    b.head_rows = head_rows;
-    forward(b);
-    kv.commit(n_past + n);
-    ++passes_;
-    rows_ += static_cast<uint64_t>(n);
+    std::vector<Out> out(static_cast<size_t>(n), Out::none);
+    std::fill(out.end() - n_out, out.end(), ids ? Out::argmax : Out::logits);
+    const SeqRows seq{&st, n, Attend::causal};
+    Request req;
+    req.tokens = tokens;
+    req.seqs = &seq;
+    req.n_seqs = 1;
+    req.out = out.data();
+    req.logits = logits;
+    req.argmax = ids;
+    req.head_rows = head_rows;
+    forward(req);
+}
+
+int64_t Model::split_rows() const {
+    int64_t rows = backend_->split_rows(work_.head.type);
+    for (const PassWork::Part& p : work_.layers) rows = std::max(rows, backend_->split_rows(p.type));
+    return rows;
 }
 
 PassTimes Model::pass_times(bool argmax) const {

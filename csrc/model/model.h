@@ -1,9 +1,11 @@
 // A loaded model: hyper-parameters, weights (views into the GGUF mmap) and the backend that
-// runs its forward pass. One Model is shared by any number of sessions (state::KvCache each).
+// runs its forward pass. One Model is shared by any number of sequences, each a state::State
+// (a slot per layer) that new_state() makes.
 //
-// Model::load dispatches on general.architecture to one file per architecture (llama.cpp,
-// qwen2.cpp, qwen3.cpp, gemma3.cpp), each a subclass that binds its tensors at load time and
-// implements forward() from the shared blocks in blocks.h.
+// Model::load dispatches on general.architecture to one short file per architecture
+// (llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp) that says how it differs from the shared
+// decoder (decoder.h), which binds the tensors per layer and runs forward requests
+// (request.h) from the blocks in blocks.h.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +20,8 @@
 #include "gguf/gguf.h"
 #include "model/hparams.h"
 #include "model/pass_cost.h"
-#include "state/kv_cache.h"
+#include "model/request.h"
+#include "state/state.h"
 
 namespace ds4::model {
 
@@ -40,18 +43,6 @@ struct Options {
     bool defer_pack = false;
 };
 
-// What one forward call processes: n new tokens at positions pos[i] = kv.n_past() + i.
-struct Batch {
-    const int32_t* tokens;   // [n]
-    const int32_t* pos;      // [n]
-    int64_t n;
-    state::KvCache& kv;      // positions [0, pos[n-1]] reserved; [0, pos[0]) valid
-    int64_t n_out;           // logits wanted for the last n_out rows only (1 <= n_out <= n)
-    float* logits;           // [n_out, n_vocab] out (unused when argmax is set)
-    int32_t* argmax = nullptr;  // [n_out] out: each row's greedy token instead of its logits
-    int64_t head_rows = 0;      // > 0: score only the first head_rows vocabulary ids (the rest -inf)
-};
-
 class Model {
 public:
     // Throws Error for an unknown architecture or a file that does not fit it.
@@ -64,21 +55,25 @@ public:
     int64_t n_ctx() const { return n_ctx_; }
     backend::KvType kv_type() const { return opts_.kv_type; }
 
-    // An empty cache sized for this model and its n_ctx.
-    std::unique_ptr<state::KvCache> new_cache() const;
+    // An empty state for one sequence: a KV slot per attention layer, sized for n_ctx.
+    std::unique_ptr<state::State> new_state() const;
 
-    // Appends tokens[0, n) to `kv` and writes the logits of the last n_out of them
-    // (logits[n_out, n_vocab]; n_out < 0 means all n). Checks the ids and the context before
-    // touching the cache (Error / state::ContextOverflow); calls from several sessions are
-    // serialised, since they share the backend's threads.
+    // Runs one forward pass over the request's rows (request.h). Checks everything first (ids,
+    // states, outputs, context: Error / state::ContextOverflow) and changes nothing on error;
+    // then writes the outputs and commits each causal run's rows to its state. Passes are
+    // serialised: they share the backend's threads.
+    void forward(const Request& req);
+
+    // One sequence: appends tokens[0, n) to `st` and writes the logits of the last n_out of them
+    // (logits[n_out, n_vocab]; n_out < 0 means all n).
     // head_rows > 0 scores only the first head_rows vocabulary ids, the rest reading as -inf (a
     // drafter's shortlist: the output projection is most of a small model's bytes).
-    void eval(state::KvCache& kv, const int32_t* tokens, int64_t n, float* logits, int64_t n_out = -1,
+    void eval(state::State& st, const int32_t* tokens, int64_t n, float* logits, int64_t n_out = -1,
               int64_t head_rows = 0);
     // The same, writing for each of the last n_out rows the id of its largest logit (lowest id
     // on ties) instead of the logits: what greedy decoding and greedy verification need, without
     // the n_out x n_vocab rows. Bit-consistent with eval: argmax of the very same logits.
-    void eval_argmax(state::KvCache& kv, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out = -1,
+    void eval_argmax(state::State& st, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out = -1,
                      int64_t head_rows = 0);
 
     // Per row of a forward pass: multiply-adds and weight bytes by format (model/pass_cost.h).
@@ -92,6 +87,10 @@ public:
     PassTimes pass_times(bool argmax) const;
     void set_pass_times(bool argmax, PassTimes t);
 
+    // 0 when every row of a pass comes out the same whatever the pass's size; otherwise the
+    // size from which some matmul computes rows another way (Backend::split_rows).
+    int64_t split_rows() const;
+
     // Forward passes run and rows they evaluated, since load: the work a caller can account for.
     uint64_t forward_passes() const { return passes_.load(); }
     uint64_t forward_rows() const { return rows_.load(); }
@@ -100,7 +99,8 @@ public:
 
 protected:
     Model(std::shared_ptr<const gguf::File> file, HParams hp, const Options& opts);
-    virtual void forward(const Batch& b) = 0;
+    // Runs a checked pass: writes the outputs and the slots; committing is the caller's.
+    virtual void run(const Pass& p) = 0;
 
     backend::Backend& be() { return *backend_; }
 
@@ -111,10 +111,15 @@ protected:
     std::unique_ptr<backend::Backend> backend_;
 
 private:
-    void run(state::KvCache& kv, const int32_t* tokens, int64_t n, int64_t n_out, float* logits, int32_t* ids,
-             int64_t head_rows);
+    void eval_one(state::State& st, const int32_t* tokens, int64_t n, int64_t n_out, float* logits, int32_t* ids,
+                  int64_t head_rows);
+    // Checks a request before anything runs (Model::forward); returns its rows.
+    int64_t check(const Request& req) const;
 
     std::mutex mu_;
+    // The pass layout, rebuilt under mu_ for every pass.
+    std::vector<int32_t> pos_, last_;
+    std::vector<int64_t> first_, n_past_, out_logits_, out_argmax_, captured_;
     PassWork work_;
     mutable std::mutex times_mu_;
     PassTimes times_[2];  // [argmax]

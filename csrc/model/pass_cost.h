@@ -7,7 +7,7 @@
 // the backend's matmul kernels reach on this machine for each weight format and row count,
 // measured once per process on a small synthetic matrix that stays in cache (a few ms; a
 // fresh `ds4 -p` pays it, not a calibration of the whole curve). The generation refines the
-// curve from the passes it runs anyway (spec/scheduler.h).
+// curve from the passes it runs anyway (speculative/scheduler.h).
 #pragma once
 
 #include <cstdint>
@@ -42,7 +42,7 @@ struct PassWork {
 };
 
 // What generations measured of a model's passes, carried to the next generation on it (the
-// speculation scheduler's fit, spec/scheduler.h): a plain step's seconds and, per row count, the
+// speculation scheduler's fit, speculative/scheduler.h): a plain step's seconds and, per row count, the
 // measured / prior ratio of what the extra rows cost.
 struct PassTimes {
     // A running measured / prior ratio: the first pass sets it, later ones move it by `weight`.

@@ -8,13 +8,14 @@
 namespace ds4::model {
 
 std::unique_ptr<Model> make_qwen2(std::shared_ptr<const gguf::File> file, const Options& opts) {
-    ArchDefaults d;
-    d.rope_base = 10000.0f;
-    d.n_ctx_train = 32768;
-    d.n_head_kv = 32;
-    DecoderConfig cfg{"qwen2", backend::RopeMode::neox};
-    cfg.bias = true;
-    return make_decoder(std::move(file), opts, d, cfg);
+    Family f;
+    f.arch = "qwen2";
+    f.defaults.rope_base = 10000.0f;
+    f.defaults.n_ctx_train = 32768;
+    f.defaults.n_head_kv = 32;
+    f.rope = backend::RopeMode::neox;
+    f.bias = true;
+    return make_decoder(std::move(file), opts, f);
 }
 
 }  // namespace ds4::model

@@ -8,14 +8,15 @@
 namespace ds4::model {
 
 std::unique_ptr<Model> make_qwen3(std::shared_ptr<const gguf::File> file, const Options& opts) {
-    ArchDefaults d;
-    d.rope_base = 10000.0f;
-    d.n_ctx_train = 32768;
-    d.n_head_kv = 32;
-    d.head_dim = 128;
-    DecoderConfig cfg{"qwen3", backend::RopeMode::neox};
-    cfg.qk_norm = true;
-    return make_decoder(std::move(file), opts, d, cfg);
+    Family f;
+    f.arch = "qwen3";
+    f.defaults.rope_base = 10000.0f;
+    f.defaults.n_ctx_train = 32768;
+    f.defaults.n_head_kv = 32;
+    f.defaults.head_dim = 128;
+    f.rope = backend::RopeMode::neox;
+    f.qk_norm = true;
+    return make_decoder(std::move(file), opts, f);
 }
 
 }  // namespace ds4::model

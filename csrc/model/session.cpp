@@ -1,4 +1,4 @@
-// Session: eval / truncate / snapshot around a KvCache; see session.h.
+// Session: eval / rewind / snapshot around a state::State; see session.h.
 #include "model/session.h"
 
 #include <algorithm>
@@ -6,11 +6,11 @@
 
 namespace ds4::model {
 
-Session::Session(std::shared_ptr<Model> model) : model_(std::move(model)), kv_(model_->new_cache()) {}
+Session::Session(std::shared_ptr<Model> model) : model_(std::move(model)), st_(model_->new_state()) {}
 
 int64_t Session::n_past() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return kv_->n_past() + (pending_ >= 0 ? 1 : 0);
+    return st_->n_past() + (pending_ >= 0 ? 1 : 0);
 }
 
 void Session::eval(const int32_t* tokens, int64_t n, float* logits, int64_t n_out) {
@@ -39,7 +39,7 @@ void Session::eval_locked(const int32_t* tokens, int64_t n, float* logits, int64
         scratch_.resize(static_cast<size_t>(n_vocab));
         out = scratch_.data();
     }
-    model_->eval(*kv_, feed.data(), m, out, n_out, head_rows_);
+    model_->eval(*st_, feed.data(), m, out, n_out, head_rows_);
     tokens_.insert(tokens_.end(), feed.begin(), feed.end());
     pending_ = -1;
     const float* last = out + (n_out - 1) * n_vocab;
@@ -54,26 +54,99 @@ std::vector<int32_t> Session::eval_argmax(const int32_t* tokens, int64_t n, int6
     std::vector<int32_t> ids(static_cast<size_t>(out));
     if (m == 0) return ids;
     if (out < 1) throw Error("eval_argmax: n_out must be >= 1 or < 0 (all), got " + std::to_string(n_out));
-    model_->eval_argmax(*kv_, feed.data(), m, ids.data(), out, head_rows_);
+    model_->eval_argmax(*st_, feed.data(), m, ids.data(), out, head_rows_);
     tokens_.insert(tokens_.end(), feed.begin(), feed.end());
     pending_ = -1;
     last_logits_.clear();  // not computed; last_logits() re-runs the last position if asked
     return ids;
 }
 
+void Session::eval_hidden(const int32_t* tokens, int64_t n, const int* layers, int n_layers, float* hidden) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::vector<int32_t> feed = with_pending(tokens, n);
+    const auto m = static_cast<int64_t>(feed.size());
+    if (m == 0) return;
+    const std::vector<Out> out(static_cast<size_t>(m), Out::none);
+    std::vector<uint8_t> captured(static_cast<size_t>(m), 1);
+    if (pending_ >= 0) captured[0] = 0;
+    const SeqRows seq{st_.get(), m, Attend::causal};
+    Request req;
+    req.tokens = feed.data();
+    req.seqs = &seq;
+    req.n_seqs = 1;
+    req.out = out.data();
+    req.capture_layers = layers;
+    req.n_capture = n_layers;
+    req.capture_rows = captured.data();
+    req.hidden = hidden;
+    model_->forward(req);
+    tokens_.insert(tokens_.end(), feed.begin(), feed.end());
+    pending_ = -1;
+    last_logits_.clear();
+}
+
+void Session::eval_block(const int32_t* tokens, int64_t n, float* logits) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pending_ >= 0) throw Error("eval_block: the session holds a pending token; evaluate it first");
+    if (n == 0) return;
+    const SeqRows seq{st_.get(), n, Attend::block};
+    Request req;
+    req.tokens = tokens;
+    req.seqs = &seq;
+    req.n_seqs = 1;
+    req.logits = logits;
+    req.head_rows = head_rows_;
+    model_->forward(req);
+}
+
+void Session::feed_locked(const int32_t* tokens, int64_t n) {
+    if (n == 0) return;
+    const std::vector<Out> out(static_cast<size_t>(n), Out::none);
+    const SeqRows seq{st_.get(), n, Attend::causal};
+    Request req;
+    req.tokens = tokens;
+    req.seqs = &seq;
+    req.n_seqs = 1;
+    req.out = out.data();
+    model_->forward(req);
+    tokens_.insert(tokens_.end(), tokens, tokens + n);
+}
+
+void Session::rewind_locked(int64_t n) {
+    if (n == st_->n_past()) return;
+    const int64_t cp = st_->checkpoint_pos();
+    try {
+        if (cp >= 0 && n >= cp) {
+            // From the checkpoint: recurrent slots restore their copy and are fed again the
+            // accepted tokens after it (KV slots just forget rows).
+            const int64_t replay = st_->rollback(n);
+            const std::vector<int32_t> again(tokens_.begin() + (n - replay), tokens_.begin() + n);
+            tokens_.resize(static_cast<size_t>(n - replay));
+            feed_locked(again.data(), replay);
+        } else {
+            st_->truncate(n);
+            tokens_.resize(static_cast<size_t>(n));
+        }
+    } catch (const std::out_of_range& e) {
+        throw Error(e.what());
+    }
+    last_logits_.clear();
+}
+
 void Session::truncate(int64_t n) {
     std::lock_guard<std::mutex> lock(mu_);
-    const int64_t held = kv_->n_past() + (pending_ >= 0 ? 1 : 0);
+    const int64_t held = st_->n_past() + (pending_ >= 0 ? 1 : 0);
     if (n < 0 || n > held) {
         throw Error("truncate(" + std::to_string(n) + "): n_past must be in [0, " + std::to_string(held) + "]");
     }
     if (n == held) return;
     pending_ = -1;
-    if (n < kv_->n_past()) {
-        kv_->truncate(n);
-        tokens_.resize(static_cast<size_t>(n));
-        last_logits_.clear();
-    }
+    if (n < st_->n_past()) rewind_locked(n);
+}
+
+void Session::checkpoint() {
+    std::lock_guard<std::mutex> lock(mu_);
+    st_->checkpoint();
 }
 
 void Session::set_pending(int32_t id) {
@@ -82,7 +155,7 @@ void Session::set_pending(int32_t id) {
     if (id < 0 || id >= model_->hparams().n_vocab)
         throw Error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                     std::to_string(model_->hparams().n_vocab) + ")");
-    if (kv_->n_past() + 1 > model_->n_ctx())
+    if (st_->n_past() + 1 > model_->n_ctx())
         throw state::ContextOverflow("set_pending: the context of " + std::to_string(model_->n_ctx()) + " positions is full");
     pending_ = id;
 }
@@ -100,42 +173,52 @@ std::vector<float> Session::last_logits() {
         eval_locked(nullptr, 0, nullptr, 0);
     } else if (last_logits_.empty()) {
         if (tokens_.empty()) throw Error("the session holds no tokens: there is nothing to continue from");
-        // Re-run the last position to recover its logits (after a truncate or restore).
+        // Re-run the last position to recover its logits (after a greedy pass or a truncate).
         const int32_t last = tokens_.back();
-        const int64_t n = kv_->n_past();
-        kv_->truncate(n - 1);
-        tokens_.pop_back();
-        scratch_.resize(static_cast<size_t>(model_->hparams().n_vocab));
-        try {
-            eval_locked(&last, 1, scratch_.data(), 1);
-        } catch (...) {
-            // The cache rows of position n-1 are still there (a re-run writes the same values).
-            kv_->commit(n);
-            tokens_.push_back(last);
-            throw;
-        }
+        rewind_locked(st_->n_past() - 1);
+        eval_locked(&last, 1, nullptr, 0);
     }
     return last_logits_;
+}
+
+std::vector<int32_t> Session::rows_for(const int32_t* tokens, int64_t n) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return with_pending(tokens, n);
+}
+
+void Session::appended(const int32_t* rows, int64_t n, const float* last_logits) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_ = -1;  // the first of the rows, if the session held one
+    tokens_.insert(tokens_.end(), rows, rows + n);
+    if (last_logits) {
+        last_logits_.assign(last_logits, last_logits + model_->hparams().n_vocab);
+    } else {
+        last_logits_.clear();
+    }
 }
 
 std::shared_ptr<const Session::Snapshot> Session::snapshot() const {
     std::lock_guard<std::mutex> lock(mu_);
     auto snap = std::make_shared<Snapshot>();
     snap->model = model_;
-    snap->kv = kv_->snapshot();
+    snap->state = st_->snapshot();
     snap->tokens = tokens_;
     snap->pending = pending_;
+    snap->last_logits = last_logits_;
     return snap;
 }
 
 void Session::restore(const Snapshot& snap) {
     std::lock_guard<std::mutex> lock(mu_);
     if (snap.model != model_) throw Error("restore: the snapshot was taken from a session of another model");
-    if (snap.kv.type != kv_->type()) throw Error("restore: the snapshot's KV type differs from this session's");
-    kv_->restore(snap.kv);
+    try {
+        st_->restore(snap.state);
+    } catch (const std::invalid_argument& e) {
+        throw Error(std::string("restore: ") + e.what());
+    }
     tokens_ = snap.tokens;
     pending_ = snap.pending;
-    last_logits_.clear();
+    last_logits_ = snap.last_logits;
 }
 
 }  // namespace ds4::model

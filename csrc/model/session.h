@@ -1,9 +1,10 @@
 // A Session: one sequence being evaluated against a shared Model (DESIGN.md's Session).
 //
-// It owns its KV cache and keeps the Model (and so the mmap'd weights) alive. eval() appends
-// tokens and returns the logits of every one; truncate() rewinds; snapshot()/restore() copy
-// the valid part of the cache (cost: see state::KvSnapshot). Calls on one session are
-// serialised by its own mutex, so a session used from two threads stays consistent.
+// It owns its state (state::State: a slot per layer) and keeps the Model (and so the mmap'd
+// weights) alive. eval() appends tokens and returns the logits of every one; checkpoint() before
+// a pass that may be partly rejected and truncate() after it rewind without re-evaluating the
+// context; snapshot()/restore() copy every slot (cost: see state::Snapshot). Calls on one
+// session are serialised by its own mutex, so a session used from two threads stays consistent.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@
 #include <vector>
 
 #include "model/model.h"
-#include "state/kv_cache.h"
+#include "state/state.h"
 
 namespace ds4::model {
 
@@ -22,10 +23,11 @@ public:
 
     struct Snapshot {
         std::shared_ptr<const Model> model;  // restore() checks it is this session's model
-        state::KvSnapshot kv;
-        std::vector<int32_t> tokens;         // ids of the cached positions
+        state::Snapshot state;
+        std::vector<int32_t> tokens;         // ids of the positions held in the state
         int32_t pending = -1;
-        int64_t n_past() const { return kv.n_past + (pending >= 0 ? 1 : 0); }
+        std::vector<float> last_logits;      // of the last position held, when known
+        int64_t n_past() const { return state.n_past + (pending >= 0 ? 1 : 0); }
     };
 
     const Model& model() const { return *model_; }
@@ -44,8 +46,23 @@ public:
     // logit, computed without materialising the logits (Model::eval_argmax); n_out >= 1: for
     // the last n_out of them only (the others' output projection is skipped).
     std::vector<int32_t> eval_argmax(const int32_t* tokens, int64_t n, int64_t n_out = -1);
-    // Keeps the first n positions; throws Error unless 0 <= n <= n_past().
+    // The hidden states of layers[0, n_layers) for tokens[0, n) appended like eval():
+    // hidden[n_layers, n, n_embd], indexed as transformers' output_hidden_states (0: the
+    // embeddings, i: after layer i, n_layer: after the final norm). Throws Error for a layer
+    // outside [0, n_layer]; the pending token, if any, is fed first and not returned.
+    void eval_hidden(const int32_t* tokens, int64_t n, const int* layers, int n_layers, float* hidden);
+    // A block pass (request.h's Attend::block): rows tokens[0, n) at positions n_past() + i,
+    // each seeing the positions held and every row of the block; writes logits[n, n_vocab] and
+    // commits nothing (what a DFlash / DSpark drafter's pass is). Throws Error if the session
+    // holds a pending token (it must be evaluated first).
+    void eval_block(const int32_t* tokens, int64_t n, float* logits);
+    // Keeps the first n positions; throws Error unless 0 <= n <= n_past(). From the last
+    // checkpoint on it never re-evaluates the context (recurrent slots replay only the tokens
+    // after the checkpoint).
     void truncate(int64_t n);
+    // Marks the positions evaluated so far (a pending token not included) as where truncate()
+    // returns to without re-evaluating: taken before a pass that may be partly rejected.
+    void checkpoint();
     // A drafting session: its evals score only the first n vocabulary ids (Model::eval's
     // head_rows; 0: all). Its logits then read -inf past them, last_logits() included.
     void set_head_rows(int64_t n) { head_rows_ = n; }
@@ -60,20 +77,32 @@ public:
     // the session): evaluates the pending token, or recomputes the last position after a
     // truncate/restore dropped them. Throws Error if n_past() == 0.
     std::vector<float> last_logits();
+    // Batched passes (model/engine.h) run this session's rows with other sessions' in one
+    // Model::forward on its state: rows_for() gives what feeding tokens means (the pending token
+    // first), appended() records the first n of them once a pass has evaluated them, with the
+    // last one's logits when the pass returned them. The engine holds the session meanwhile.
+    std::vector<int32_t> rows_for(const int32_t* tokens, int64_t n) const;
+    state::State& state() { return *st_; }
+    void appended(const int32_t* rows, int64_t n, const float* last_logits);
+
     std::shared_ptr<const Snapshot> snapshot() const;
-    // Throws Error if the snapshot comes from a session of another model or KV type.
+    // Throws Error if the snapshot comes from a session of another model.
     void restore(const Snapshot& snap);
 
 private:
     void eval_locked(const int32_t* tokens, int64_t n, float* logits, int64_t n_out);
     // The pending token (if any) followed by tokens[0, n): what a forward pass feeds.
     std::vector<int32_t> with_pending(const int32_t* tokens, int64_t n) const;
+    // Appends tokens without asking for any output.
+    void feed_locked(const int32_t* tokens, int64_t n);
+    // Back to n <= the positions in the state (from the checkpoint by rollback, else truncate).
+    void rewind_locked(int64_t n);
 
     std::shared_ptr<Model> model_;
-    std::unique_ptr<state::KvCache> kv_;
-    std::vector<int32_t> tokens_;      // ids of the cached positions [kv_->n_past()]
+    std::unique_ptr<state::State> st_;
+    std::vector<int32_t> tokens_;      // ids of the positions held [st_->n_past()]
     int32_t pending_ = -1;             // appended, not evaluated; -1: none
-    std::vector<float> last_logits_;   // of position kv_->n_past() - 1; empty when unknown
+    std::vector<float> last_logits_;   // of position st_->n_past() - 1; empty when unknown
     std::vector<float> scratch_;       // logits rows nobody asked for
     int64_t head_rows_ = 0;
     mutable std::mutex mu_;

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from ds4 import _core
+from ds4.batch import Batch
 from ds4.default_model import default_model_path
+from ds4.generation import Generation
 from ds4.session import Session
 
 
@@ -86,6 +89,25 @@ class Model:
     def session(self) -> Session:
         """A new, empty session on this model (weights shared, its own KV cache)."""
         return Session(self, self._m.session())
+
+    def batch(self, max_rows: int = 512) -> Batch:
+        """A :class:`ds4.Batch`: generations that share each forward pass, added and stepped
+        incrementally (what a server sits on). ``max_rows``: rows per pass at most (decode rows
+        first; prompts fill the rest)."""
+        return Batch(self, max_rows)
+
+    def generate_batch(self, prompts: Sequence[str | Sequence[int]], **options: Any) -> list[Generation]:
+        """Generate from every prompt at once, each in a new session, one forward pass per step
+        for all of them; returns one finished :class:`ds4.Generation` per prompt, in order.
+
+        ``options`` are :meth:`ds4.Session.generate`'s (``spec`` and ``stream`` aside: batched
+        rows decode plainly). Each generation's tokens equal those of the same prompt generated
+        alone, greedy or sampled with a seed. On a CPU the weights are read once per pass
+        whatever its rows, so the sessions share that read (see BENCHMARKS.md for the rates)."""
+        b = self.batch()
+        gens = [b.add(p, **options) for p in prompts]
+        b.run()
+        return gens
 
     def __repr__(self) -> str:
         return f"ds4.Model({self.path!r}, arch={self.arch!r}, vocab_size={self.vocab_size})"

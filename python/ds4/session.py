@@ -9,7 +9,8 @@ import numpy.typing as npt
 
 from ds4 import _core
 from ds4.generation import Generation
-from ds4.spec import Spec
+from ds4.options import generate_options, prompt_ids
+from ds4.speculative import Spec
 
 if TYPE_CHECKING:
     from ds4.model import Model
@@ -18,7 +19,7 @@ Snapshot = _core.SessionSnapshot
 
 
 class Session:
-    """A sequence being evaluated: its KV cache and position, against a shared model.
+    """A sequence being evaluated: its state (a KV cache per attention layer) and position, against a shared model.
 
     Sessions are made by :meth:`ds4.Model.session`; many may share one model (weights are
     mapped once). Each call that runs the model releases the GIL.
@@ -68,6 +69,17 @@ class Session:
         """
         return self._s.eval_argmax(self._ids(tokens))
 
+    def eval_hidden(self, tokens: Sequence[int] | npt.NDArray[np.integer], layers: Sequence[int]) -> npt.NDArray[np.float32]:
+        """Append ``tokens`` and return their hidden states, float32 ``(len(layers), len(tokens), n_embd)``.
+
+        ``layers`` index as transformers' ``output_hidden_states``: 0 the embeddings (scaled as
+        the model scales them), ``i`` the residual stream after layer ``i``, ``n_layer`` after
+        the final norm (what the output head reads; mean-pool it for an embedding). A pending
+        token left by generation is evaluated first and not returned. Errors as :meth:`eval`,
+        and ``ds4.ModelError`` for a layer outside ``[0, n_layer]``.
+        """
+        return self._s.eval_hidden(self._ids(tokens), [int(i) for i in layers])
+
     @property
     def tokens(self) -> list[int]:
         """Ids of every position the session holds."""
@@ -107,37 +119,12 @@ class Session:
         one batched pass; at temperature 0 the same tokens as plain greedy decoding, otherwise
         ``spec.sampling`` decides (see :class:`ds4.Spec`); its counters are in ``stats``.
         """
-        spec_types: list[str] = []
-        n_max = 16
-        if spec is not None and not isinstance(spec, Spec):
-            raise TypeError(f"spec must be a ds4.Spec, got {type(spec).__name__}")
-        if spec is not None and not spec.strict:
-            spec_types = spec.resolved_types()
-            n_max = spec.n_max or n_max
-        if isinstance(prompt, str):
-            ids = self.model.tokenize(prompt, add_special=self.n_past == 0) if prompt else []
-        else:
-            ids = [int(t) for t in prompt]
-        stops = [stop] if isinstance(stop, str) else list(stop or [])
-        params = _core.SamplingParams(
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            min_p=min_p,
-            repeat_penalty=repeat_penalty,
-            repeat_last_n=repeat_last_n,
-            presence_penalty=presence_penalty,
-            frequency_penalty=frequency_penalty,
-            logit_bias=logit_bias,
-            seed=seed,
-        )
-        params.validate(self.model.n_vocab)
-        exact = spec is not None and spec.sampling == "exact"
-        draft = spec.draft(self.model.threads) if spec_types and spec is not None else None
-        core = _core.Generator(self._s, self.model._m, np.asarray(ids, dtype=np.int64), max_tokens, params, stops,
-                               stop_at_eog, spec_types, n_max, exact, draft, (spec.n_min or 0) if spec else 0,
-                               (spec.confidence or 0.0) if spec else 0.0,
-                               spec.draft_vocab if spec and spec.draft_vocab is not None else -1)
+        opts = generate_options(self.model, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                                min_p=min_p, repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n,
+                                presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
+                                logit_bias=logit_bias, seed=seed, stop=stop, stop_at_eog=stop_at_eog, spec=spec)
+        ids = prompt_ids(self.model, prompt, self.n_past)
+        core = _core.Generator(self._s, self.model._m, np.asarray(ids, dtype=np.int64), opts)
         gen = Generation(core)
         if not stream:
             core.run()
@@ -148,7 +135,7 @@ class Session:
         self._s.truncate(n_past)
 
     def snapshot(self) -> Snapshot:
-        """A copy of the session's state (``n_past`` and the KV cache up to it).
+        """A copy of the session's state: every layer's slot (the KV cache up to ``n_past``).
 
         Costs a copy of ``n_past * n_layer * 2 * kv_dim`` cache elements (``snap.nbytes``).
         """

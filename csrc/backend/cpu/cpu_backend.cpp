@@ -87,7 +87,7 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 
 class CpuBackend final : public Backend {
 public:
-    explicit CpuBackend(int threads) : pool_(threads) {}
+    explicit CpuBackend(int threads) : pool_ptr_(cpu::ThreadPool::shared(threads)), pool_(*pool_ptr_) {}
     int threads() const override { return pool_.size(); }
 
     const char* name() const override { return "cpu"; }
@@ -101,6 +101,11 @@ public:
             case Op::get_rows: return quant::kernels(type).dequant != nullptr;
             default: return true;
         }
+    }
+
+    int64_t split_rows(quant::Type type) const override {
+        const quant::I16Kernels& ik = quant::i16_kernels(type);
+        return int16_ && ik.gemm && !ik.all_batches ? kInt16BatchRows : 0;
     }
 
     bool pack(Weight& w, const ReleaseFn& release) override {
@@ -240,12 +245,12 @@ public:
     // threads, or on whether chunks ran on one thread (many rows: a unit per (row, group)) or
     // on several (few rows, as in decode: a unit per chunk, so that each thread streams a
     // different part of the KV cache, which bounds decode attention at long contexts).
-    void attention(const float* q, int64_t n, const int32_t* pos, const KvView& kv,
+    void attention(const float* q, int64_t n, const int32_t* pos, const int32_t* last, const KvView& kv,
                    const AttnParams& p, float* out) override {
         const int64_t hd = p.head_dim;
         const int group = p.n_head / p.n_head_kv;
         const int64_t pairs = n * p.n_head_kv;
-        const Attn at{q, pos, kv, p, out};
+        const Attn at{q, pos, last, kv, p, out};
         if (pairs >= 4 * pool_.size()) {
             // Scores, then the chunk's V sum and its (m, l) per head, then the running (m, l).
             reserve_scratch(static_cast<size_t>(group * (kAttnChunk + hd + 4)));
@@ -348,6 +353,7 @@ private:
     struct Attn {
         const float* q;
         const int32_t* pos;
+        const int32_t* last;
         const KvView& kv;
         const AttnParams& p;
         float* out;
@@ -355,7 +361,7 @@ private:
         int group() const { return p.n_head / p.n_head_kv; }
         int64_t first_key(int64_t r) const { return p.window > 0 ? std::max<int64_t>(0, pos[r] - p.window + 1) : 0; }
         int64_t first_chunk(int64_t r) const { return first_key(r) / kAttnChunk; }
-        int64_t last_chunk(int64_t r) const { return pos[r] / kAttnChunk; }
+        int64_t last_chunk(int64_t r) const { return last[r] / kAttnChunk; }
         float* out_of(int64_t r, int g) const { return out + (r * p.n_head + g * group()) * p.head_dim; }
 
         // Chunk c of row r, KV group g: part[h * hd ..] = sum of e^(v_j - m_h) v_j over the chunk's
@@ -367,7 +373,7 @@ private:
             const size_t kv_elem = kv.type == KvType::f32 ? sizeof(float) : sizeof(uint16_t);
             const size_t kv_off = static_cast<size_t>(g) * static_cast<size_t>(hd) * kv_elem;
             const int64_t j0 = std::max(first_key(r), c * kAttnChunk);
-            const int64_t j1 = std::min<int64_t>(pos[r], (c + 1) * kAttnChunk - 1);
+            const int64_t j1 = std::min<int64_t>(last[r], (c + 1) * kAttnChunk - 1);
             const int64_t len = j1 - j0 + 1;
             const float* qh = q + (r * p.n_head + g * group()) * hd;
             kern.scores(qh, group(), static_cast<const uint8_t*>(kv.k) + kv_off, kv.type, kv_stride, j0, j1, hd, sc, len);
@@ -634,7 +640,8 @@ private:
         });
     }
 
-    cpu::ThreadPool pool_;
+    std::shared_ptr<cpu::ThreadPool> pool_ptr_;  // the process's pool of this size (ThreadPool::shared)
+    cpu::ThreadPool& pool_;
     std::vector<float> scratch_;  // per-thread GEMM tiles / score rows, grown on the calling thread
     size_t scratch_stride_ = 0;   // floats of scratch_ per thread in the current op
     std::vector<Best> best_;      // matmul_argmax: per (thread, row) running maximum

@@ -2,6 +2,7 @@
 #include "backend/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <map>
 
 namespace ds4::backend::cpu {
 
@@ -34,6 +35,19 @@ ThreadPool::ThreadPool(int n_threads)
         for (std::thread& t : threads_) t.join();
         throw;
     }
+}
+
+std::shared_ptr<ThreadPool> ThreadPool::shared(int n_threads) {
+    static std::mutex mu;
+    static std::map<int, std::weak_ptr<ThreadPool>> pools;
+    n_threads = std::max(1, n_threads);
+    std::lock_guard<std::mutex> lock(mu);
+    std::shared_ptr<ThreadPool> pool = pools[n_threads].lock();
+    if (!pool) {
+        pool = std::make_shared<ThreadPool>(n_threads);
+        pools[n_threads] = pool;
+    }
+    return pool;
 }
 
 ThreadPool::~ThreadPool() {
@@ -71,6 +85,11 @@ void ThreadPool::worker(int index) {
 }
 
 void ThreadPool::run(const std::function<void(int, int)>& fn) {
+    std::lock_guard<std::mutex> use(use_mu_);
+    run_locked(fn);
+}
+
+void ThreadPool::run_locked(const std::function<void(int, int)>& fn) {
     if (n_threads_ == 1) {
         fn(0, 1);
         return;
@@ -98,7 +117,8 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
         fn(0, n);
         return;
     }
-    run([&](int t, int) {
+    std::lock_guard<std::mutex> use(use_mu_);
+    run_locked([&](int t, int) {
         if (t >= parts) return;
         const int64_t begin = n * t / parts;
         const int64_t end = n * (t + 1) / parts;
@@ -129,10 +149,11 @@ void ThreadPool::for_each_unit(int64_t n_units, const std::function<void(int, in
         return;
     }
     const auto n = static_cast<uint64_t>(n_units), threads = static_cast<uint64_t>(n_threads_);
+    std::lock_guard<std::mutex> use(use_mu_);
     for (uint64_t t = 0; t < threads; ++t) {
         shares_[t].range.store((n * t / threads) << 32 | n * (t + 1) / threads, std::memory_order_relaxed);
     }
-    run([&](int t, int) {  // run() publishes the shares to the workers
+    run_locked([&](int t, int) {  // run_locked() publishes the shares to the workers
         int64_t u;
         while (take(shares_[static_cast<size_t>(t)].range, true, u)) fn(t, u);
         for (int i = 1; i < n_threads_; ++i) {

@@ -1,5 +1,9 @@
 // A small fixed thread pool for the CPU backend: the calling thread plus n-1 workers.
 //
+// One pool per process serves every model of a thread count (ThreadPool::shared): a target and
+// its draft model then take turns on the same cores, op by op, instead of two pools fighting
+// over them. Calls from several threads are serialised (one job at a time).
+//
 // Ops are short (tens of microseconds for a decode step's matmul), so a worker spins briefly
 // on the job counter before sleeping on a condition variable: waking a sleeping thread costs
 // more than most ops. The spin is short because these machines are shared: a long spin would
@@ -20,6 +24,8 @@ namespace ds4::backend::cpu {
 class ThreadPool {
 public:
     explicit ThreadPool(int n_threads);  // total threads, the caller included; >= 1
+    // The process's pool of n_threads threads, made on first use and kept while anyone holds it.
+    static std::shared_ptr<ThreadPool> shared(int n_threads);
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
     ThreadPool& operator=(const ThreadPool&) = delete;
@@ -27,7 +33,8 @@ public:
     int size() const { return n_threads_; }
 
     // Calls fn(thread_index, size()) once on every thread (the caller is index 0) and returns
-    // when all calls have returned. fn must not throw. Not reentrant: one run at a time.
+    // when all calls have returned. fn must not throw nor use the pool (not reentrant); calls
+    // from other threads wait for the current one.
     void run(const std::function<void(int, int)>& fn);
 
     // Splits [0, n) into size() contiguous ranges of near-equal length and calls
@@ -43,12 +50,14 @@ public:
 
 private:
     void worker(int index);
+    void run_locked(const std::function<void(int, int)>& fn);  // with use_mu_ held
 
     int n_threads_;
     std::vector<std::thread> threads_;
     const std::function<void(int, int)>* job_ = nullptr;
     std::atomic<uint64_t> generation_{0};  // bumped once per run()
     std::atomic<int> pending_{0};          // workers still inside the current job
+    std::mutex use_mu_;                    // one job at a time, whoever calls
     std::mutex mu_;
     std::condition_variable wake_;         // workers sleep here between jobs
     std::condition_variable done_;         // the caller sleeps here if workers are slow

@@ -21,8 +21,11 @@ def test_unknown_type_is_a_clear_error(model: ds4.Model) -> None:
     with pytest.raises(ValueError, match="unknown speculative proposer 'ngram-bogus'.*ngram-simple"):
         model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=["ngram-bogus"]))
     with pytest.raises(ValueError, match="unknown speculative proposer"):
-        _core.Generator(model.session()._s, model._m, __import__("numpy").array([5]), 4,
-                        _core.SamplingParams(), [], True, ["nope"], 4)
+        opts = _core.GenerateOptions()
+        opts.max_tokens = 4
+        opts.spec_types = ["nope"]
+        opts.spec_n_max = 4
+        _core.Generator(model.session()._s, model._m, __import__("numpy").array([5]), opts)
 
 
 def test_n_min_range(model: ds4.Model) -> None:

@@ -1,5 +1,5 @@
 // See draft.h.
-#include "spec/draft.h"
+#include "speculative/draft.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 
 #include "model/session.h"
 
-namespace ds4::spec {
+namespace ds4::speculative {
 
 namespace {
 
@@ -176,4 +176,4 @@ std::unique_ptr<Proposer> make_draft_proposer(std::shared_ptr<model::Model> draf
     return std::make_unique<DraftProposer>(std::move(draft), target, target_tok.vocab_size(), confidence, shortlist);
 }
 
-}  // namespace ds4::spec
+}  // namespace ds4::speculative

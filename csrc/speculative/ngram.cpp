@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "spec/proposer.h"
+#include "speculative/proposer.h"
 
-namespace ds4::spec {
+namespace ds4::speculative {
 
 namespace {
 
@@ -87,4 +87,4 @@ std::unique_ptr<Proposer> make_proposer(const std::string& type) {
     throw std::invalid_argument("unknown speculative proposer type '" + type + "' (available: ngram-simple, ngram-mod, draft)");
 }
 
-}  // namespace ds4::spec
+}  // namespace ds4::speculative

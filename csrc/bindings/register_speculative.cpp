@@ -1,4 +1,4 @@
-// Speculation bindings for tests: the acceptance rules of spec/verify.h, a simulation of
+// Speculation bindings for tests: the acceptance rules of speculative/verify.h, a simulation of
 // verifying a drafted block against fixed target distributions, for statistical tests of the
 // rule (deliberately wrong rules are available there only, to show the tests can fail), and the
 // scheduler, to drive it with made-up timings.
@@ -14,8 +14,8 @@
 
 #include "bindings/register.h"
 #include "sample/sampler.h"
-#include "spec/scheduler.h"
-#include "spec/verify.h"
+#include "speculative/scheduler.h"
+#include "speculative/verify.h"
 
 namespace py = pybind11;
 
@@ -29,7 +29,7 @@ using Rows = py::array_t<float, py::array::c_style | py::array::forcecast>;
 // p[0..k] (p[i]: the target's distribution at position i, the same whatever came before): the
 // accepted prefix, then the recovered token, then plain draws. The draft is `draft` (a
 // deterministic proposer: one-hot q), or, given q (k rows), drawn afresh from q for every
-// sequence (a sampling proposer). rule "exact" is spec/verify.h; the deliberately wrong rules:
+// sequence (a sampling proposer). rule "exact" is speculative/verify.h; the deliberately wrong rules:
 // "no-residual" draws the recovered token from p itself, "one-hot-residual" accepts by p / q but
 // recovers as if the draft were deterministic (from p without the draft). (Ignoring q altogether,
 // accepting with p(d) and recovering from p without d, is still exact, only accepts less.)
@@ -62,13 +62,13 @@ py::array_t<int32_t> simulate(const Rows& p, const std::vector<int32_t>& draft, 
             if (drafting && i < k) {
                 const float* qi = q ? q->data() + i * n : nullptr;
                 const int32_t d = qi ? draws.sample_from(qi, n) : draft[static_cast<size_t>(i)];
-                if (spec::accept_exact(pi, qi, d, draws.uniform())) {
+                if (speculative::accept_exact(pi, qi, d, draws.uniform())) {
                     o[i] = d;
                     continue;
                 }
                 drafting = false;
                 const float* residual_q = rule == "one-hot-residual" ? nullptr : qi;
-                if (rule != "no-residual" && spec::residual(pi, residual_q, d, n, res.data())) {
+                if (rule != "no-residual" && speculative::residual(pi, residual_q, d, n, res.data())) {
                     o[i] = draws.sample_from(res.data(), n);
                     continue;
                 }
@@ -81,33 +81,33 @@ py::array_t<int32_t> simulate(const Rows& p, const std::vector<int32_t>& draft, 
 
 }  // namespace
 
-void register_spec(py::module_& m) {
+void register_speculative(py::module_& m) {
     m.def("spec_accept_exact", [](const Rows& p, int32_t d, double u) {
         if (p.ndim() != 1 || d < 0 || d >= p.shape(0)) throw py::value_error("p must be 1-D and d inside it");
-        return spec::accept_exact(p.data(), nullptr, d, u);
+        return speculative::accept_exact(p.data(), nullptr, d, u);
     }, py::arg("p"), py::arg("d"), py::arg("u"), "Whether a one-hot draft d is accepted for the uniform draw u.");
     m.def("spec_residual", [](const Rows& p, int32_t d) {
         if (p.ndim() != 1 || d < 0 || d >= p.shape(0)) throw py::value_error("p must be 1-D and d inside it");
         py::array_t<float> out(p.shape(0));
-        spec::residual(p.data(), nullptr, d, static_cast<int32_t>(p.shape(0)), out.mutable_data());
+        speculative::residual(p.data(), nullptr, d, static_cast<int32_t>(p.shape(0)), out.mutable_data());
         return out;
     }, py::arg("p"), py::arg("d"), "The weights the recovered token is drawn from after rejecting d.");
     m.def("spec_simulate", &simulate, py::arg("p"), py::arg("draft"), py::arg("n_draws"), py::arg("seed"),
           py::arg("rule") = "exact", py::arg("q") = std::nullopt, "Emitted sequences of verifying `draft` against fixed rows p (tests only).");
     // The scheduler trusts its caller's indices; the binding checks them.
     struct Sched {
-        spec::Scheduler s;
-        spec::Scheduler& at(int p, int k = 0) {
+        speculative::Scheduler s;
+        speculative::Scheduler& at(int p, int k = 0) {
             const int n = s.n_proposers();
             if (p < 0 || p >= n) throw py::index_error("proposer " + std::to_string(p) + " outside [0, " + std::to_string(n) + ")");
             if (k < 0 || k > s.n_max()) throw py::value_error("k must be in [0, n_max]");
             return s;
         }
     };
-    py::class_<Sched>(m, "SpecScheduler", "The speculation scheduler (spec/scheduler.h), for tests.")
+    py::class_<Sched>(m, "SpecScheduler", "The speculation scheduler (speculative/scheduler.h), for tests.")
         .def(py::init([](int n_max, std::vector<double> cost, int n) {
                  if (n < 1) throw py::value_error("n_proposers must be >= 1");
-                 return Sched{spec::Scheduler(n_max, std::move(cost), n)};
+                 return Sched{speculative::Scheduler(n_max, std::move(cost), n)};
              }),
              py::arg("n_max"), py::arg("cost"), py::arg("n_proposers"))
         .def("pick", [](Sched& s, int p, int available, double draft_cost, double catch_up) {

@@ -1,11 +1,11 @@
 // See scheduler.h.
-#include "spec/scheduler.h"
+#include "speculative/scheduler.h"
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
-namespace ds4::spec {
+namespace ds4::speculative {
 
 namespace {
 
@@ -218,4 +218,4 @@ void Scheduler::verified(int p, int k, int accepted, double seconds, double caug
     }
 }
 
-}  // namespace ds4::spec
+}  // namespace ds4::speculative

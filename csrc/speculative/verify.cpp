@@ -1,7 +1,7 @@
 // See verify.h.
-#include "spec/verify.h"
+#include "speculative/verify.h"
 
-namespace ds4::spec {
+namespace ds4::speculative {
 
 bool accept_exact(const float* p, const float* q, int32_t d, double u) {
     const double pd = p[d], qd = q ? q[d] : 1.0;
@@ -19,4 +19,4 @@ bool residual(const float* p, const float* q, int32_t d, int32_t n, float* out) 
     return any;
 }
 
-}  // namespace ds4::spec
+}  // namespace ds4::speculative

@@ -1,4 +1,4 @@
-"""The speculation scheduler (csrc/spec/scheduler.h) driven with made-up timings, as the
+"""The speculation scheduler (csrc/speculative/scheduler.h) driven with made-up timings, as the
 generation drives it: it drafts when the verify curve and the acceptance pay, learns the curve
 from the passes it runs, stops drafting where its passes lose, and its ledger bounds what
 speculation can lose against plain decoding whatever the drafts and the timings."""

@@ -1,4 +1,4 @@
-"""The acceptance rules of sampled speculation (csrc/spec/verify.h): unit cases on crafted
+"""The acceptance rules of sampled speculation (csrc/speculative/verify.h): unit cases on crafted
 distributions, and chi-squared tests that verifying a draft by rejection sampling emits token
 blocks distributed exactly as plain sampling, for a deterministic draft (one-hot q) and for
 drafts drawn from a proposer's own q, which deliberately wrong rules (the recovered token drawn

@@ -10,7 +10,7 @@
 
 #include "sample/sampler.h"
 
-namespace ds4::spec {
+namespace ds4::speculative {
 
 // A proposer's guess: tokens, and for a proposer that samples them, where each was drawn from.
 struct Draft {
@@ -69,4 +69,4 @@ std::unique_ptr<Proposer> make_ngram_mod(int n_match = 8);
 // unknown or not yet available type, naming the known ones.
 std::unique_ptr<Proposer> make_proposer(const std::string& type);
 
-}  // namespace ds4::spec
+}  // namespace ds4::speculative

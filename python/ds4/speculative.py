@@ -108,12 +108,11 @@ class Spec:
         Loaded from a path, its weights are repacked only before its first forward pass: a draft
         model the scheduler never picks costs only its mapping."""
         from ds4 import _core
-        from ds4.model import Model
 
         if self.draft_model is None:
             return None
-        if isinstance(self.draft_model, Model):
-            return self.draft_model._m
+        if not isinstance(self.draft_model, (str, os.PathLike)):
+            return self.draft_model._m  # a loaded ds4.Model
         key = (os.fspath(self.draft_model), threads)
         if key not in _draft_models:
             _draft_models[key] = _core.Model(key[0], threads or 0, defer_pack=True)

@@ -34,7 +34,7 @@
 
 #include "model/pass_cost.h"
 
-namespace ds4::spec {
+namespace ds4::speculative {
 
 class Scheduler {
 public:
@@ -118,4 +118,4 @@ private:
     double invested_ = 0;        // catch-ups invested (kept out of the balances)
 };
 
-}  // namespace ds4::spec
+}  // namespace ds4::speculative

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-namespace ds4::spec {
+namespace ds4::speculative {
 
 // Whether to accept d, for a uniform draw u in [0, 1); q == nullptr: one-hot at d.
 bool accept_exact(const float* p, const float* q, int32_t d, double u);
@@ -16,4 +16,4 @@ bool accept_exact(const float* p, const float* q, int32_t d, double u);
 // if they are all zero (p == q: then accept_exact accepts every d with q(d) > 0).
 bool residual(const float* p, const float* q, int32_t d, int32_t n, float* out);
 
-}  // namespace ds4::spec
+}  // namespace ds4::speculative

@@ -9,10 +9,10 @@
 #include <memory>
 
 #include "model/model.h"
-#include "spec/proposer.h"
+#include "speculative/proposer.h"
 #include "tokenizer/tokenizer.h"
 
-namespace ds4::spec {
+namespace ds4::speculative {
 
 // The draft's default shortlist: its output projection scores only the first kShortlist token
 // ids, which in BPE vocabularies (ids in merge order, a proxy for frequency) cover ~93-96 % of
@@ -29,4 +29,4 @@ std::unique_ptr<Proposer> make_draft_proposer(std::shared_ptr<model::Model> draf
                                               const tok::Tokenizer& draft_tok, const tok::Tokenizer& target_tok,
                                               float confidence = 0.0f, int64_t shortlist = -1);
 
-}  // namespace ds4::spec
+}  // namespace ds4::speculative

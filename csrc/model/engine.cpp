@@ -1,0 +1,123 @@
+// Engine: gathering, running and dispatching one pass for many generations; see engine.h.
+#include "model/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+namespace ds4::model {
+
+namespace {
+
+double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+Engine::Engine(std::shared_ptr<Model> model, int64_t max_rows)
+    : model_(std::move(model)), max_rows_(max_rows), split_(model_->split_rows()) {
+    if (max_rows_ < 1) throw std::invalid_argument("max_rows must be >= 1, got " + std::to_string(max_rows_));
+}
+
+void Engine::add(Generator& g) {
+    if (&g.session().model() != model_.get()) throw std::invalid_argument("the generation's session is on another model");
+    if (std::find(gens_.begin(), gens_.end(), &g) != gens_.end()) throw std::invalid_argument("the generation was added already");
+    g.start_batched();
+    const state::State& st = g.session().state();
+    const auto n = static_cast<int64_t>(g.rows().size());
+    if (st.n_past() + n > st.n_ctx()) {
+        throw state::ContextOverflow("context overflow: the prompt needs " + std::to_string(st.n_past() + n) +
+                                     " positions, n_ctx is " + std::to_string(st.n_ctx()));
+    }
+    if (!g.done()) gens_.push_back(&g);
+}
+
+bool Engine::step() {
+    gens_.erase(std::remove_if(gens_.begin(), gens_.end(), [](Generator* g) { return g->done(); }), gens_.end());
+    parts_.clear();
+    seqs_.clear();
+    tokens_.clear();
+    out_.clear();
+    int64_t n_logits = 0, n_argmax = 0;
+    const auto take = [&](Generator* g, int64_t n) {
+        const std::vector<int32_t>& rows = g->rows();
+        Part part{g, n, -1};
+        out_.insert(out_.end(), static_cast<size_t>(n), Out::none);
+        if (n == static_cast<int64_t>(rows.size())) {  // the last row: the generation needs its output
+            out_.back() = g->wants_argmax() ? Out::argmax : Out::logits;
+            part.out = g->wants_argmax() ? n_argmax++ : n_logits++;
+        }
+        tokens_.insert(tokens_.end(), rows.begin(), rows.begin() + n);
+        seqs_.push_back({&g->session().state(), n, Attend::causal});
+        parts_.push_back(part);
+    };
+    const auto decoding = [](const Generator* g) { return g->stats().n_generated > 0; };
+    // A prompt as large as Backend::split_rows runs alone and whole (as it would alone); it
+    // takes every other pass while sessions are decoding, so neither side starves.
+    Generator* alone = nullptr;
+    for (Generator* g : gens_) {
+        if (split_ > 0 && !decoding(g) && static_cast<int64_t>(g->rows().size()) >= split_) {
+            alone = g;
+            break;
+        }
+    }
+    const bool any_decoding = std::any_of(gens_.begin(), gens_.end(), decoding);
+    if (alone && (prompt_turn_ || !any_decoding)) {
+        take(alone, static_cast<int64_t>(alone->rows().size()));
+        prompt_turn_ = false;
+    } else {
+        prompt_turn_ = true;
+        // Decode rows first (one each), then prompts within what is left of the pass.
+        const int64_t cap = split_ > 0 ? std::min(max_rows_, split_ - 1) : max_rows_;
+        int64_t used = 0;
+        // Round robin from where the last pass stopped, when more sessions decode than a pass takes.
+        const size_t m = gens_.size();
+        size_t i = 0;
+        for (; i < m && used < cap; ++i) {
+            Generator* g = gens_[(next_ + i) % m];
+            if (!decoding(g) || g->rows().empty()) continue;
+            const state::State& st = g->session().state();
+            if (st.n_past() + 1 > st.n_ctx()) {
+                g->overflow();
+                continue;
+            }
+            take(g, 1);
+            ++used;
+        }
+        next_ = m > 0 ? (next_ + i) % m : 0;
+        for (Generator* g : gens_) {
+            const auto left = static_cast<int64_t>(g->rows().size());
+            if (decoding(g) || left == 0 || g == alone) continue;
+            const int64_t n = std::min(left, cap - used);
+            if (n <= 0) break;
+            if (split_ > 0 && n < left) continue;  // whole or not at all: a chunk would change its rows
+            take(g, n);
+            used += n;
+        }
+    }
+    if (parts_.empty()) return !gens_.empty() && std::any_of(gens_.begin(), gens_.end(), [](Generator* g) { return !g->done(); });
+    logits_.resize(static_cast<size_t>(n_logits * model_->hparams().n_vocab));
+    argmax_.resize(static_cast<size_t>(n_argmax));
+    Request req;
+    req.tokens = tokens_.data();
+    req.seqs = seqs_.data();
+    req.n_seqs = static_cast<int>(seqs_.size());
+    req.out = out_.data();
+    req.logits = logits_.data();
+    req.argmax = argmax_.data();
+    const double t0 = now();
+    model_->forward(req);
+    const double seconds = now() - t0;
+    ++passes_;
+    const int64_t n_vocab = model_->hparams().n_vocab;
+    for (const Part& p : parts_) {
+        const bool argmax = p.g->wants_argmax();
+        const float* row = p.out >= 0 && !argmax ? logits_.data() + p.out * n_vocab : nullptr;
+        p.g->session().appended(p.g->rows().data(), p.n, row);
+        p.g->fed(p.n, row, p.out >= 0 && argmax ? argmax_[static_cast<size_t>(p.out)] : -1, seconds);
+    }
+    return std::any_of(gens_.begin(), gens_.end(), [](Generator* g) { return !g->done(); });
+}
+
+}  // namespace ds4::model

@@ -1,0 +1,79 @@
+// KvSlot: growth and snapshots; see kv_slot.h.
+#include "state/kv_slot.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace ds4::state {
+
+namespace {
+
+// Growth step: positions are added in multiples of this (or doubled, if larger), so a long
+// decode reallocates O(log n) times, not once per token.
+constexpr int64_t kChunk = 256;
+
+// The valid rows of one slot: [n_past, kv_dim] of K and of V.
+struct KvSlotSnapshot final : SlotSnapshot {
+    int64_t kv_dim = 0;
+    backend::KvType type = backend::KvType::f32;
+    std::vector<uint8_t> k, v;
+    size_t bytes() const override { return k.size() + v.size(); }
+};
+
+}  // namespace
+
+KvSlot::KvSlot(int64_t kv_dim, int64_t n_ctx, backend::KvType type) : kv_dim_(kv_dim), n_ctx_(n_ctx), type_(type) {}
+
+void KvSlot::reserve(int64_t n) {
+    if (n <= capacity_) return;
+    int64_t cap = std::max((n + kChunk - 1) / kChunk * kChunk, 2 * capacity_);
+    cap = std::min(cap, n_ctx_);
+    // resize keeps the valid prefix; the new tail is never read before it is written
+    k_.resize(static_cast<size_t>(cap) * row_bytes());
+    v_.resize(static_cast<size_t>(cap) * row_bytes());
+    capacity_ = cap;
+}
+
+backend::KvView KvSlot::view(int64_t n_kv) const {
+    backend::KvView view;
+    view.k = k_.data();
+    view.v = v_.data();
+    view.type = type_;
+    view.n_kv = n_kv;
+    return view;
+}
+
+std::unique_ptr<SlotSnapshot> KvSlot::snapshot(int64_t n_past) const {
+    auto s = std::make_unique<KvSlotSnapshot>();
+    s->kv_dim = kv_dim_;
+    s->type = type_;
+    const auto bytes = static_cast<std::ptrdiff_t>(static_cast<size_t>(n_past) * row_bytes());
+    s->k.assign(k_.begin(), k_.begin() + bytes);
+    s->v.assign(v_.begin(), v_.begin() + bytes);
+    return s;
+}
+
+void KvSlot::check(const SlotSnapshot& snap, int64_t n_past) const {
+    const auto* s = dynamic_cast<const KvSlotSnapshot*>(&snap);
+    if (!s || s->kv_dim != kv_dim_ || s->type != type_) {
+        throw std::invalid_argument("snapshot does not match this session's KV slot (width or KV type)");
+    }
+    const size_t bytes = static_cast<size_t>(n_past) * row_bytes();
+    if (s->k.size() != bytes || s->v.size() != bytes) {
+        throw std::invalid_argument("snapshot is corrupt: a KV slot holds " + std::to_string(s->k.size()) +
+                                    " bytes for " + std::to_string(n_past) + " positions");
+    }
+}
+
+void KvSlot::restore(const SlotSnapshot& snap, int64_t n_past) {
+    const auto& s = static_cast<const KvSlotSnapshot&>(snap);
+    const size_t bytes = static_cast<size_t>(n_past) * row_bytes();
+    reserve(n_past);
+    if (bytes == 0) return;
+    std::memcpy(k_.data(), s.k.data(), bytes);
+    std::memcpy(v_.data(), s.v.data(), bytes);
+}
+
+}  // namespace ds4::state
