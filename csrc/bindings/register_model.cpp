@@ -58,6 +58,22 @@ std::unique_ptr<Model> load_model(const std::string& path, int threads, int64_t 
     return m;
 }
 
+using IdArray = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+// A (len(tokens), n_vocab) float32 array filled by run(ids, n, out) with the GIL released.
+template <typename Run>
+py::array_t<float> logits_of(model::Session& s, const IdArray& tokens, Run run) {
+    const int64_t n_vocab = s.model().hparams().n_vocab;
+    const std::vector<int32_t> ids = token_ids(tokens, n_vocab);
+    py::array_t<float> logits({static_cast<py::ssize_t>(ids.size()), static_cast<py::ssize_t>(n_vocab)});
+    float* out = logits.mutable_data();
+    {
+        py::gil_scoped_release release;
+        run(ids.data(), static_cast<int64_t>(ids.size()), out);
+    }
+    return logits;
+}
+
 void register_session(py::module_& m) {
     using Snapshot = model::Session::Snapshot;
     py::class_<Snapshot, std::shared_ptr<Snapshot>>(m, "SessionSnapshot")
@@ -71,16 +87,8 @@ void register_session(py::module_& m) {
         .def_property_readonly("tokens", &model::Session::tokens)
         .def(
             "eval",
-            [](model::Session& s, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens) {
-                const int64_t n_vocab = s.model().hparams().n_vocab;
-                const std::vector<int32_t> ids = token_ids(tokens, n_vocab);
-                py::array_t<float> logits({static_cast<py::ssize_t>(ids.size()), static_cast<py::ssize_t>(n_vocab)});
-                float* out = logits.mutable_data();
-                {
-                    py::gil_scoped_release release;
-                    s.eval(ids.data(), static_cast<int64_t>(ids.size()), out);
-                }
-                return logits;
+            [](model::Session& s, const IdArray& tokens) {
+                return logits_of(s, tokens, [&s](const int32_t* ids, int64_t n, float* out) { s.eval(ids, n, out); });
             },
             py::arg("tokens"))
         .def(
@@ -121,16 +129,9 @@ void register_session(py::module_& m) {
             py::arg("tokens"), py::arg("layers"))
         .def(
             "eval_block",
-            [](model::Session& s, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens) {
-                const int64_t n_vocab = s.model().hparams().n_vocab;
-                const std::vector<int32_t> ids = token_ids(tokens, n_vocab);
-                py::array_t<float> logits({static_cast<py::ssize_t>(ids.size()), static_cast<py::ssize_t>(n_vocab)});
-                float* out = logits.mutable_data();
-                {
-                    py::gil_scoped_release release;
-                    s.eval_block(ids.data(), static_cast<int64_t>(ids.size()), out);
-                }
-                return logits;
+            [](model::Session& s, const IdArray& tokens) {
+                return logits_of(s, tokens,
+                                 [&s](const int32_t* ids, int64_t n, float* out) { s.eval_block(ids, n, out); });
             },
             py::arg("tokens"))
         .def("checkpoint", &model::Session::checkpoint, py::call_guard<py::gil_scoped_release>())
