@@ -1,19 +1,30 @@
 // The op interface every compute backend implements (CPU now; CUDA/HIP/Metal later).
 //
 // The model code (csrc/model/) is written against these ops only. Activations are row-major
-// float32 blocks of `n` rows; weights stay in their GGUF block format and are read in place.
-// A backend reports what it can run with supports_op(); the model checks the op and format of
-// every weight when it loads, so an unsupported format fails at load time with a clear message.
+// float32 blocks of `n` rows taken from the backend's arena (arena.h); weights stay in their
+// GGUF block format and are read in place (or from the backend's packed copy). A backend
+// reports what it can run with supports_op(); the model checks every op and the format of every
+// weight when it loads, so an unsupported one fails at load time with a clear message.
 //
-// Batch invariance is part of the contract (DESIGN.md): the result for one row must be
-// bit-identical whether that row is processed alone or inside a block of rows, so an
+// Batch invariance is part of the contract (DESIGN.md): a row's result must be bit-identical
+// whether it is processed alone or with other rows, of its own sequence or of others, so an
 // implementation may split work over output rows/columns or over query rows, never over a
-// reduction, and must use the same arithmetic for every block size.
+// reduction, and must use the same arithmetic for every number of rows. Op by op:
+//   matmul, argmax  y[r] depends on x[r] and the weight only: one order of operations per
+//                   (format, ISA) for every n, except where split_rows() says a pass of at least
+//                   that many rows takes another path (then the same for every such n);
+//                   argmax picks from exactly the values matmul would write
+//   get_rows, rms_norm, rope, store_kv, add, mul, glu, softcap
+//                   per row (per element), whatever the rows around it
+//   attention       row r reads q[r], its own pos / last and the cache rows it sees; the keys
+//                   are visited in chunks aligned to absolute positions and merged in one order,
+//                   so the result does not depend on the other rows nor on the threads
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "backend/arena.h"
 #include "quant/types.h"
@@ -34,15 +45,19 @@ struct Weight {
 
 enum class Op {
     matmul,      // y = x · Wᵀ for a weight in any supported block format
+    argmax,      // the fused greedy head: each row's argmax of x · Wᵀ (matmul_argmax)
     get_rows,    // embedding lookup: dequantised rows of a weight
     rms_norm,
     rope,
     attention,   // over a KV cache, causal or a block, optional sliding window and soft-cap
+    store_kv,    // f32 rows into the KV cache's type
     add,         // elementwise, and a row vector broadcast over rows (biases)
     mul,         // a row vector broadcast over rows, and a scalar
     glu,         // act(gate) * up
     softcap,
 };
+
+const char* op_name(Op op);
 
 enum class RopeMode { normal, neox };  // normal: pairs (2i, 2i+1); neox: pairs (i, i + d/2)
 
@@ -80,22 +95,23 @@ public:
     virtual ~Backend() = default;
     virtual const char* name() const = 0;
     virtual int threads() const { return 1; }
-    // Whether `op` runs here for weights of `type` (only matmul and get_rows look at the type).
+    // Whether `op` runs here (for weights of `type`: matmul, argmax and get_rows look at it).
+    // A model checks every op and weight format it needs when it loads.
     virtual bool supports_op(Op op, quant::Type type = quant::Type::F32) const = 0;
 
-    // Gives w a repacked copy of its rows when that makes this backend's matmuls on it faster
-    // (with int16 activations on, for the formats quant/packed.h lays out); returns whether it
-    // did, in which case the matmul paths in use no longer read w.data. Results are unchanged.
-    // `release(p, bytes)` is told of each range of w.data once it is packed, so that a mapped
-    // file's pages can go while the copy grows (peak memory: the copy, not the copy and the file).
+    // Gives w a prepared copy of its rows when that makes this backend's matmuls on it faster
+    // (the CPU backend: a repacked layout for the int16 path); returns whether it did, in which
+    // case the matmul paths in use no longer read w.data. Results are unchanged. `release(p,
+    // bytes)` is told of each range of w.data once copied, so that a mapped file's pages can go
+    // while the copy grows (peak memory: the copy, not the copy and the file). A backend may
+    // defer the copying (CpuOptions::defer_pack): pack() then only reserves it and sets
+    // w.packed, and finish_packing(), which the model calls before its first forward pass,
+    // writes the rows (`release` must stay callable until then): a model that may never run (a
+    // draft model the scheduler keeps out) costs its mapping only.
     using ReleaseFn = std::function<void(const void*, size_t)>;
     virtual bool pack(Weight& w, const ReleaseFn& release) { return false; }
-    // With deferral on, pack() only reserves the copy (untouched memory costs nothing) and sets
-    // w.packed; the rows are written by finish_packing(), which the model calls before its first
-    // forward pass. A model that may never run (a draft model the scheduler keeps out) then
-    // costs its mapping only. `release` must stay callable until then.
-    void set_defer_packing(bool on) { defer_pack_ = on; }
-    bool defer_packing() const { return defer_pack_; }
+    // pack() done at once whatever the deferral, nothing released (a probe's own matrix).
+    virtual bool pack_now(Weight& w) { return false; }
     virtual bool packing_pending() const { return false; }
     virtual void finish_packing() {}
     // Frees the copy pack() made of w's rows (a matrix that is going away).
@@ -143,29 +159,15 @@ public:
     // Convert rows of f32 into cache storage: dst[n, dim] in `type` from src[n, dim]
     virtual void store_kv(void* dst, KvType type, const float* src, int64_t n, int64_t dim) = 0;
 
-    // Whether matmuls (and matmul_argmax) may quantise their activations to int16
-    // (quant/int16_gemm.h; ~1e-4 relative deviation from float activations) where that is
-    // faster: every batch for the formats with fused few-rows kernels (Q4_0, Q4_1, Q5_0, Q5_1,
-    // Q8_0, Q4_K, Q6_K), so that decode, verify blocks and prompts agree bit for bit; batches of
-    // at least kInt16BatchRows rows for Q2_K, Q3_K and Q5_K, which then take the same path for
-    // 1..kInt16BatchRows-1 rows. Off by default (float activations everywhere).
-    static constexpr int64_t kInt16BatchRows = 32;
-    void set_int16_activations(bool on) { int16_ = on; }
-    bool int16_activations() const { return int16_; }
-    // Whether pack() may repack (on by default; off keeps every weight read from the mmap).
-    void set_repack(bool on) { repack_ = on; }
+    // What besides the ISA and the threads decides how fast this backend's kernels run on a
+    // format (the CPU backend: whether activations go int16): a key for measured rates.
+    virtual std::string settings() const { return name(); }
 
     // The activations of the pass being run (reset by the model at the start of each pass).
     Arena& arena() { return arena_; }
 
 protected:
     Arena arena_;
-    bool int16_ = false;
-    bool repack_ = true;
-    bool defer_pack_ = false;
 };
-
-// threads <= 0: one per hardware thread.
-std::unique_ptr<Backend> make_cpu_backend(int threads);
 
 }  // namespace ds4::backend

@@ -19,4 +19,5 @@ PYBIND11_MODULE(_core, m) {
     ds4::bindings::register_sample(m);
     ds4::bindings::register_vmath(m);
     ds4::bindings::register_speculative(m);
+    ds4::bindings::register_backend(m);
 }

@@ -22,6 +22,7 @@ void register_model(pybind11::module_& m);  // Model: tokenizer now, forward pas
 void register_tokenizer(pybind11::module_& m);  // standalone Tokenizer + StreamDecoder
 void register_sample(pybind11::module_& m);     // SamplingParams, Sampler (samplers + RNG)
 void register_vmath(pybind11::module_& m);      // backend row ops (softmax, GLU), for tests
-void register_speculative(pybind11::module_& m);       // speculation acceptance rules, for tests
+void register_speculative(pybind11::module_& m);  // speculation acceptance rules, for tests
+void register_backend(pybind11::module_& m);      // every backend op on numpy arrays, for tests
 
 }  // namespace ds4::bindings

@@ -44,12 +44,12 @@ std::unique_ptr<Model> load_model(const std::string& path, int threads, int64_t 
     m->arch = m->file->get("general.architecture").as_string();
     m->tokenizer = tok::Tokenizer::from_gguf(*m->file);
     model::Options opts;
-    opts.threads = threads;
+    opts.cpu.threads = threads;
+    opts.cpu.int16_activations = int16;
+    opts.cpu.repack = repack;
+    opts.cpu.defer_pack = defer_pack;
     opts.n_ctx = n_ctx;
     opts.kv_type = kv_type;
-    opts.int16_activations = int16;
-    opts.repack = repack;
-    opts.defer_pack = defer_pack;
     m->net = model::Model::load(m->file, opts);
     // Embeddings may have padding rows past the vocabulary, never fewer rows than tokens.
     if (m->tokenizer->vocab_size() > m->net->hparams().n_vocab)

@@ -35,6 +35,15 @@ void Loader::shape_error(const gguf::TensorInfo& t, const std::string& expected)
                 expected + " for " + arch_);
 }
 
+void Loader::require_ops(std::initializer_list<backend::Op> ops) const {
+    for (backend::Op op : ops) {
+        if (!be_.supports_op(op)) {
+            throw Error(file_.path() + ": the " + be_.name() + " backend cannot run " + backend::op_name(op) +
+                        ", which " + arch_ + " needs");
+        }
+    }
+}
+
 Weight Loader::matrix(const std::string& name, int64_t n_in, int64_t n_out, backend::Op op) const {
     const gguf::TensorInfo& t = find(name);
     if (t.ne.size() != 2 || t.ne[0] != n_in || t.ne[1] != n_out) shape_error(t, shape_str({n_in, n_out}));

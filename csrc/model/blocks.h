@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ public:
     Weight matrix(const std::string& name, int64_t n_in, int64_t n_out,
                   backend::Op op = backend::Op::matmul) const;
     bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
+    // Throws model::Error naming the first op the backend does not run.
+    void require_ops(std::initializer_list<backend::Op> ops) const;
     // A vector of n elements (norm weights, biases), dequantised to float once at load.
     std::vector<float> vec(const std::string& name, int64_t n) const;
     // vec() if the tensor exists, else an empty vector.

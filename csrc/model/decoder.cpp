@@ -16,6 +16,8 @@ public:
     Decoder(std::shared_ptr<const gguf::File> file, HParams hp, const Options& opts, const Family& fam)
         : Model(std::move(file), std::move(hp), opts), fam_(fam) {
         const blocks::Loader ld(*file_, be(), fam.arch);
+        ld.require_ops({backend::Op::rms_norm, backend::Op::rope, backend::Op::attention, backend::Op::store_kv,
+                        backend::Op::add, backend::Op::mul, backend::Op::glu, backend::Op::softcap});
         const int64_t d = hp_.n_embd;
         tok_embd_ = ld.matrix("token_embd.weight", d, hp_.n_vocab, backend::Op::get_rows);
         if (fam.rope_freqs) rope_freqs_ = ld.vec_opt("rope_freqs.weight", hp_.layers[0].rope_dims / 2);

@@ -23,6 +23,11 @@ constexpr Arch kArchs[] = {
     {"gemma3", make_gemma3},
 };
 
+std::unique_ptr<backend::Backend> make_backend(const Options& opts) {
+    if (opts.backend == "cpu") return backend::make_cpu_backend(opts.cpu);
+    throw Error("backend '" + opts.backend + "' is not available (available: cpu)");
+}
+
 }  // namespace
 
 std::shared_ptr<Model> Model::load(std::shared_ptr<const gguf::File> file, const Options& opts) {
@@ -38,12 +43,8 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<const gguf::File> file, const
 Model::Model(std::shared_ptr<const gguf::File> file, HParams hp, const Options& opts)
     : file_(std::move(file)), hp_(std::move(hp)), opts_(opts),
       n_ctx_(opts.n_ctx > 0 ? opts.n_ctx : hp_.n_ctx_train),
-      backend_(backend::make_cpu_backend(opts.threads)),
-      work_(PassWork::of(*file_, hp_.n_vocab)) {
-    backend_->set_int16_activations(opts.int16_activations);
-    backend_->set_repack(opts.repack);
-    backend_->set_defer_packing(opts.defer_pack);
-}
+      backend_(make_backend(opts)),
+      work_(PassWork::of(*file_, hp_.n_vocab)) {}
 
 std::unique_ptr<state::State> Model::new_state() const {
     std::vector<std::unique_ptr<state::Slot>> slots;

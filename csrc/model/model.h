@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "gguf/gguf.h"
 #include "model/hparams.h"
 #include "model/pass_cost.h"
@@ -33,14 +34,10 @@ public:
 };
 
 struct Options {
-    int threads = 0;                              // <= 0: one per hardware thread
+    std::string backend = "cpu";                  // the only one so far
+    backend::CpuOptions cpu;                      // threads, int16 activations, repacking
     int64_t n_ctx = 0;                            // <= 0: the model's trained context length
     backend::KvType kv_type = backend::KvType::f16;
-    bool int16_activations = true;  // Backend::set_int16_activations (false: float activations)
-    bool repack = true;             // Backend::set_repack: weights repacked at load where it pays
-    // Repack before the first forward pass instead of at load (Backend::set_defer_packing): a
-    // draft model that the scheduler never uses then costs only its mapping.
-    bool defer_pack = false;
 };
 
 class Model {

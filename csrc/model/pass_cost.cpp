@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
 
 #include "quant/kernels.h"
@@ -72,10 +73,7 @@ Rates measure(backend::Backend& be, quant::Type type, int64_t n_in, int max_rows
     w.n_out = out.probe_out;
     w.row_bytes = quant::row_bytes(*info, n_in);
     // The probe takes the path a model's weights take: packed, if the backend packs this format.
-    const bool deferred = be.defer_packing();
-    be.set_defer_packing(false);
-    be.pack(w, [](const void*, size_t) {});
-    be.set_defer_packing(deferred);
+    be.pack_now(w);
     // Sizes within a quarter of the largest add little: the largest stands for them.
     for (int r : kProbeRows)
         if (r < max_rows && 4 * r <= 3 * max_rows) out.rows.push_back(r);
@@ -145,7 +143,7 @@ PassWork PassWork::of(const gguf::File& file, int64_t n_vocab) {
 std::vector<double> extra_row_seconds(backend::Backend& be, const PassWork& work, int max_rows, double* probe_macs) {
     // Rates are a property of the machine, the kernels and the backend's settings: measured once
     // per process for each of those and each format.
-    using Key = std::tuple<int, int, int, bool, int, int64_t>;  // isa, threads, type, int16, max_rows, n_in
+    using Key = std::tuple<int, int, int, std::string, int, int64_t>;  // isa, threads, type, settings, max_rows, n_in
     static std::mutex mu;
     static std::map<Key, Rates> known;
     double macs = 0;
@@ -155,7 +153,7 @@ std::vector<double> extra_row_seconds(backend::Backend& be, const PassWork& work
     std::lock_guard<std::mutex> lock(mu);
     for (const PassWork::Part& p : parts) {
         const Key key{static_cast<int>(quant::active_isa()), be.threads(), static_cast<int>(p.type),
-                      be.int16_activations(), max_rows, p.n_in};
+                      be.settings(), max_rows, p.n_in};
         auto it = known.find(key);
         if (it == known.end()) it = known.emplace(key, measure(be, p.type, p.n_in, max_rows, &macs)).first;
         for (int r = 2; r <= max_rows; ++r) extra[static_cast<size_t>(r - 1)] += p.macs * it->second.extra_per_mac(r);

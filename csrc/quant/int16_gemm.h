@@ -87,7 +87,7 @@ struct I16Kernels {
     // Whether the format takes the int16 path for every batch size (decode and verify too):
     // those with a fused kernel on x86, on every ISA (the scalar one through decode + gemm) so
     // that all give the same floats. The others (Q2_K, Q3_K, Q5_K) take it from
-    // Backend::kInt16BatchRows rows on.
+    // backend::kInt16BatchRows (backend/cpu/cpu_backend.h) rows on.
     bool all_batches = false;
     // The block-lane order (Q8_0, Q5_0): decode and quantize_row write it, gemm and rows_packed read it.
     bool block_lanes = false;

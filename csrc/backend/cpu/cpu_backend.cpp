@@ -8,7 +8,7 @@
 //     kDotRowsMax activation rows, decoding it once for the chunk, straight from the mmap;
 //   - many rows (prefill): a tile of weight rows is decoded once into floats (decode_groups) and
 //     a register-tiled GEMM (gemm_groups) runs every activation row against it;
-//   - with int16 activations on (Backend::set_int16_activations), matmuls of the formats with
+//   - with int16 activations on (CpuOptions::int16_activations), matmuls of the formats with
 //     fused int16 kernels (Q4_0, Q4_1, Q5_1, Q4_K, Q6_K; Q5_0 and Q8_0 packed) and, from 32 rows on, those
 //     of Q2_K, Q3_K and Q5_K take the int16 path instead (quant/int16_gemm.h): activations
 //     quantised per group of 32 or 256 values, a fused kernel for a few rows, integer tiles for
@@ -35,6 +35,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/attn.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/thread_pool.h"
 #include "backend/cpu/vmath.h"
 #include "quant/int16_gemm.h"
@@ -87,17 +88,21 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 
 class CpuBackend final : public Backend {
 public:
-    explicit CpuBackend(int threads) : pool_ptr_(cpu::ThreadPool::shared(threads)), pool_(*pool_ptr_) {}
+    explicit CpuBackend(const CpuOptions& o)
+        : pool_ptr_(cpu::ThreadPool::shared(o.threads)), pool_(*pool_ptr_), int16_(o.int16_activations),
+          repack_(o.repack), defer_pack_(o.defer_pack) {}
     int threads() const override { return pool_.size(); }
 
     const char* name() const override { return "cpu"; }
+    std::string settings() const override { return int16_ ? "cpu int16" : "cpu f32"; }
 
     bool supports_op(Op op, quant::Type type) const override {
         switch (op) {
             // Either matmul path may run (the ISA can change after load with set_isa), so
             // require what both need: the reference dequant and dot, which every supported
             // format has.
-            case Op::matmul: return quant::is_supported(type);
+            case Op::matmul:
+            case Op::argmax: return quant::is_supported(type);
             case Op::get_rows: return quant::kernels(type).dequant != nullptr;
             default: return true;
         }
@@ -108,7 +113,12 @@ public:
         return int16_ && ik.gemm && !ik.all_batches ? kInt16BatchRows : 0;
     }
 
-    bool pack(Weight& w, const ReleaseFn& release) override {
+    bool pack(Weight& w, const ReleaseFn& release) override { return pack_as(w, release, defer_pack_); }
+    bool pack_now(Weight& w) override {
+        return pack_as(w, [](const void*, size_t) {}, false);
+    }
+
+    bool pack_as(Weight& w, const ReleaseFn& release, bool defer) {
         if (!repack_ || !int16_ || !quant::has_packed_layout(w.type) || w.packed) return false;
         const size_t bytes = w.row_bytes * static_cast<size_t>(w.n_out);
         // new[] without an initialiser: the pages are touched only when the rows are written
@@ -116,7 +126,7 @@ public:
         w.packed = buf.get();
         Pending job{w, release};
         packed_.push_back(std::move(buf));
-        if (defer_pack_) {
+        if (defer) {
             pending_.push_back(std::move(job));
         } else {
             pack_rows(job);
@@ -681,13 +691,15 @@ private:
     };
     RopeTable rope_tables_[2];  // rope_table(): the last two, the older replaced next
     int rope_next_ = 0;
+    bool int16_, repack_, defer_pack_;  // CpuOptions
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) {
-    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    return std::make_unique<CpuBackend>(threads);
+std::unique_ptr<Backend> make_cpu_backend(const CpuOptions& opts) {
+    CpuOptions o = opts;
+    if (o.threads <= 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return std::make_unique<CpuBackend>(o);
 }
 
 }  // namespace ds4::backend

@@ -1,0 +1,214 @@
+"""Conformance of a backend's ops (csrc/backend/backend.h) against numpy references, on every
+ISA the machine has: the suite a GPU backend will run too. Each op is also checked for the
+batch invariance the contract states (a row's result does not depend on the rows with it)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ds4 import _core
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quant"))
+import qdata  # noqa: E402  (tests/quant: random blocks of every format, gguf's dequantisation)
+
+ISAS = list(_core.simd_available())
+OPS = ["matmul", "argmax", "get_rows", "rms_norm", "rope", "attention", "store_kv", "add", "mul", "glu", "softcap"]
+
+
+@pytest.fixture(params=ISAS)
+def be(request: pytest.FixtureRequest) -> Iterator[_core.Backend]:
+    before = _core.simd_active()
+    _core.set_simd(request.param)
+    try:
+        yield _core.Backend("cpu", threads=2)
+    finally:
+        _core.set_simd(before)
+
+
+def rel(got: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.abs(got.astype(np.float64) - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
+def test_every_op_is_supported() -> None:
+    b = _core.Backend("cpu")
+    for op in OPS:
+        assert b.supports_op(op)
+    with pytest.raises(ValueError, match="unknown op"):
+        b.supports_op("conv3d")
+    with pytest.raises(ValueError, match="not available"):
+        _core.Backend("cuda")
+
+
+@pytest.mark.parametrize("type_name", qdata.TYPES)
+def test_matmul_and_argmax(be: _core.Backend, type_name: str) -> None:
+    rng = np.random.default_rng(1)
+    qk, _ = qdata.block_geometry(type_name)
+    n_in = max(256, qk)
+    n_out = 40
+    data = qdata.random_blocks(type_name, n_out * n_in // qk, rng)
+    w = qdata.gguf_dequantize(type_name, data, n_out * n_in).reshape(n_out, n_in).astype(np.float64)
+    x = rng.standard_normal((9, n_in)).astype(np.float32)
+    ref = x.astype(np.float64) @ w.T
+    y = be.matmul(type_name, data, n_out, x)
+    assert rel(y, ref) < 1e-5, type_name
+    # batch invariance: each row alone gives the same bits
+    for r in (0, 4, 8):
+        np.testing.assert_array_equal(be.matmul(type_name, data, n_out, x[r : r + 1])[0], y[r])
+    # the fused head picks from exactly what matmul writes (lowest index on ties)
+    np.testing.assert_array_equal(be.argmax(type_name, data, n_out, x), y.argmax(axis=1))
+    capped = be.softcap(y, 3.0).reshape(y.shape)  # what the head writes with a final soft-cap
+    np.testing.assert_array_equal(be.argmax(type_name, data, n_out, x, 3.0), capped.argmax(axis=1))
+
+
+@pytest.mark.parametrize("type_name", ["Q4_0", "Q8_0", "Q4_K", "Q6_K", "Q5_0"])
+def test_matmul_int16_activations(type_name: str) -> None:
+    rng = np.random.default_rng(2)
+    qk, _ = qdata.block_geometry(type_name)
+    n_in, n_out = 512, 48
+    data = qdata.random_blocks(type_name, n_out * n_in // qk, rng)
+    w = qdata.gguf_dequantize(type_name, data, n_out * n_in).reshape(n_out, n_in).astype(np.float64)
+    x = rng.standard_normal((5, n_in)).astype(np.float32)
+    b = _core.Backend("cpu", threads=2, int16=True)
+    for pack in (False, True):
+        y = b.matmul(type_name, data, n_out, x, pack=pack)
+        assert rel(y, x.astype(np.float64) @ w.T) < 2e-3  # activations quantised to 16 bits
+        np.testing.assert_array_equal(b.matmul(type_name, data, n_out, x[2:3], pack=pack)[0], y[2])
+
+
+def test_get_rows(be: _core.Backend) -> None:
+    rng = np.random.default_rng(3)
+    for type_name in ("F32", "F16", "Q8_0", "Q4_K", "Q6_K"):
+        qk, _ = qdata.block_geometry(type_name)
+        n_in, n_out = 256, 12
+        data = qdata.random_blocks(type_name, n_out * n_in // qk, rng)
+        w = qdata.gguf_dequantize(type_name, data, n_out * n_in).reshape(n_out, n_in)
+        ids = np.array([3, 0, 11, 3], dtype=np.int32)
+        np.testing.assert_array_equal(be.get_rows(type_name, data, n_in, n_out, ids), w[ids])
+
+
+def test_rms_norm(be: _core.Backend) -> None:
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((7, 640)).astype(np.float32) * 3
+    w = rng.standard_normal(640).astype(np.float32)
+    x64 = x.astype(np.float64)
+    ref = x64 / np.sqrt((x64**2).mean(axis=1, keepdims=True) + 1e-6)
+    assert rel(be.rms_norm(x, None, 1e-6), ref) < 1e-6
+    y = be.rms_norm(x, w, 1e-6)
+    assert rel(y, ref * w) < 1e-6
+    np.testing.assert_array_equal(be.rms_norm(x[3:4], w, 1e-6)[0], y[3])
+
+
+def rope_ref(x: np.ndarray, n_head: int, hd: int, pos: np.ndarray, mode: str, n_dims: int, base: float,
+             scale: float, factors: np.ndarray | None) -> np.ndarray:
+    out = x.astype(np.float64).reshape(len(pos), n_head, hd).copy()
+    half = n_dims // 2
+    # inverse frequencies and angles rounded to float32, as transformers computes them (at
+    # position 30000 that moves an angle by ~1e-3 rad; the models were trained with it)
+    inv = np.array([1.0 / math.pow(base, 2.0 * i / n_dims) for i in range(half)])
+    if factors is not None:
+        inv = inv / factors
+    inv = inv.astype(np.float32)
+    ang = ((pos * np.float32(scale)).astype(np.float32)[:, None] * inv[None, :]).astype(np.float64)  # [n, half]
+    c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    if mode == "neox":
+        a, b = out[..., :half].copy(), out[..., half:n_dims].copy()
+        out[..., :half], out[..., half:n_dims] = a * c - b * s, a * s + b * c
+    else:
+        a, b = out[..., 0:n_dims:2].copy(), out[..., 1:n_dims:2].copy()
+        out[..., 0:n_dims:2], out[..., 1:n_dims:2] = a * c - b * s, a * s + b * c
+    return out.reshape(len(pos), n_head * hd)
+
+
+@pytest.mark.parametrize("mode", ["normal", "neox"])
+@pytest.mark.parametrize("n_dims,scale,with_factors", [(64, 1.0, False), (32, 0.25, False), (64, 1.0, True)])
+def test_rope(be: _core.Backend, mode: str, n_dims: int, scale: float, with_factors: bool) -> None:
+    rng = np.random.default_rng(5)
+    n_head, hd = 4, 64
+    pos = np.array([0, 1, 7, 100, 4095, 30000], dtype=np.int32)
+    x = rng.standard_normal((len(pos), n_head * hd)).astype(np.float32)
+    factors = rng.uniform(1, 8, n_dims // 2).astype(np.float32) if with_factors else None
+    y = be.rope(x, n_head, hd, pos, mode, n_dims, 10000.0, scale, factors)
+    assert np.abs(y - rope_ref(x, n_head, hd, pos, mode, n_dims, 10000.0, scale, factors)).max() < 1e-5
+    if n_dims < hd:  # the dimensions past n_dims are not rotated
+        ys, xs = y.reshape(len(pos), n_head, hd), x.reshape(len(pos), n_head, hd)
+        np.testing.assert_array_equal(ys[..., n_dims:], xs[..., n_dims:])
+    np.testing.assert_array_equal(be.rope(x[3:4], n_head, hd, pos[3:4], mode, n_dims, 10000.0, scale, factors)[0], y[3])
+
+
+def attention_ref(q, pos, last, k, v, n_head, n_head_kv, hd, scale, cap, window):
+    out = np.zeros((len(pos), n_head * hd))
+    g = n_head // n_head_kv
+    for r in range(len(pos)):
+        lo = max(0, pos[r] - window + 1) if window else 0
+        for h in range(n_head):
+            kh = k[lo : last[r] + 1, (h // g) * hd : (h // g + 1) * hd].astype(np.float64)
+            vh = v[lo : last[r] + 1, (h // g) * hd : (h // g + 1) * hd].astype(np.float64)
+            s = kh @ q[r, h * hd : (h + 1) * hd].astype(np.float64) * scale
+            if cap:
+                s = cap * np.tanh(s / cap)
+            p = np.exp(s - s.max())
+            out[r, h * hd : (h + 1) * hd] = (p / p.sum()) @ vh
+    return out
+
+
+@pytest.mark.parametrize("kv_type", ["f32", "f16"])
+@pytest.mark.parametrize("mode,window,cap", [("causal", 0, 0.0), ("causal", 50, 0.0), ("block", 0, 0.0),
+                                              ("block", 50, 20.0), ("causal", 0, 20.0)])
+def test_attention(be: _core.Backend, kv_type: str, mode: str, window: int, cap: float) -> None:
+    rng = np.random.default_rng(6)
+    n_head, n_head_kv, hd = 8, 2, 64
+    n_past, n = 300, 6  # keys over three 128-position chunks
+    k = rng.standard_normal((n_past + n, n_head_kv * hd)).astype(np.float32)
+    v = rng.standard_normal((n_past + n, n_head_kv * hd)).astype(np.float32)
+    q = rng.standard_normal((n, n_head * hd)).astype(np.float32)
+    pos = np.arange(n_past, n_past + n, dtype=np.int32)
+    last = pos.copy() if mode == "causal" else np.full(n, n_past + n - 1, dtype=np.int32)
+    if kv_type == "f16":  # the reference reads what the cache holds
+        k, v = k.astype(np.float16).astype(np.float32), v.astype(np.float16).astype(np.float32)
+    out = be.attention(q, pos, last, k, v, kv_type, n_head, n_head_kv, hd, 0.125, cap, window)
+    ref = attention_ref(q, pos, last, k, v, n_head, n_head_kv, hd, 0.125, cap, window)
+    assert np.abs(out - ref).max() < 1e-5
+    for r in (0, n - 1):  # a row alone sees and gives the same
+        np.testing.assert_array_equal(
+            be.attention(q[r : r + 1], pos[r : r + 1], last[r : r + 1], k, v, kv_type, n_head, n_head_kv, hd, 0.125, cap,
+                         window)[0], out[r])
+
+
+def test_store_kv(be: _core.Backend) -> None:
+    x = np.random.default_rng(7).standard_normal((3, 32)).astype(np.float32)
+    assert be.store_kv(x, "f32") == x.tobytes()
+    assert be.store_kv(x, "f16") == x.astype(np.float16).tobytes()
+
+
+def test_elementwise(be: _core.Backend) -> None:
+    rng = np.random.default_rng(8)
+    y = rng.standard_normal((5, 100)).astype(np.float32)
+    x = rng.standard_normal((5, 100)).astype(np.float32)
+    b = rng.standard_normal(100).astype(np.float32)
+    np.testing.assert_array_equal(be.add(y, x), (y + x).ravel())
+    np.testing.assert_array_equal(be.add_rows(y, b), y + b)
+    np.testing.assert_array_equal(be.mul_rows(y, b), y * b)
+    np.testing.assert_array_equal(be.scale(y, 0.5), (y * np.float32(0.5)).ravel())
+    capped = be.softcap(y * 40, 30.0)
+    assert np.abs(capped - 30.0 * np.tanh((y * 40).astype(np.float64) / 30.0).ravel()).max() < 1e-4
+
+
+@pytest.mark.parametrize("act", ["silu", "gelu_tanh"])
+def test_glu(be: _core.Backend, act: str) -> None:
+    rng = np.random.default_rng(9)
+    g = (rng.standard_normal(1000) * 4).astype(np.float32)
+    u = rng.standard_normal(1000).astype(np.float32)
+    g64 = g.astype(np.float64)
+    if act == "silu":
+        ref = g64 / (1 + np.exp(-g64)) * u
+    else:
+        ref = 0.5 * g64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (g64 + 0.044715 * g64**3))) * u
+    y = be.glu(g, u, act)
+    assert np.abs(y - ref).max() / np.abs(ref).max() < 1e-5
+    np.testing.assert_array_equal(be.glu(g[500:600], u[500:600], act), y[500:600])
