@@ -8,8 +8,8 @@ subprocesses with that tree's ``python/`` (its own ``_core``) on the embedded Ge
 - the grounded code edit with the n-gram chain (``bench/spec.py``'s edit prompt, greedy,
   ``--spec-tokens``), end-to-end tok/s, and plain decoding of the same prompt.
 
-It prints per figure the median over rounds of each tree and B / A (the median of the per-round
-ratios). Build both trees first (``scripts/dev-build.sh`` in each); e.g. a worktree of the old
+It prints per figure (each a rate: higher is faster) the median over rounds of each tree and
+B / A (the median of the per-round ratios). Build both trees first (``scripts/dev-build.sh`` in each); e.g. a worktree of the old
 commit: ``git worktree add ../ab_old HEAD~1 && (cd ../ab_old && scripts/dev-build.sh)``.
 
 Usage: python bench/ab.py --a ../ab_old --b . [--rounds 5] [--threads 2]
@@ -51,7 +51,7 @@ def measure(tree: Path, spec_file: str, a: argparse.Namespace) -> dict[str, floa
     w = run(tree, ["bench/vs_llamacpp.py", "--worker", "ds4", "--spec", spec_file, "--threads", str(a.threads)])
     figures = {"prefill tok/s": w["prefill_tok_s"], "decode tok/s": w["decode_tok_s"]}
     for k in (1, 8, 16):
-        figures[f"verify k={k} (1/ms)"] = 1.0 / w["verify_ms"][f"verify k={k}"]
+        figures[f"verify passes of {k} rows per second"] = 1000.0 / w["verify_ms"][f"verify k={k}"]
     e = run(tree, ["-c", EDIT.format(threads=a.threads, tokens=a.spec_tokens)])
     figures["plain e2e tok/s"] = e["plain"]
     figures["edit ngram chain e2e tok/s"] = e["edit ngram chain"]
@@ -96,7 +96,7 @@ def main() -> None:
             ratios.setdefault(k, []).append(got["B"][k] / got["A"][k])
     print("\n| figure | A | B | B / A |\n|---|---:|---:|---:|")
     for k in ratios:
-        print(f"| {k} | {statistics.median(res['A'][k]):.2f} | {statistics.median(res['B'][k]):.2f} | "
+        print(f"| {k} | {statistics.median(res['A'][k]):.1f} | {statistics.median(res['B'][k]):.1f} | "
               f"{statistics.median(ratios[k]):.3f} |")
 
 

@@ -134,6 +134,22 @@ void register_session(py::module_& m) {
                                  [&s](const int32_t* ids, int64_t n, float* out) { s.eval_block(ids, n, out); });
             },
             py::arg("tokens"))
+        .def(
+            "eval_embeddings",
+            [](model::Session& s, const py::array_t<float, py::array::c_style | py::array::forcecast>& embd) {
+                const int64_t d = s.model().hparams().n_embd, n_vocab = s.model().hparams().n_vocab;
+                if (embd.ndim() != 2 || embd.shape(1) != d)
+                    throw model::Error("eval_embeddings: expected float32 (n, " + std::to_string(d) + ")");
+                const int64_t n = embd.shape(0);
+                py::array_t<float> logits({n, n_vocab});
+                float* out = logits.mutable_data();
+                {
+                    py::gil_scoped_release release;
+                    s.eval_embeddings(embd.data(), n, out);
+                }
+                return logits;
+            },
+            py::arg("embeddings"))
         .def("checkpoint", &model::Session::checkpoint, py::call_guard<py::gil_scoped_release>())
         .def(
             "truncate",

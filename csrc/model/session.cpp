@@ -85,6 +85,23 @@ void Session::eval_hidden(const int32_t* tokens, int64_t n, const int* layers, i
     last_logits_.clear();
 }
 
+void Session::eval_embeddings(const float* embd, int64_t n, float* logits) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pending_ >= 0) throw Error("eval_embeddings: the session holds a pending token; evaluate it first");
+    if (n == 0) return;
+    const SeqRows seq{st_.get(), n, Attend::causal};
+    Request req;
+    req.embeddings = embd;
+    req.seqs = &seq;
+    req.n_seqs = 1;
+    req.logits = logits;
+    req.head_rows = head_rows_;
+    model_->forward(req);
+    tokens_.insert(tokens_.end(), static_cast<size_t>(n), -1);
+    const int64_t n_vocab = model_->hparams().n_vocab;
+    last_logits_.assign(logits + (n - 1) * n_vocab, logits + n * n_vocab);
+}
+
 void Session::eval_block(const int32_t* tokens, int64_t n, float* logits) {
     std::lock_guard<std::mutex> lock(mu_);
     if (pending_ >= 0) throw Error("eval_block: the session holds a pending token; evaluate it first");

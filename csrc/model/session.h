@@ -51,6 +51,10 @@ public:
     // embeddings, i: after layer i, n_layer: after the final norm). Throws Error for a layer
     // outside [0, n_layer]; the pending token, if any, is fed first and not returned.
     void eval_hidden(const int32_t* tokens, int64_t n, const int* layers, int n_layers, float* hidden);
+    // Appends n rows given as input embeddings embd[n, n_embd] (what layer 0 of the stack
+    // reads: after any embedding scale) instead of token ids, writing logits[n, n_vocab]; the
+    // positions hold no token id (-1 in tokens()). Throws Error if a token is pending.
+    void eval_embeddings(const float* embd, int64_t n, float* logits);
     // A block pass (request.h's Attend::block): rows tokens[0, n) at positions n_past() + i,
     // each seeing the positions held and every row of the block; writes logits[n, n_vocab] and
     // commits nothing (what a DFlash / DSpark drafter's pass is). Throws Error if the session

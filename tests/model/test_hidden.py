@@ -47,3 +47,18 @@ def test_bad_layer_is_a_clear_error() -> None:
     m = ds4.Model(str(tiny.convert("llama", "f32")), threads=2)
     with pytest.raises(ds4.ModelError, match=r"layer 5 is outside \[0, 4\]"):
         m.session().eval_hidden([5, 6], [0, 5])
+
+
+@pytest.mark.parametrize("name", ["qwen3", "gemma3_text"])
+def test_input_embeddings_give_the_tokens_logits(name: str) -> None:
+    """Rows given as input embeddings (what a drafter feeds) run the same stack as token ids:
+    layer 0's capture fed back gives the tokens' logits bit for bit."""
+    m = ds4.Model(str(tiny.convert(name, "f32")), threads=2, kv_type="f32")
+    ids = np.random.default_rng(8).integers(3, m.n_vocab, size=20)
+    emb = m.session().eval_hidden(ids, [0])[0]
+    s = m.session()
+    s.eval(ids[:5])
+    got = np.concatenate([s._s.eval_embeddings(emb[5:12]), s.eval(ids[12:])])
+    ref = m.session().eval(ids)[5:]
+    np.testing.assert_array_equal(got, ref)
+    assert s.n_past == len(ids)
