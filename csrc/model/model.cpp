@@ -157,10 +157,7 @@ void Model::eval_one(state::State& st, const int32_t* tokens, int64_t n, int64_t
     std::vector<Out> out(static_cast<size_t>(n), Out::none);
     std::fill(out.end() - n_out, out.end(), ids ? Out::argmax : Out::logits);
     const SeqRows seq{&st, n, Attend::causal};
-    Request req;
-    req.tokens = tokens;
-    req.seqs = &seq;
-    req.n_seqs = 1;
+    Request req = Request::of(seq, tokens);
     req.out = out.data();
     req.logits = logits;
     req.argmax = ids;

@@ -52,6 +52,15 @@ struct Request {
     const uint8_t* capture_rows = nullptr;  // [rows] nonzero: captured; null: every row
     float* hidden = nullptr;              // [n_capture, captured rows, n_embd]
 
+    // The rows of one sequence, token ids (null: embeddings, set by the caller); outputs unset.
+    static Request of(const SeqRows& seq, const int32_t* tokens) {
+        Request r;
+        r.tokens = tokens;
+        r.seqs = &seq;
+        r.n_seqs = 1;
+        return r;
+    }
+
     int64_t rows() const {
         int64_t n = 0;
         for (int i = 0; i < n_seqs; ++i) n += seqs[i].n;

@@ -70,10 +70,7 @@ void Session::eval_hidden(const int32_t* tokens, int64_t n, const int* layers, i
     std::vector<uint8_t> captured(static_cast<size_t>(m), 1);
     if (pending_ >= 0) captured[0] = 0;
     const SeqRows seq{st_.get(), m, Attend::causal};
-    Request req;
-    req.tokens = feed.data();
-    req.seqs = &seq;
-    req.n_seqs = 1;
+    Request req = Request::of(seq, feed.data());
     req.out = out.data();
     req.capture_layers = layers;
     req.n_capture = n_layers;
@@ -90,10 +87,8 @@ void Session::eval_embeddings(const float* embd, int64_t n, float* logits) {
     if (pending_ >= 0) throw Error("eval_embeddings: the session holds a pending token; evaluate it first");
     if (n == 0) return;
     const SeqRows seq{st_.get(), n, Attend::causal};
-    Request req;
+    Request req = Request::of(seq, nullptr);
     req.embeddings = embd;
-    req.seqs = &seq;
-    req.n_seqs = 1;
     req.logits = logits;
     req.head_rows = head_rows_;
     model_->forward(req);
@@ -107,10 +102,7 @@ void Session::eval_block(const int32_t* tokens, int64_t n, float* logits) {
     if (pending_ >= 0) throw Error("eval_block: the session holds a pending token; evaluate it first");
     if (n == 0) return;
     const SeqRows seq{st_.get(), n, Attend::block};
-    Request req;
-    req.tokens = tokens;
-    req.seqs = &seq;
-    req.n_seqs = 1;
+    Request req = Request::of(seq, tokens);
     req.logits = logits;
     req.head_rows = head_rows_;
     model_->forward(req);
@@ -120,10 +112,7 @@ void Session::feed_locked(const int32_t* tokens, int64_t n) {
     if (n == 0) return;
     const std::vector<Out> out(static_cast<size_t>(n), Out::none);
     const SeqRows seq{st_.get(), n, Attend::causal};
-    Request req;
-    req.tokens = tokens;
-    req.seqs = &seq;
-    req.n_seqs = 1;
+    Request req = Request::of(seq, tokens);
     req.out = out.data();
     model_->forward(req);
     tokens_.insert(tokens_.end(), tokens, tokens + n);
