@@ -11,7 +11,8 @@ What is measured, per model and session count k (the first k of 16 prompts, gree
   generation has ended are timed (wall): aggregate decode tok/s = tokens decoded / that time.
 - llama.cpp (k = 8 only, as a server without batching would): the 8 prompts one after another,
   each prefilled then decoded with a ``sample`` / ``eval`` loop; aggregate = decoded tokens /
-  the decode time summed.
+  the decode time summed. It runs in its own process: llama.cpp's OpenMP threads spin after each
+  batch, and in the same process they took a quarter of ds4's next runs.
 
 Rounds alternate and the median is reported, with the stolen CPU share of the machine (a
 shared VM) over the run.
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -64,6 +67,21 @@ def ds4_rate(model: Any, k: int, tokens: int) -> float:
     return (sum(g.stats["n_generated"] for g in gens) - before) / seconds
 
 
+def llama_worker(path: str, threads: int, k: int, tokens: int) -> None:
+    """In its own process, so that llama.cpp's OpenMP threads (which spin after each batch)
+    are gone before ds4 runs."""
+    import json
+
+    import llama_cpp
+
+    import ds4
+
+    llm = llama_cpp.Llama(model_path=path, n_ctx=1024, n_threads=threads, n_threads_batch=threads, verbose=False)
+    tok = ds4.Model(path, threads=threads)
+    llama_rate(llm, tok, 2, 8)  # warm-up
+    print(json.dumps(llama_rate(llm, tok, k, tokens)))
+
+
 def llama_rate(llm: Any, ds4_model: Any, k: int, tokens: int) -> float:
     decoded, seconds = 0, 0.0
     for p in PROMPTS[:k]:
@@ -90,7 +108,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-llama", action="store_true")
+    ap.add_argument("--llama-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.llama_worker:
+        llama_worker(args.llama_worker, args.threads, 8, args.tokens)
+        return
     from ds4 import _core
 
     with open("/proc/cpuinfo") as f:
@@ -99,12 +121,6 @@ def main() -> None:
     for name in args.models:
         path = known_models.model_path(name)
         model = ds4.Model(path, threads=args.threads, n_ctx=1024)
-        llm = None
-        if not args.no_llama:
-            import llama_cpp
-
-            llm = llama_cpp.Llama(model_path=str(path), n_ctx=1024, n_threads=args.threads,
-                                  n_threads_batch=args.threads, verbose=False)
         ds4_rate(model, 2, 8)  # warm-up
         rates: dict[int, list[float]] = {k: [] for k in args.sessions}
         peer: list[float] = []
@@ -112,8 +128,11 @@ def main() -> None:
         for _ in range(args.rounds):
             for k in args.sessions:
                 rates[k].append(ds4_rate(model, k, args.tokens))
-            if llm is not None:
-                peer.append(llama_rate(llm, model, 8, args.tokens))
+            if not args.no_llama:
+                cmd = [sys.executable, __file__, "--llama-worker", str(path), "--threads", str(args.threads),
+                       "--tokens", str(args.tokens)]
+                out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+                peer.append(float(out.stdout.strip().splitlines()[-1]))
         t1 = cpu_times()
         delta = [b - a for a, b in zip(t0, t1)]
         steal = delta[7] / max(1, sum(delta))
