@@ -142,7 +142,7 @@ int32_t Generator::speculate(int32_t tok) {
     if (k == 0) {
         int32_t next = -1;  // sampling: drawn by the caller from logits_
         if (fused_greedy_) {
-            next = session_.eval_argmax(&tok, 1).back();
+            next = session_.next_argmax(&tok, 1);
         } else {
             session_.eval(&tok, 1, logits_.data(), 1);
         }
@@ -341,7 +341,7 @@ bool Generator::step(std::string* piece) {
                     for (auto& p : proposers_) p->observe(context_);
                 }
             } else if (fused_greedy_) {
-                next_ = session_.eval_argmax(&tok, 1).back();
+                next_ = session_.next_argmax(&tok, 1);
             } else {
                 session_.eval(&tok, 1, logits_.data(), 1);
             }

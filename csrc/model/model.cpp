@@ -96,9 +96,13 @@ int64_t Model::check(const Request& req) const {
 }
 
 void Model::forward(const Request& req) {
+    std::lock_guard<std::mutex> lock(mu_);
+    forward_locked(req);
+}
+
+void Model::forward_locked(const Request& req) {
     const int64_t n = check(req);
     if (n == 0) return;
-    std::lock_guard<std::mutex> lock(mu_);
     if (backend_->packing_pending()) backend_->finish_packing();
     for (int i = 0; i < req.n_seqs; ++i) {  // throws ContextOverflow before anything is written
         req.seqs[i].state->reserve(req.seqs[i].state->n_past() + req.seqs[i].n);
@@ -154,15 +158,16 @@ void Model::eval_one(state::State& st, const int32_t* tokens, int64_t n, int64_t
     if (n == 0) return;
     if (n_out < 0) n_out = n;
     if (n_out == 0 || n_out > n) throw Error("n_out must be in [1, " + std::to_string(n) + "], got " + std::to_string(n_out));
-    std::vector<Out> out(static_cast<size_t>(n), Out::none);
-    std::fill(out.end() - n_out, out.end(), ids ? Out::argmax : Out::logits);
+    std::lock_guard<std::mutex> lock(mu_);
+    eval_out_.assign(static_cast<size_t>(n), Out::none);  // reused: a decode step allocates nothing here
+    std::fill(eval_out_.end() - n_out, eval_out_.end(), ids ? Out::argmax : Out::logits);
     const SeqRows seq{&st, n, Attend::causal};
     Request req = Request::of(seq, tokens);
-    req.out = out.data();
+    req.out = eval_out_.data();
     req.logits = logits;
     req.argmax = ids;
     req.head_rows = head_rows;
-    forward(req);
+    forward_locked(req);
 }
 
 int64_t Model::split_rows() const {

@@ -112,11 +112,13 @@ private:
                   int64_t head_rows);
     // Checks a request before anything runs (Model::forward); returns its rows.
     int64_t check(const Request& req) const;
+    void forward_locked(const Request& req);  // forward() with mu_ held
 
     std::mutex mu_;
     // The pass layout, rebuilt under mu_ for every pass.
     std::vector<int32_t> pos_, last_;
     std::vector<int64_t> first_, n_past_, out_logits_, out_argmax_, captured_;
+    std::vector<Out> eval_out_;  // eval()'s output kinds
     PassWork work_;
     mutable std::mutex times_mu_;
     PassTimes times_[2];  // [argmax]

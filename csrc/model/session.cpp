@@ -18,18 +18,17 @@ void Session::eval(const int32_t* tokens, int64_t n, float* logits, int64_t n_ou
     eval_locked(tokens, n, logits, n_out);
 }
 
-std::vector<int32_t> Session::with_pending(const int32_t* tokens, int64_t n) const {
-    std::vector<int32_t> feed;
-    feed.reserve(static_cast<size_t>(n + 1));
-    if (pending_ >= 0) feed.push_back(pending_);
-    feed.insert(feed.end(), tokens, tokens + n);
-    return feed;
+const std::vector<int32_t>& Session::with_pending(const int32_t* tokens, int64_t n) {
+    feed_.clear();  // reused: a decode step allocates nothing here
+    if (pending_ >= 0) feed_.push_back(pending_);
+    feed_.insert(feed_.end(), tokens, tokens + n);
+    return feed_;
 }
 
 void Session::eval_locked(const int32_t* tokens, int64_t n, float* logits, int64_t n_out) {
     if (n_out < 0) n_out = n;
     if (n_out > n) throw Error("eval: n_out " + std::to_string(n_out) + " exceeds the " + std::to_string(n) + " tokens fed");
-    const std::vector<int32_t> feed = with_pending(tokens, n);
+    const std::vector<int32_t>& feed = with_pending(tokens, n);
     const auto m = static_cast<int64_t>(feed.size());
     if (m == 0) return;
     const int64_t n_vocab = model_->hparams().n_vocab;
@@ -48,22 +47,33 @@ void Session::eval_locked(const int32_t* tokens, int64_t n, float* logits, int64
 
 std::vector<int32_t> Session::eval_argmax(const int32_t* tokens, int64_t n, int64_t n_out) {
     std::lock_guard<std::mutex> lock(mu_);
-    const std::vector<int32_t> feed = with_pending(tokens, n);
+    const auto m = static_cast<int64_t>(n + (pending_ >= 0 ? 1 : 0));
+    std::vector<int32_t> ids(static_cast<size_t>(n_out < 0 ? m : std::min(n_out, m)));
+    argmax_locked(tokens, n, ids.data(), static_cast<int64_t>(ids.size()), n_out);
+    return ids;
+}
+
+int32_t Session::next_argmax(const int32_t* tokens, int64_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    int32_t id = -1;
+    argmax_locked(tokens, n, &id, 1, 1);
+    return id;
+}
+
+void Session::argmax_locked(const int32_t* tokens, int64_t n, int32_t* ids, int64_t out, int64_t n_out) {
+    const std::vector<int32_t>& feed = with_pending(tokens, n);
     const auto m = static_cast<int64_t>(feed.size());
-    const int64_t out = n_out < 0 ? m : std::min(n_out, m);
-    std::vector<int32_t> ids(static_cast<size_t>(out));
-    if (m == 0) return ids;
-    if (out < 1) throw Error("eval_argmax: n_out must be >= 1 or < 0 (all), got " + std::to_string(n_out));
-    model_->eval_argmax(*st_, feed.data(), m, ids.data(), out, head_rows_);
+    if (m == 0) return;
+    if (out < 1 || n_out == 0) throw Error("eval_argmax: n_out must be >= 1 or < 0 (all), got " + std::to_string(n_out));
+    model_->eval_argmax(*st_, feed.data(), m, ids, out, head_rows_);
     tokens_.insert(tokens_.end(), feed.begin(), feed.end());
     pending_ = -1;
     last_logits_.clear();  // not computed; last_logits() re-runs the last position if asked
-    return ids;
 }
 
 void Session::eval_hidden(const int32_t* tokens, int64_t n, const int* layers, int n_layers, float* hidden) {
     std::lock_guard<std::mutex> lock(mu_);
-    const std::vector<int32_t> feed = with_pending(tokens, n);
+    const std::vector<int32_t>& feed = with_pending(tokens, n);
     const auto m = static_cast<int64_t>(feed.size());
     if (m == 0) return;
     const std::vector<Out> out(static_cast<size_t>(m), Out::none);
@@ -189,7 +199,10 @@ std::vector<float> Session::last_logits() {
 
 std::vector<int32_t> Session::rows_for(const int32_t* tokens, int64_t n) const {
     std::lock_guard<std::mutex> lock(mu_);
-    return with_pending(tokens, n);
+    std::vector<int32_t> rows;
+    if (pending_ >= 0) rows.push_back(pending_);
+    rows.insert(rows.end(), tokens, tokens + n);
+    return rows;
 }
 
 void Session::appended(const int32_t* rows, int64_t n, const float* last_logits) {

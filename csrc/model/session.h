@@ -46,6 +46,8 @@ public:
     // logit, computed without materialising the logits (Model::eval_argmax); n_out >= 1: for
     // the last n_out of them only (the others' output projection is skipped).
     std::vector<int32_t> eval_argmax(const int32_t* tokens, int64_t n, int64_t n_out = -1);
+    // eval_argmax(tokens, n, 1)'s one id, without a vector: a greedy decode step.
+    int32_t next_argmax(const int32_t* tokens, int64_t n);
     // The hidden states of layers[0, n_layers) for tokens[0, n) appended like eval():
     // hidden[n_layers, n, n_embd], indexed as transformers' output_hidden_states (0: the
     // embeddings, i: after layer i, n_layer: after the final norm). Throws Error for a layer
@@ -95,8 +97,10 @@ public:
 
 private:
     void eval_locked(const int32_t* tokens, int64_t n, float* logits, int64_t n_out);
-    // The pending token (if any) followed by tokens[0, n): what a forward pass feeds.
-    std::vector<int32_t> with_pending(const int32_t* tokens, int64_t n) const;
+    // The pending token (if any) followed by tokens[0, n): what a forward pass feeds (in feed_,
+    // valid until the next call).
+    const std::vector<int32_t>& with_pending(const int32_t* tokens, int64_t n);
+    void argmax_locked(const int32_t* tokens, int64_t n, int32_t* ids, int64_t out, int64_t n_out);
     // Appends tokens without asking for any output.
     void feed_locked(const int32_t* tokens, int64_t n);
     // Back to n <= the positions in the state (from the checkpoint by rollback, else truncate).
@@ -108,6 +112,7 @@ private:
     int32_t pending_ = -1;             // appended, not evaluated; -1: none
     std::vector<float> last_logits_;   // of position st_->n_past() - 1; empty when unknown
     std::vector<float> scratch_;       // logits rows nobody asked for
+    std::vector<int32_t> feed_;        // with_pending()'s rows
     int64_t head_rows_ = 0;
     mutable std::mutex mu_;
 };

@@ -71,7 +71,7 @@ public:
             // The cost per drafted token is that of a one-token step: feeding what the draft
             // missed (a prompt, the steps it sat out) is a price of admission, not of drafting.
             const auto t0 = std::chrono::steady_clock::now();
-            const int32_t next = plain() ? session_.eval_argmax(feed, n_feed, 1).back() : drawn(feed, n_feed, draft);
+            const int32_t next = plain() ? session_.next_argmax(feed, n_feed) : drawn(feed, n_feed, draft);
             const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             if (n_feed == 1) {
                 per_token_ = per_token_ > 0 ? per_token_ + 0.2 * (s - per_token_) : s;

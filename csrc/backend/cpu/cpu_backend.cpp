@@ -608,7 +608,8 @@ private:
         t.pos.assign(pos, pos + n);
         const int half = p.n_dims / 2;
         // Inverse frequencies as float32, as the reference implementations round them.
-        std::vector<float> inv_freq(static_cast<size_t>(half));
+        std::vector<float>& inv_freq = rope_inv_freq_;  // reused: a decode step allocates nothing here
+        inv_freq.resize(static_cast<size_t>(half));
         for (int i = 0; i < half; ++i) {
             double f = 1.0 / std::pow(static_cast<double>(p.freq_base), 2.0 * i / p.n_dims);
             if (p.freq_factors) f /= p.freq_factors[i];
@@ -690,6 +691,7 @@ private:
         std::vector<float> cs;
     };
     RopeTable rope_tables_[2];  // rope_table(): the last two, the older replaced next
+    std::vector<float> rope_inv_freq_;
     int rope_next_ = 0;
     bool int16_, repack_, defer_pack_;  // CpuOptions
 };
