@@ -67,6 +67,13 @@ struct PyBackend {
     }
 };
 
+// A new array of a's shape holding a's values: what the in-place ops work on.
+F32 copy_of(const F32& a) {
+    F32 r(std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
+    std::memcpy(r.mutable_data(), a.data(), static_cast<size_t>(a.size()) * sizeof(float));
+    return r;
+}
+
 int64_t rows_of(const F32& x, int64_t width) {
     if (x.ndim() != 2 || x.shape(1) != width) throw py::value_error("expected a 2-D float32 array of width " + std::to_string(width));
     return x.shape(0);
@@ -131,8 +138,7 @@ void register_backend(py::module_& m) {
             p.freq_base = base;
             p.freq_scale = freq_scale;
             p.freq_factors = factors ? factors->data() : nullptr;
-            F32 y({n, static_cast<int64_t>(n_head) * head_dim});
-            std::memcpy(y.mutable_data(), x.data(), static_cast<size_t>(x.size()) * sizeof(float));
+            F32 y = copy_of(x);
             b.be->rope(y.mutable_data(), n, n_head, head_dim, pos.data(), p);
             return y;
         }, py::arg("x"), py::arg("n_head"), py::arg("head_dim"), py::arg("pos"), py::arg("mode"), py::arg("n_dims"),
@@ -172,41 +178,38 @@ void register_backend(py::module_& m) {
            py::arg("n_head_kv"), py::arg("head_dim"), py::arg("scale"), py::arg("softcap") = 0.0f, py::arg("window") = 0)
         .def("add", [](PyBackend& b, const F32& y, const F32& x) {
             if (x.size() != y.size()) throw py::value_error("x and y differ in size");
-            F32 r({y.size()});
-            std::memcpy(r.mutable_data(), y.data(), static_cast<size_t>(y.size()) * 4);
+            F32 r = copy_of(y);
             b.be->add(r.mutable_data(), x.data(), y.size());
             return r;
         }, py::arg("y"), py::arg("x"))
         .def("add_rows", [](PyBackend& b, const F32& y, const F32& bias) {
             const int64_t d = y.shape(1), n = rows_of(y, d);
-            F32 r({n, d});
-            std::memcpy(r.mutable_data(), y.data(), static_cast<size_t>(y.size()) * 4);
+            if (bias.size() != d) throw py::value_error("the row vector's length differs from the rows'");
+            F32 r = copy_of(y);
             b.be->add_rows(r.mutable_data(), bias.data(), n, d);
             return r;
         }, py::arg("y"), py::arg("b"))
         .def("mul_rows", [](PyBackend& b, const F32& y, const F32& w) {
             const int64_t d = y.shape(1), n = rows_of(y, d);
-            F32 r({n, d});
-            std::memcpy(r.mutable_data(), y.data(), static_cast<size_t>(y.size()) * 4);
+            if (w.size() != d) throw py::value_error("the row vector's length differs from the rows'");
+            F32 r = copy_of(y);
             b.be->mul_rows(r.mutable_data(), w.data(), n, d);
             return r;
         }, py::arg("y"), py::arg("w"))
         .def("scale", [](PyBackend& b, const F32& y, float s) {
-            F32 r({y.size()});
-            std::memcpy(r.mutable_data(), y.data(), static_cast<size_t>(y.size()) * 4);
+            F32 r = copy_of(y);
             b.be->scale(r.mutable_data(), s, y.size());
             return r;
         }, py::arg("y"), py::arg("s"))
         .def("glu", [](PyBackend& b, const F32& gate, const F32& up, const std::string& act) {
             if (gate.size() != up.size()) throw py::value_error("gate and up differ in size");
-            F32 r({gate.size()});
+            F32 r = copy_of(gate);
             b.be->glu(gate.data(), up.data(), gate.size(), act == "silu" ? backend::Act::silu : backend::Act::gelu_tanh,
                       r.mutable_data());
             return r;
         }, py::arg("gate"), py::arg("up"), py::arg("act"))
         .def("softcap", [](PyBackend& b, const F32& x, float cap) {
-            F32 r({x.size()});
-            std::memcpy(r.mutable_data(), x.data(), static_cast<size_t>(x.size()) * 4);
+            F32 r = copy_of(x);
             b.be->softcap(r.mutable_data(), x.size(), cap);
             return r;
         }, py::arg("x"), py::arg("cap"));

@@ -96,7 +96,8 @@ bool Engine::step() {
             used += n;
         }
     }
-    if (parts_.empty()) return !gens_.empty() && std::any_of(gens_.begin(), gens_.end(), [](Generator* g) { return !g->done(); });
+    const auto running = [&] { return std::any_of(gens_.begin(), gens_.end(), [](Generator* g) { return !g->done(); }); };
+    if (parts_.empty()) return running();
     logits_.resize(static_cast<size_t>(n_logits * model_->hparams().n_vocab));
     argmax_.resize(static_cast<size_t>(n_argmax));
     Request req;
@@ -117,7 +118,7 @@ bool Engine::step() {
         p.g->session().appended(p.g->rows().data(), p.n, row);
         p.g->fed(p.n, row, p.out >= 0 && argmax ? argmax_[static_cast<size_t>(p.out)] : -1, seconds);
     }
-    return std::any_of(gens_.begin(), gens_.end(), [](Generator* g) { return !g->done(); });
+    return running();
 }
 
 }  // namespace ds4::model

@@ -197,12 +197,9 @@ std::vector<float> Session::last_logits() {
     return last_logits_;
 }
 
-std::vector<int32_t> Session::rows_for(const int32_t* tokens, int64_t n) const {
+std::vector<int32_t> Session::rows_for(const int32_t* tokens, int64_t n) {
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<int32_t> rows;
-    if (pending_ >= 0) rows.push_back(pending_);
-    rows.insert(rows.end(), tokens, tokens + n);
-    return rows;
+    return with_pending(tokens, n);
 }
 
 void Session::appended(const int32_t* rows, int64_t n, const float* last_logits) {

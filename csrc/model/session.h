@@ -87,7 +87,7 @@ public:
     // Model::forward on its state: rows_for() gives what feeding tokens means (the pending token
     // first), appended() records the first n of them once a pass has evaluated them, with the
     // last one's logits when the pass returned them. The engine holds the session meanwhile.
-    std::vector<int32_t> rows_for(const int32_t* tokens, int64_t n) const;
+    std::vector<int32_t> rows_for(const int32_t* tokens, int64_t n);
     state::State& state() { return *st_; }
     void appended(const int32_t* rows, int64_t n, const float* last_logits);
 

@@ -24,12 +24,18 @@ def fam(request: pytest.FixtureRequest) -> dict[str, Any]:
     return {"name": name, "model": model, "ids": ids}
 
 
-def test_rollback_replays_nothing_and_is_bit_identical(fam: dict[str, Any]) -> None:
-    m, ids = fam["model"], fam["ids"]
+def gone_ahead(m: ds4.Model, ids: np.ndarray) -> ds4.Session:
+    """A session that evaluated PREFIX tokens, checkpointed, and went AHEAD tokens further."""
     s = m.session()
     s.eval(ids[:PREFIX])
     s._s.checkpoint()
     s.eval(ids[PREFIX : PREFIX + AHEAD])
+    return s
+
+
+def test_rollback_replays_nothing_and_is_bit_identical(fam: dict[str, Any]) -> None:
+    m, ids = fam["model"], fam["ids"]
+    s = gone_ahead(m, ids)
     rows = m._m.forward_rows
     s.truncate(BACK_TO)
     assert s.n_past == BACK_TO and m._m.forward_rows == rows  # no row evaluated again
@@ -41,10 +47,7 @@ def test_rollback_replays_nothing_and_is_bit_identical(fam: dict[str, Any]) -> N
 
 def test_truncate_below_the_checkpoint(fam: dict[str, Any]) -> None:
     m, ids = fam["model"], fam["ids"]
-    s = m.session()
-    s.eval(ids[:PREFIX])
-    s._s.checkpoint()
-    s.eval(ids[PREFIX : PREFIX + AHEAD])
+    s = gone_ahead(m, ids)
     s.truncate(5)
     fresh = m.session()
     fresh.eval(ids[:5])
