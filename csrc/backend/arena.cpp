@@ -8,15 +8,9 @@ namespace ds4::backend {
 
 namespace {
 
-constexpr size_t kAlign = 16;          // floats: 64 bytes
+constexpr size_t kAlign = 16;          // floats: 64 bytes (blocks start 64-byte aligned)
 constexpr size_t kMinBlock = 1 << 16;  // floats
 constexpr int kShrinkAfter = 64;
-
-// Floats to skip from p to the next 64-byte boundary.
-size_t pad_of(const float* p) {
-    const auto at = reinterpret_cast<uintptr_t>(p) / sizeof(float);
-    return (kAlign - at % kAlign) % kAlign;
-}
 
 }  // namespace
 
@@ -33,30 +27,28 @@ void Arena::reset() {
         small_passes_ = 0;
         small_high_ = 0;
         blocks_.clear();
-        blocks_.push_back({std::unique_ptr<float[]>(new float[size]), size});
+        blocks_.push_back(block(size));
     }
     used_ = 0;
     high_ = 0;
 }
 
 float* Arena::floats(size_t n) {
-    n = (n + kAlign - 1) / kAlign * kAlign;
-    high_ += n + kAlign;  // what this takes from a fresh block, whatever its padding
-    if (!blocks_.empty()) {
-        Block& b = blocks_.back();
-        const size_t pad = pad_of(b.data.get() + used_);
-        if (used_ + pad + n <= b.size) {
-            float* p = b.data.get() + used_ + pad;
-            used_ += pad + n;
-            return p;
-        }
+    n = (n + kAlign - 1) / kAlign * kAlign;  // keeps every start 64-byte aligned
+    high_ += n;
+    if (!blocks_.empty() && used_ + n <= blocks_.back().size) {
+        float* p = blocks_.back().data() + used_;
+        used_ += n;
+        return p;
     }
-    const size_t size = std::max({n + kAlign, kMinBlock, blocks_.empty() ? size_t{0} : 2 * blocks_.back().size});
-    blocks_.push_back({std::unique_ptr<float[]>(new float[size]), size});
-    Block& b = blocks_.back();
-    const size_t pad = pad_of(b.data.get());
-    used_ = pad + n;
-    return b.data.get() + pad;
+    const size_t size = std::max({n, kMinBlock, blocks_.empty() ? size_t{0} : 2 * blocks_.back().size});
+    blocks_.push_back(block(size));
+    used_ = n;
+    return blocks_.back().data();
+}
+
+Rows Arena::rows(int64_t n, int64_t dim) {
+    return {floats(static_cast<size_t>(n * dim)), n, dim};
 }
 
 size_t Arena::capacity() const {

@@ -1,30 +1,44 @@
-// Activations of one forward pass: a bump allocator the backend owns, emptied at the start of
-// every pass and sized to the passes it serves, so that a decode step allocates nothing (one
-// block, reused); a long prompt's block is given back once passes need under a quarter of it.
+// Activations of one forward pass: a bump allocator over buffers of the backend that owns it,
+// emptied at the start of every pass and sized to the passes it serves, so that a decode step
+// allocates nothing (one block, reused); a long prompt's block is given back once passes need
+// under a quarter of it.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
+
+#include "backend/buffer.h"
 
 namespace ds4::backend {
 
 class Arena {
 public:
+    // alloc(bytes): a 64-byte aligned buffer of the backend.
+    using AllocFn = std::function<std::unique_ptr<Buffer>(size_t)>;
+    explicit Arena(AllocFn alloc) : alloc_(std::move(alloc)) {}
+
     // Forgets everything taken. If the last pass needed more than one block, the next starts
     // with a single block of what it took; after many passes in a row needing under a quarter
     // of the block, with one of what the largest of them took.
     void reset();
-    // n floats, 64-byte aligned, valid until the next reset(); contents undefined.
-    float* floats(size_t n);
+    // n rows of dim floats, 64-byte aligned, valid until the next reset(); contents undefined.
+    Rows rows(int64_t n, int64_t dim);
     // Bytes held now (the high-water mark of the passes so far, after a reset).
     size_t capacity() const;
 
 private:
     struct Block {
-        std::unique_ptr<float[]> data;
+        std::unique_ptr<Buffer> buf;
         size_t size = 0;  // floats
+        float* data() const { return static_cast<float*>(buf->data()); }
     };
+    float* floats(size_t n);
+    Block block(size_t floats) const { return {alloc_(floats * sizeof(float)), floats}; }
+
+    AllocFn alloc_;
     std::vector<Block> blocks_;
     size_t used_ = 0;       // floats taken from the last block
     size_t high_ = 0;       // floats this pass would take from one fresh block

@@ -1,4 +1,4 @@
-// Names of the ops of backend.h, for error messages.
+// Op names for error messages, and the helpers of backend.h over the memory ops.
 #include "backend/backend.h"
 
 namespace ds4::backend {
@@ -16,8 +16,25 @@ const char* op_name(Op op) {
         case Op::mul: return "mul";
         case Op::glu: return "glu";
         case Op::softcap: return "softcap";
+        case Op::copy: return "copy";
     }
     return "?";
+}
+
+Vec Backend::upload(const float* host, int64_t n) {
+    if (n == 0) return {};
+    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    std::shared_ptr<Buffer> buf = alloc(bytes);
+    write(buf->data(), host, bytes);
+    return {std::move(buf), n};
+}
+
+Rows Backend::output_rows(float* host, int64_t n, int64_t dim) {
+    return host_visible() ? Rows{host, n, dim} : arena_.rows(n, dim);
+}
+
+void Backend::finish_output(Rows rows, float* host) {
+    if (rows.data != host) download(host, rows);
 }
 
 }  // namespace ds4::backend

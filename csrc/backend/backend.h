@@ -1,10 +1,15 @@
 // The op interface every compute backend implements (CPU now; CUDA/HIP/Metal later).
 //
-// The model code (csrc/model/) is written against these ops only. Activations are row-major
-// float32 blocks of `n` rows taken from the backend's arena (arena.h); weights stay in their
-// GGUF block format and are read in place (or from the backend's packed copy). A backend
-// reports what it can run with supports_op(); the model checks every op and the format of every
-// weight when it loads, so an unsupported one fails at load time with a clear message.
+// The model code (csrc/model/) is written against these ops only. Ops read and write memory the
+// backend allocated (buffer.h): activations are row-major float32 Rows taken from the backend's
+// arena (arena.h), parameter vectors are Vecs, KV storage is Buffers a session's slots hold.
+// Model code never dereferences them; bytes cross between the host and the backend through
+// write / read / copy. What crosses as host arrays is per-row metadata only: token ids,
+// positions, the rows to gather, and the argmax indices a greedy head returns. Weights stay in
+// their GGUF block format and are read in place from the mapping (or from the backend's packed
+// copy: the place where a GPU backend uploads them). A backend reports what it can run with
+// supports_op(); the model checks every op and the format of every weight when it loads, so an
+// unsupported one fails at load time with a clear message.
 //
 // Batch invariance is part of the contract (DESIGN.md): a row's result must be bit-identical
 // whether it is processed alone or with other rows, of its own sequence or of others, so an
@@ -14,7 +19,7 @@
 //                   (format, ISA) for every n, except where split_rows() says a pass of at least
 //                   that many rows takes another path (then the same for every such n);
 //                   argmax picks from exactly the values matmul would write
-//   get_rows, rms_norm, rope, store_kv, add, mul, glu, softcap
+//   get_rows, rms_norm, rope, store_kv, add, mul, glu, softcap, copy
 //                   per row (per element), whatever the rows around it
 //   attention       row r reads q[r], its own pos / last and the cache rows it sees; the keys
 //                   are visited in chunks aligned to absolute positions and merged in one order,
@@ -27,20 +32,34 @@
 #include <string>
 
 #include "backend/arena.h"
+#include "backend/buffer.h"
 #include "quant/types.h"
 
 namespace ds4::backend {
 
-// A 2-D weight matrix in the mmap: n_out rows of n_in elements (ggml ne[0] = n_in).
+// A weight in the mmap: n_mat matrices (a 3-D stack of experts; 1 for a plain matrix) of n_out
+// rows of n_in elements (ggml ne = [n_in, n_out, n_mat]). Ops take one matrix (matrix(e)).
 struct Weight {
     const void* data = nullptr;
     quant::Type type = quant::Type::F32;
     int64_t n_in = 0;        // row length (reduction dimension)
-    int64_t n_out = 0;       // number of rows (output features / vocabulary entries)
+    int64_t n_out = 0;       // rows of one matrix (output features / vocabulary entries)
+    int64_t n_mat = 1;
     size_t row_bytes = 0;    // bytes of one row in its block format
     // The same rows repacked by Backend::pack for the int16 path (quant/packed.h), or nullptr;
-    // owned by the backend. The float paths read `data`.
+    // owned by the backend. The float paths read `data`. A packed row has its GGUF row's size.
     const void* packed = nullptr;
+
+    int64_t total_rows() const { return n_out * n_mat; }
+    // Matrix e of the stack: a view of its rows (packed ones too).
+    Weight matrix(int64_t e) const {
+        Weight w = *this;
+        const size_t off = static_cast<size_t>(e * n_out) * row_bytes;
+        w.data = static_cast<const uint8_t*>(data) + off;
+        if (packed) w.packed = static_cast<const uint8_t*>(packed) + off;
+        w.n_mat = 1;
+        return w;
+    }
 };
 
 enum class Op {
@@ -55,6 +74,7 @@ enum class Op {
     mul,         // a row vector broadcast over rows, and a scalar
     glu,         // act(gate) * up
     softcap,
+    copy,        // bytes in and out of backend buffers, and rows gathered within them
 };
 
 const char* op_name(Op op);
@@ -66,17 +86,18 @@ struct RopeParams {
     int n_dims = 0;                // rotated dimensions (the first n_dims of each head)
     float freq_base = 10000.0f;
     float freq_scale = 1.0f;       // linear scaling: position multiplied by this
-    const float* freq_factors = nullptr;  // [n_dims/2] divisors of each frequency, or nullptr
+    const float* freq_factors = nullptr;  // [n_dims/2] divisors of each frequency (a Vec's data), or nullptr
 };
 
 enum class KvType { f32, f16 };
 
-// One layer's cache as attention reads it: row p holds position p, n_head_kv heads of head_dim.
+// One layer's cache in backend memory: row p holds position p, n_head_kv heads of head_dim.
 struct KvView {
-    const void* k = nullptr;       // [n_kv, n_head_kv * head_dim] in `type`
-    const void* v = nullptr;       // [n_kv, n_head_kv * head_dim] in `type`
+    void* k = nullptr;             // [capacity, dim] in `type`
+    void* v = nullptr;             // [capacity, dim] in `type`
     KvType type = KvType::f32;
-    int64_t n_kv = 0;              // valid positions 0..n_kv-1
+    int64_t dim = 0;               // n_head_kv * head_dim
+    int64_t n_kv = 0;              // positions attention reads: 0..n_kv-1
 };
 
 struct AttnParams {
@@ -123,41 +144,61 @@ public:
     // several sequences into one pass must respect (model/engine.h).
     virtual int64_t split_rows(quant::Type type) const { return 0; }
 
-    // y[n, w.n_out] = x[n, w.n_in] · wᵀ
-    virtual void matmul(const Weight& w, const float* x, int64_t n, float* y) = 0;
-    // Greedy head: for each of the n rows, idx[r] = the lowest index of the largest value of
-    // row r of x · wᵀ, after cap * tanh(v / cap) when cap > 0 — exactly the argmax of what
-    // matmul (then softcap) would write, without materialising the rows. Throws
+    // Memory. alloc: `bytes` of backend memory, 64-byte aligned, contents undefined. write /
+    // read / copy move bytes host -> backend, backend -> host, backend -> backend, in op order
+    // (a read sees every op before it). Where host_visible(), backend memory is host memory and
+    // host memory may be handed to ops as Rows (a pass's outputs written in place).
+    virtual std::unique_ptr<Buffer> alloc(size_t bytes) = 0;
+    virtual void write(void* dst, const void* src, size_t bytes) = 0;
+    virtual void read(void* dst, const void* src, size_t bytes) = 0;
+    virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+    virtual bool host_visible() const { return false; }
+    // dst row i = src row rows[i], i < dst.n (src.dim == dst.dim)
+    virtual void gather(Rows src, const int64_t* rows, Rows dst) = 0;
+
+    // y[x.n, w.n_out] = x[., w.n_in] · wᵀ (one matrix: w.n_mat == 1)
+    virtual void matmul(const Weight& w, Rows x, Rows y) = 0;
+    // Greedy head: for each row r of x, idx[r] (host memory) = the lowest index of the largest
+    // value of row r of x · wᵀ, after cap * tanh(v / cap) when cap > 0 — exactly the argmax of
+    // what matmul (then softcap) would write, without materialising the rows. Throws
     // std::domain_error if a value is NaN or +inf.
-    virtual void matmul_argmax(const Weight& w, const float* x, int64_t n, float cap, int32_t* idx) = 0;
-    // y[n, w.n_in] = rows ids[0..n) of w, dequantised; ids are checked by the caller
-    virtual void get_rows(const Weight& w, const int32_t* ids, int64_t n, float* y) = 0;
-    // y[n, dim] = x / rms(x) * w per row of dim; w[dim] or nullptr; y may equal x
-    virtual void rms_norm(const float* x, const float* w, int64_t n, int64_t dim, float eps,
-                          float* y) = 0;
-    // x[n, n_head, head_dim] rotated in place; pos[n] is each row's position
-    virtual void rope(float* x, int64_t n, int n_head, int head_dim, const int32_t* pos,
-                      const RopeParams& p) = 0;
-    // out[n, n_head * head_dim] = softmax(q kᵀ) v for query rows q[n, n_head * head_dim] at
-    // positions pos[n]; row i sees cache rows [0, last[i]] (from pos[i] - window + 1 on with a
-    // window). last[i] = pos[i] is causal attention; the block's last position for every row is
-    // a non-causal block. The rows read must be written.
-    virtual void attention(const float* q, int64_t n, const int32_t* pos, const int32_t* last, const KvView& kv,
-                           const AttnParams& p, float* out) = 0;
-    // y[i] += x[i] for i < n
-    virtual void add(float* y, const float* x, int64_t n) = 0;
-    // y[r, c] += b[c] for a block y[n, dim]
-    virtual void add_rows(float* y, const float* b, int64_t n, int64_t dim) = 0;
-    // y[r, c] *= w[c] for a block y[n, dim]
-    virtual void mul_rows(float* y, const float* w, int64_t n, int64_t dim) = 0;
-    // y[i] *= s for i < n
-    virtual void scale(float* y, float s, int64_t n) = 0;
-    // y[i] = act(gate[i]) * up[i] for i < n; y may equal gate or up
-    virtual void glu(const float* gate, const float* up, int64_t n, Act act, float* y) = 0;
-    // x[i] = cap * tanh(x[i] / cap)
-    virtual void softcap(float* x, int64_t n, float cap) = 0;
-    // Convert rows of f32 into cache storage: dst[n, dim] in `type` from src[n, dim]
-    virtual void store_kv(void* dst, KvType type, const float* src, int64_t n, int64_t dim) = 0;
+    virtual void matmul_argmax(const Weight& w, Rows x, float cap, int32_t* idx) = 0;
+    // y row i = row ids[i] of w, dequantised, i < y.n (y.dim == w.n_in); ids are checked by the
+    // caller
+    virtual void get_rows(const Weight& w, const int32_t* ids, Rows y) = 0;
+    // y = x / rms(x) * w per row; w empty: no weights; y may equal x
+    virtual void rms_norm(Rows x, const Vec& w, float eps, Rows y) = 0;
+    // x rows of n_head heads of x.dim / n_head, rotated in place; pos[x.n] is each row's position
+    virtual void rope(Rows x, int n_head, const int32_t* pos, const RopeParams& p) = 0;
+    // out[q.n, n_head * head_dim] = softmax(q kᵀ) v for query rows q at positions pos; row i sees
+    // cache rows [0, last[i]] (from pos[i] - window + 1 on with a window). last[i] = pos[i] is
+    // causal attention; the block's last position for every row is a non-causal block. The rows
+    // read must be written.
+    virtual void attention(Rows q, const int32_t* pos, const int32_t* last, const KvView& kv, const AttnParams& p,
+                           Rows out) = 0;
+    // Rows k and v (kv.dim wide) into positions [pos, pos + k.n) of the cache, in its type.
+    virtual void store_kv(const KvView& kv, int64_t pos, Rows k, Rows v) = 0;
+    // y += x (same shape)
+    virtual void add(Rows y, Rows x) = 0;
+    // y[r, c] += b[c]
+    virtual void add_rows(Rows y, const Vec& b) = 0;
+    // y[r, c] *= w[c]
+    virtual void mul_rows(Rows y, const Vec& w) = 0;
+    // y *= s
+    virtual void scale(Rows y, float s) = 0;
+    // y = act(gate) * up; y may be gate or up
+    virtual void glu(Rows gate, Rows up, Act act, Rows y) = 0;
+    // x = cap * tanh(x / cap)
+    virtual void softcap(Rows x, float cap) = 0;
+
+    // Helpers over the memory ops.
+    Vec upload(const float* host, int64_t n);
+    void upload(Rows dst, const float* host) { write(dst.data, host, bytes_of(dst)); }
+    void download(float* host, Rows src) { read(host, src.data, bytes_of(src)); }
+    // Rows for a pass's output into host memory `host`: that memory itself where the backend can
+    // address it, else arena rows that finish_output() then downloads.
+    Rows output_rows(float* host, int64_t n, int64_t dim);
+    void finish_output(Rows rows, float* host);
 
     // What besides the ISA and the threads decides how fast this backend's kernels run on a
     // format (the CPU backend: whether activations go int16): a key for measured rates.
@@ -167,6 +208,10 @@ public:
     Arena& arena() { return arena_; }
 
 protected:
+    Backend() : arena_([this](size_t bytes) { return alloc(bytes); }) {}
+
+private:
+    static size_t bytes_of(Rows r) { return static_cast<size_t>(r.size()) * sizeof(float); }
     Arena arena_;
 };
 

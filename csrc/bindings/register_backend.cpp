@@ -40,7 +40,7 @@ backend::KvType kv_type_of(const std::string& s) {
     throw py::value_error("kv_type must be 'f32' or 'f16'");
 }
 
-// A weight of n_out rows of n_in elements over bytes the caller keeps alive (a Python object).
+// A weight of n_mat matrices of n_out rows of n_in elements over bytes the caller keeps alive (a Python object).
 struct PyWeight {
     py::bytes data;
     backend::Weight w;
@@ -50,7 +50,8 @@ struct PyBackend {
     std::unique_ptr<Backend> be;
     std::vector<std::unique_ptr<PyWeight>> weights;  // alive as long as the backend (packed copies point into it)
 
-    backend::Weight& weight(const std::string& type, const py::bytes& data, int64_t n_in, int64_t n_out, bool pack) {
+    backend::Weight& weight(const std::string& type, const py::bytes& data, int64_t n_in, int64_t n_out, int64_t n_mat,
+                            bool pack) {
         auto pw = std::make_unique<PyWeight>();
         pw->data = data;
         const quant::TypeInfo* info = quant::type_info(static_cast<uint32_t>(type_of(type)));
@@ -58,8 +59,11 @@ struct PyBackend {
         pw->w.type = type_of(type);
         pw->w.n_in = n_in;
         pw->w.n_out = n_out;
+        pw->w.n_mat = n_mat;
         pw->w.row_bytes = quant::row_bytes(*info, n_in);
-        if (view.size() != pw->w.row_bytes * static_cast<size_t>(n_out)) throw py::value_error("weight bytes do not match its shape");
+        if (view.size() != pw->w.row_bytes * static_cast<size_t>(pw->w.total_rows())) {
+            throw py::value_error("weight bytes do not match its shape");
+        }
         pw->w.data = view.data();
         if (pack) be->pack_now(pw->w);
         weights.push_back(std::move(pw));
@@ -67,17 +71,52 @@ struct PyBackend {
     }
 };
 
-// A new array of a's shape holding a's values: what the in-place ops work on.
-F32 copy_of(const F32& a) {
-    F32 r(std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
-    std::memcpy(r.mutable_data(), a.data(), static_cast<size_t>(a.size()) * sizeof(float));
-    return r;
-}
-
 int64_t rows_of(const F32& x, int64_t width) {
     if (x.ndim() != 2 || x.shape(1) != width) throw py::value_error("expected a 2-D float32 array of width " + std::to_string(width));
     return x.shape(0);
 }
+
+// One op call's operands in the backend's memory: arrays go in through write, results come back
+// through read, as they would from a GPU backend.
+class Call {
+public:
+    explicit Call(Backend& be) : be_(be) {}
+
+    backend::Rows rows(int64_t n, int64_t dim) {
+        bufs_.push_back(be_.alloc(static_cast<size_t>(n * dim) * sizeof(float)));
+        return {static_cast<float*>(bufs_.back()->data()), n, dim};
+    }
+    // a as n rows of dim (a.size() == n * dim)
+    backend::Rows in(const F32& a, int64_t n, int64_t dim) {
+        const backend::Rows r = rows(n, dim);
+        be_.upload(r, a.data());
+        return r;
+    }
+    backend::Rows in(const F32& a) { return in(a, a.ndim() == 2 ? a.shape(0) : 1, a.shape(a.ndim() - 1)); }
+    F32 out(backend::Rows r) {
+        F32 a({r.n, r.dim});
+        be_.download(a.mutable_data(), r);
+        return a;
+    }
+    F32 out(backend::Rows r, const F32& like) {
+        F32 a(std::vector<py::ssize_t>(like.shape(), like.shape() + like.ndim()));
+        be_.download(a.mutable_data(), r);
+        return a;
+    }
+    void* bytes(size_t n) {
+        bufs_.push_back(be_.alloc(n));
+        return bufs_.back()->data();
+    }
+
+private:
+    Backend& be_;
+    std::vector<std::unique_ptr<backend::Buffer>> bufs_;
+};
+
+backend::Vec vec_of(Backend& be, const F32& a) { return be.upload(a.data(), a.size()); }
+
+// y viewed as rows of its last dimension (a 1-D array: one row).
+backend::Rows flat_rows(Call& c, const F32& y) { return c.in(y, 1, y.size()); }
 
 }  // namespace
 
@@ -94,62 +133,93 @@ void register_backend(py::module_& m) {
              }),
              py::arg("kind") = "cpu", py::arg("threads") = 2, py::arg("int16") = false)
         .def("supports_op", [](const PyBackend& b, const std::string& op, const std::string& type) {
-            for (int i = 0; i <= static_cast<int>(backend::Op::softcap); ++i) {
+            for (int i = 0; i <= static_cast<int>(backend::Op::copy); ++i) {
                 const auto o = static_cast<backend::Op>(i);
                 if (op == backend::op_name(o)) return b.be->supports_op(o, type_of(type));
             }
             throw py::value_error("unknown op " + op);
         }, py::arg("op"), py::arg("type") = "F32")
-        .def("matmul", [](PyBackend& b, const std::string& type, const py::bytes& data, int64_t n_out, const F32& x, bool pack) {
+        .def("matmul", [](PyBackend& b, const std::string& type, const py::bytes& data, int64_t n_out, const F32& x, bool pack,
+                          int64_t n_mat, int64_t mat) {
             const int64_t n_in = x.shape(x.ndim() - 1), n = rows_of(x, n_in);
-            backend::Weight& w = b.weight(type, data, n_in, n_out, pack);
-            F32 y({n, n_out});
-            b.be->matmul(w, x.data(), n, y.mutable_data());
-            return y;
-        }, py::arg("type"), py::arg("data"), py::arg("n_out"), py::arg("x"), py::arg("pack") = false)
+            if (n_mat < 1 || mat < 0 || mat >= n_mat) throw py::value_error("matrix index out of the stack");
+            const backend::Weight w = b.weight(type, data, n_in, n_out, n_mat, pack).matrix(mat);
+            Call c(*b.be);
+            const backend::Rows y = c.rows(n, n_out);
+            b.be->matmul(w, c.in(x), y);
+            return c.out(y);
+        }, py::arg("type"), py::arg("data"), py::arg("n_out"), py::arg("x"), py::arg("pack") = false, py::arg("n_mat") = 1,
+           py::arg("mat") = 0)
         .def("argmax", [](PyBackend& b, const std::string& type, const py::bytes& data, int64_t n_out, const F32& x, float cap) {
             const int64_t n_in = x.shape(x.ndim() - 1), n = rows_of(x, n_in);
-            backend::Weight& w = b.weight(type, data, n_in, n_out, false);
+            backend::Weight& w = b.weight(type, data, n_in, n_out, 1, false);
+            Call c(*b.be);
             I32 idx(n);
-            b.be->matmul_argmax(w, x.data(), n, cap, idx.mutable_data());
+            b.be->matmul_argmax(w, c.in(x), cap, idx.mutable_data());
             return idx;
         }, py::arg("type"), py::arg("data"), py::arg("n_out"), py::arg("x"), py::arg("cap") = 0.0f)
         .def("get_rows", [](PyBackend& b, const std::string& type, const py::bytes& data, int64_t n_in, int64_t n_out, const I32& ids) {
-            backend::Weight& w = b.weight(type, data, n_in, n_out, false);
+            backend::Weight& w = b.weight(type, data, n_in, n_out, 1, false);
             for (py::ssize_t i = 0; i < ids.size(); ++i)
                 if (ids.data()[i] < 0 || ids.data()[i] >= n_out) throw py::value_error("row id out of range");
-            F32 y({static_cast<int64_t>(ids.size()), n_in});
-            b.be->get_rows(w, ids.data(), ids.size(), y.mutable_data());
-            return y;
+            Call c(*b.be);
+            const backend::Rows y = c.rows(ids.size(), n_in);
+            b.be->get_rows(w, ids.data(), y);
+            return c.out(y);
         }, py::arg("type"), py::arg("data"), py::arg("n_in"), py::arg("n_out"), py::arg("ids"))
+        .def("gather", [](PyBackend& b, const F32& x, const std::vector<int64_t>& rows) {
+            const int64_t d = x.shape(1), n = rows_of(x, d);
+            for (int64_t r : rows)
+                if (r < 0 || r >= n) throw py::value_error("row out of range");
+            Call c(*b.be);
+            const backend::Rows y = c.rows(static_cast<int64_t>(rows.size()), d);
+            b.be->gather(c.in(x), rows.data(), y);
+            return c.out(y);
+        }, py::arg("x"), py::arg("rows"))
         .def("rms_norm", [](PyBackend& b, const F32& x, std::optional<F32> w, float eps) {
             const int64_t d = x.shape(1), n = rows_of(x, d);
-            F32 y({n, d});
-            b.be->rms_norm(x.data(), w ? w->data() : nullptr, n, d, eps, y.mutable_data());
-            return y;
+            if (w && w->size() != d) throw py::value_error("the norm's length differs from the rows'");
+            Call c(*b.be);
+            const backend::Rows y = c.rows(n, d);
+            b.be->rms_norm(c.in(x), w ? vec_of(*b.be, *w) : backend::Vec{}, eps, y);
+            return c.out(y);
         }, py::arg("x"), py::arg("w"), py::arg("eps"))
         .def("rope", [](PyBackend& b, const F32& x, int n_head, int head_dim, const I32& pos, const std::string& mode,
                         int n_dims, float base, float freq_scale, std::optional<F32> factors) {
             const int64_t n = rows_of(x, static_cast<int64_t>(n_head) * head_dim);
             if (pos.size() != n) throw py::value_error("one position per row");
+            if (factors && factors->size() != n_dims / 2) throw py::value_error("one frequency factor per rotated pair");
+            const backend::Vec f = factors ? vec_of(*b.be, *factors) : backend::Vec{};
             backend::RopeParams p;
             p.mode = mode == "neox" ? backend::RopeMode::neox : backend::RopeMode::normal;
             p.n_dims = n_dims;
             p.freq_base = base;
             p.freq_scale = freq_scale;
-            p.freq_factors = factors ? factors->data() : nullptr;
-            F32 y = copy_of(x);
-            b.be->rope(y.mutable_data(), n, n_head, head_dim, pos.data(), p);
-            return y;
+            p.freq_factors = f.data();
+            Call c(*b.be);
+            const backend::Rows y = c.in(x);
+            b.be->rope(y, n_head, pos.data(), p);
+            return c.out(y);
         }, py::arg("x"), py::arg("n_head"), py::arg("head_dim"), py::arg("pos"), py::arg("mode"), py::arg("n_dims"),
            py::arg("base"), py::arg("freq_scale") = 1.0f, py::arg("factors") = py::none())
-        .def("store_kv", [](PyBackend& b, const F32& x, const std::string& type) {
-            const int64_t d = x.shape(1), n = rows_of(x, d);
+        .def("store_kv", [](PyBackend& b, const F32& k, const F32& v, const std::string& type, int64_t pos, int64_t capacity) {
+            const int64_t d = k.shape(1), n = rows_of(k, d);
+            if (rows_of(v, d) != n) throw py::value_error("k and v differ in shape");
+            if (capacity == 0) capacity = pos + n;
+            if (pos < 0 || pos + n > capacity) throw py::value_error("rows past the cache's capacity");
             const backend::KvType t = kv_type_of(type);
-            std::string out(static_cast<size_t>(n * d) * (t == backend::KvType::f32 ? 4 : 2), '\0');
-            b.be->store_kv(out.data(), t, x.data(), n, d);
-            return py::bytes(out);
-        }, py::arg("x"), py::arg("type"))
+            const size_t bytes = static_cast<size_t>(capacity * d) * (t == backend::KvType::f32 ? 4 : 2);
+            Call c(*b.be);
+            const backend::KvView kv{c.bytes(bytes), c.bytes(bytes), t, d, capacity};
+            std::string zeros(bytes, '\0');
+            b.be->write(kv.k, zeros.data(), bytes);
+            b.be->write(kv.v, zeros.data(), bytes);
+            b.be->store_kv(kv, pos, c.in(k), c.in(v));
+            std::string ko(bytes, '\0'), vo(bytes, '\0');
+            b.be->read(ko.data(), kv.k, bytes);
+            b.be->read(vo.data(), kv.v, bytes);
+            return py::make_tuple(py::bytes(ko), py::bytes(vo));
+        }, py::arg("k"), py::arg("v"), py::arg("type"), py::arg("pos") = 0, py::arg("capacity") = 0)
         .def("attention", [](PyBackend& b, const F32& q, const I32& pos, const I32& last, const F32& k, const F32& v,
                              const std::string& kv_type, int n_head, int n_head_kv, int head_dim, float scale, float softcap,
                              int64_t window) {
@@ -159,11 +229,10 @@ void register_backend(py::module_& m) {
             for (int64_t i = 0; i < n; ++i)
                 if (last.data()[i] < 0 || last.data()[i] >= n_kv) throw py::value_error("a row sees past the cache");
             const backend::KvType t = kv_type_of(kv_type);
-            const size_t elem = t == backend::KvType::f32 ? 4 : 2;
-            std::vector<uint8_t> kc(static_cast<size_t>(n_kv * kv_dim) * elem), vc(kc.size());
-            b.be->store_kv(kc.data(), t, k.data(), n_kv, kv_dim);
-            b.be->store_kv(vc.data(), t, v.data(), n_kv, kv_dim);
-            backend::KvView view{kc.data(), vc.data(), t, n_kv};
+            const size_t bytes = static_cast<size_t>(n_kv * kv_dim) * (t == backend::KvType::f32 ? 4 : 2);
+            Call c(*b.be);
+            const backend::KvView kv{c.bytes(bytes), c.bytes(bytes), t, kv_dim, n_kv};
+            b.be->store_kv(kv, 0, c.in(k), c.in(v));
             backend::AttnParams p;
             p.n_head = n_head;
             p.n_head_kv = n_head_kv;
@@ -171,47 +240,54 @@ void register_backend(py::module_& m) {
             p.scale = scale;
             p.softcap = softcap;
             p.window = window;
-            F32 out({n, static_cast<int64_t>(n_head) * head_dim});
-            b.be->attention(q.data(), n, pos.data(), last.data(), view, p, out.mutable_data());
-            return out;
+            const backend::Rows out = c.rows(n, static_cast<int64_t>(n_head) * head_dim);
+            b.be->attention(c.in(q), pos.data(), last.data(), kv, p, out);
+            return c.out(out);
         }, py::arg("q"), py::arg("pos"), py::arg("last"), py::arg("k"), py::arg("v"), py::arg("kv_type"), py::arg("n_head"),
            py::arg("n_head_kv"), py::arg("head_dim"), py::arg("scale"), py::arg("softcap") = 0.0f, py::arg("window") = 0)
         .def("add", [](PyBackend& b, const F32& y, const F32& x) {
             if (x.size() != y.size()) throw py::value_error("x and y differ in size");
-            F32 r = copy_of(y);
-            b.be->add(r.mutable_data(), x.data(), y.size());
-            return r;
+            Call c(*b.be);
+            const backend::Rows r = flat_rows(c, y);
+            b.be->add(r, flat_rows(c, x));
+            return c.out(r, y);
         }, py::arg("y"), py::arg("x"))
         .def("add_rows", [](PyBackend& b, const F32& y, const F32& bias) {
-            const int64_t d = y.shape(1), n = rows_of(y, d);
+            const int64_t d = y.shape(1);
+            rows_of(y, d);
             if (bias.size() != d) throw py::value_error("the row vector's length differs from the rows'");
-            F32 r = copy_of(y);
-            b.be->add_rows(r.mutable_data(), bias.data(), n, d);
-            return r;
+            Call c(*b.be);
+            const backend::Rows r = c.in(y);
+            b.be->add_rows(r, vec_of(*b.be, bias));
+            return c.out(r);
         }, py::arg("y"), py::arg("b"))
         .def("mul_rows", [](PyBackend& b, const F32& y, const F32& w) {
-            const int64_t d = y.shape(1), n = rows_of(y, d);
+            const int64_t d = y.shape(1);
+            rows_of(y, d);
             if (w.size() != d) throw py::value_error("the row vector's length differs from the rows'");
-            F32 r = copy_of(y);
-            b.be->mul_rows(r.mutable_data(), w.data(), n, d);
-            return r;
+            Call c(*b.be);
+            const backend::Rows r = c.in(y);
+            b.be->mul_rows(r, vec_of(*b.be, w));
+            return c.out(r);
         }, py::arg("y"), py::arg("w"))
         .def("scale", [](PyBackend& b, const F32& y, float s) {
-            F32 r = copy_of(y);
-            b.be->scale(r.mutable_data(), s, y.size());
-            return r;
+            Call c(*b.be);
+            const backend::Rows r = flat_rows(c, y);
+            b.be->scale(r, s);
+            return c.out(r, y);
         }, py::arg("y"), py::arg("s"))
         .def("glu", [](PyBackend& b, const F32& gate, const F32& up, const std::string& act) {
             if (gate.size() != up.size()) throw py::value_error("gate and up differ in size");
-            F32 r = copy_of(gate);
-            b.be->glu(gate.data(), up.data(), gate.size(), act == "silu" ? backend::Act::silu : backend::Act::gelu_tanh,
-                      r.mutable_data());
-            return r;
+            Call c(*b.be);
+            const backend::Rows y = c.rows(1, gate.size());
+            b.be->glu(flat_rows(c, gate), flat_rows(c, up), act == "silu" ? backend::Act::silu : backend::Act::gelu_tanh, y);
+            return c.out(y, gate);
         }, py::arg("gate"), py::arg("up"), py::arg("act"))
         .def("softcap", [](PyBackend& b, const F32& x, float cap) {
-            F32 r = copy_of(x);
-            b.be->softcap(r.mutable_data(), x.size(), cap);
-            return r;
+            Call c(*b.be);
+            const backend::Rows r = flat_rows(c, x);
+            b.be->softcap(r, cap);
+            return c.out(r, x);
         }, py::arg("x"), py::arg("cap"));
 }
 

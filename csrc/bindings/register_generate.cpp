@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -170,11 +171,10 @@ void register_engine(py::module_& m) {
             [](EngineHandle& self) {
                 const bool running = self.step();
                 // Finished generators need no keeping any more.
-                std::vector<py::object> left;
-                for (auto& o : self.gens) {
-                    if (!o.cast<GeneratorHandle*>()->g->done()) left.push_back(o);
-                }
-                self.gens = std::move(left);
+                auto& gens = self.gens;
+                gens.erase(std::remove_if(gens.begin(), gens.end(),
+                                          [](const py::object& o) { return o.cast<GeneratorHandle*>()->g->done(); }),
+                           gens.end());
                 return running;
             },
             "Runs one forward pass; returns whether any generation is still running.")

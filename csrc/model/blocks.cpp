@@ -47,10 +47,22 @@ void Loader::require_ops(std::initializer_list<backend::Op> ops) const {
 Weight Loader::matrix(const std::string& name, int64_t n_in, int64_t n_out, backend::Op op) const {
     const gguf::TensorInfo& t = find(name);
     if (t.ne.size() != 2 || t.ne[0] != n_in || t.ne[1] != n_out) shape_error(t, shape_str({n_in, n_out}));
+    return bind(t, n_in, n_out, 1, op);
+}
+
+Weight Loader::stack(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_mat) const {
+    const gguf::TensorInfo& t = find(name);
+    if (t.ne.size() != 3 || t.ne[0] != n_in || t.ne[1] != n_out || t.ne[2] != n_mat) {
+        shape_error(t, shape_str({n_in, n_out, n_mat}));
+    }
+    return bind(t, n_in, n_out, n_mat, backend::Op::matmul);
+}
+
+Weight Loader::bind(const gguf::TensorInfo& t, int64_t n_in, int64_t n_out, int64_t n_mat, backend::Op op) const {
     const quant::TypeInfo* info = quant::type_info(t.type);
     const auto type = static_cast<quant::Type>(t.type);
     if (!info || !be_.supports_op(op, type)) {
-        throw Error(file_.path() + ": tensor '" + name + "' has type " + (info ? info->name : "?") +
+        throw Error(file_.path() + ": tensor '" + t.name + "' has type " + (info ? info->name : "?") +
                     ", which the " + be_.name() + " backend cannot use");
     }
     Weight w;
@@ -58,6 +70,7 @@ Weight Loader::matrix(const std::string& name, int64_t n_in, int64_t n_out, back
     w.type = type;
     w.n_in = n_in;
     w.n_out = n_out;
+    w.n_mat = n_mat;
     w.row_bytes = quant::row_bytes(*info, n_in);
     // Released slice by slice while packing (now, or before the first forward pass when the
     // backend defers packing: the file outlives the backend's use of it).
@@ -66,7 +79,7 @@ Weight Loader::matrix(const std::string& name, int64_t n_in, int64_t n_out, back
     return w;
 }
 
-std::vector<float> Loader::vec(const std::string& name, int64_t n) const {
+Vec Loader::vec(const std::string& name, int64_t n) const {
     const gguf::TensorInfo& t = find(name);
     if (t.ne.empty() || t.ne[0] != n || t.n_elements() != n) shape_error(t, shape_str({n}));
     const quant::Kernels& k = quant::kernels(static_cast<quant::Type>(t.type));
@@ -77,11 +90,11 @@ std::vector<float> Loader::vec(const std::string& name, int64_t n) const {
     }
     std::vector<float> out(static_cast<size_t>(n));
     k.dequant(t.data, out.data(), n);
-    return out;
+    return be_.upload(out.data(), n);
 }
 
-std::vector<float> Loader::vec_opt(const std::string& name, int64_t n) const {
-    return has(name) ? vec(name, n) : std::vector<float>{};
+Vec Loader::vec_opt(const std::string& name, int64_t n) const {
+    return has(name) ? vec(name, n) : Vec{};
 }
 
 AttnWeights AttnWeights::load(const Loader& ld, int64_t n_embd, const LayerParams& L, int il, bool bias,
@@ -104,7 +117,7 @@ AttnWeights AttnWeights::load(const Loader& ld, int64_t n_embd, const LayerParam
     return w;
 }
 
-AttnConfig attn_config(const LayerParams& L, backend::RopeMode mode, float norm_eps, const float* freq_factors) {
+AttnConfig attn_config(const LayerParams& L, backend::RopeMode mode, float norm_eps, const Vec& freq_factors) {
     AttnConfig c;
     c.attn.n_head = L.n_head;
     c.attn.n_head_kv = L.n_head_kv;
@@ -117,46 +130,43 @@ AttnConfig attn_config(const LayerParams& L, backend::RopeMode mode, float norm_
     c.rope.n_dims = L.rope_dims;
     c.rope.freq_base = L.rope_base;
     c.rope.freq_scale = L.rope_freq_scale;
-    c.rope.freq_factors = freq_factors;
+    c.rope.freq_factors = freq_factors.data();
     c.norm_eps = norm_eps;
     return c;
 }
 
-void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const Pass& p, int layer, const float* x,
-               float* out) {
+void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const Pass& p, int layer, Rows x, Rows out) {
     const int64_t n = p.n;
     const int hd = cfg.attn.head_dim;
-    const int64_t q_dim = w.q.n_out;
-    const int64_t kv_dim = w.k.n_out;
+    const int n_head = cfg.attn.n_head, n_head_kv = cfg.attn.n_head_kv;
     Arena& arena = be.arena();
-    float* q = arena.floats(static_cast<size_t>(n * q_dim));   // [n, n_head, head_dim]
-    float* k = arena.floats(static_cast<size_t>(n * kv_dim));  // [n, n_head_kv, head_dim]
-    float* v = arena.floats(static_cast<size_t>(n * kv_dim));  // [n, n_head_kv, head_dim]
+    const Rows q = arena.rows(n, w.q.n_out);  // [n, n_head * head_dim]
+    const Rows k = arena.rows(n, w.k.n_out);  // [n, n_head_kv * head_dim]
+    const Rows v = arena.rows(n, w.v.n_out);
     // 1. projections (+ biases)
-    be.matmul(w.q, x, n, q);
-    be.matmul(w.k, x, n, k);
-    be.matmul(w.v, x, n, v);
-    if (!w.q_bias.empty()) be.add_rows(q, w.q_bias.data(), n, q_dim);
-    if (!w.k_bias.empty()) be.add_rows(k, w.k_bias.data(), n, kv_dim);
-    if (!w.v_bias.empty()) be.add_rows(v, w.v_bias.data(), n, kv_dim);
+    be.matmul(w.q, x, q);
+    be.matmul(w.k, x, k);
+    be.matmul(w.v, x, v);
+    if (!w.q_bias.empty()) be.add_rows(q, w.q_bias);
+    if (!w.k_bias.empty()) be.add_rows(k, w.k_bias);
+    if (!w.v_bias.empty()) be.add_rows(v, w.v_bias);
     // 2. per-head RMSNorm of q and k, before RoPE
-    if (!w.q_norm.empty()) be.rms_norm(q, w.q_norm.data(), n * cfg.attn.n_head, hd, cfg.norm_eps, q);
-    if (!w.k_norm.empty()) be.rms_norm(k, w.k_norm.data(), n * cfg.attn.n_head_kv, hd, cfg.norm_eps, k);
+    if (!w.q_norm.empty()) be.rms_norm(q.as(n * n_head, hd), w.q_norm, cfg.norm_eps, q.as(n * n_head, hd));
+    if (!w.k_norm.empty()) be.rms_norm(k.as(n * n_head_kv, hd), w.k_norm, cfg.norm_eps, k.as(n * n_head_kv, hd));
     // 3. rotary position embedding
-    be.rope(q, n, cfg.attn.n_head, hd, p.pos, cfg.rope);
-    be.rope(k, n, cfg.attn.n_head_kv, hd, p.pos, cfg.rope);
+    be.rope(q, n_head, p.pos, cfg.rope);
+    be.rope(k, n_head_kv, p.pos, cfg.rope);
     // 4. per sequence: write its K/V rows at their positions, then attend over its slot
-    float* att = arena.floats(static_cast<size_t>(n * q_dim));  // [n, n_head, head_dim]
+    const Rows att = arena.rows(n, w.q.n_out);
     for (int s = 0; s < p.req.n_seqs; ++s) {
         const int64_t f = p.first[s], m = p.first[s + 1] - f, p0 = p.n_past[s];
-        state::KvSlot& slot = p.req.seqs[s].state->kv(layer);
-        be.store_kv(slot.k_row(p0), slot.type(), k + f * kv_dim, m, kv_dim);
-        be.store_kv(slot.v_row(p0), slot.type(), v + f * kv_dim, m, kv_dim);
-        be.attention(q + f * q_dim, m, p.pos + f, p.last + f, slot.view(p0 + m), cfg.attn,
-                     att + f * q_dim);
+        const state::KvSlot& slot = p.req.seqs[s].state->kv(layer);
+        const backend::KvView kv = slot.view(p0 + m);
+        be.store_kv(kv, p0, k.rows(f, m), v.rows(f, m));
+        be.attention(q.rows(f, m), p.pos + f, p.last + f, kv, cfg.attn, att.rows(f, m));
     }
     // 5. output projection
-    be.matmul(w.o, att, n, out);
+    be.matmul(w.o, att, out);
 }
 
 FfnWeights FfnWeights::load(const Loader& ld, int64_t n_embd, const LayerParams& L, int il) {
@@ -168,13 +178,13 @@ FfnWeights FfnWeights::load(const Loader& ld, int64_t n_embd, const LayerParams&
     return w;
 }
 
-void ffn(Backend& be, const FfnWeights& w, backend::Act act, const float* x, int64_t n, float* out) {
-    float* gate = be.arena().floats(static_cast<size_t>(n * w.gate.n_out));  // [n, n_ff]
-    float* up = be.arena().floats(static_cast<size_t>(n * w.up.n_out));      // [n, n_ff]
-    be.matmul(w.gate, x, n, gate);
-    be.matmul(w.up, x, n, up);
-    be.glu(gate, up, n * w.gate.n_out, act, gate);
-    be.matmul(w.down, gate, n, out);
+void ffn(Backend& be, const FfnWeights& w, backend::Act act, Rows x, Rows out) {
+    const Rows gate = be.arena().rows(x.n, w.gate.n_out);  // [n, n_ff]
+    const Rows up = be.arena().rows(x.n, w.up.n_out);
+    be.matmul(w.gate, x, gate);
+    be.matmul(w.up, x, up);
+    be.glu(gate, up, act, gate);
+    be.matmul(w.down, gate, out);
 }
 
 Weight output_weight(const Loader& ld, const HParams& hp) {
@@ -182,37 +192,34 @@ Weight output_weight(const Loader& ld, const HParams& hp) {
     return ld.matrix(name, hp.n_embd, hp.n_vocab);
 }
 
-void gather_rows(const float* x, int64_t dim, const int64_t* rows, int64_t n_rows, float* dst) {
-    for (int64_t i = 0; i < n_rows; ++i) std::copy(x + rows[i] * dim, x + (rows[i] + 1) * dim, dst + i * dim);
-}
-
-void head(Backend& be, const Weight& out_w, const std::vector<float>& norm, float eps, float cap, const float* x,
-          const int64_t* rows, int64_t n_rows, float* logits, int32_t* argmax, int64_t head_rows) {
+void head(Backend& be, const Weight& out_w, const Vec& norm, float eps, float cap, Rows x, const int64_t* rows,
+          int64_t n_rows, float* logits, int32_t* argmax, int64_t head_rows) {
     if (n_rows == 0) return;
-    const int64_t d = out_w.n_in;
-    float* h = be.arena().floats(static_cast<size_t>(n_rows * d));  // [n_rows, n_embd]
-    // Consecutive rows (a prefill's last, a verify block) are normed in place, others gathered.
+    // Consecutive rows (a prefill's last, a verify block) are normed from where they are, others gathered.
+    const Rows h = be.arena().rows(n_rows, x.dim);  // [n_rows, n_embd]
     const bool consecutive = rows[n_rows - 1] - rows[0] == n_rows - 1;
-    if (!consecutive) gather_rows(x, d, rows, n_rows, h);
-    be.rms_norm(consecutive ? x + rows[0] * d : h, norm.data(), n_rows, d, eps, h);
+    if (!consecutive) be.gather(x, rows, h);
+    be.rms_norm(consecutive ? x.rows(rows[0], n_rows) : h, norm, eps, h);
     // The shortlist is a prefix of the rows: a view of the same matrix (rows are packed one by one).
     Weight w = out_w;
     if (head_rows > 0 && head_rows < out_w.n_out) w.n_out = head_rows;
     if (argmax) {
-        be.matmul_argmax(w, h, n_rows, cap, argmax);
+        be.matmul_argmax(w, h, cap, argmax);
         return;
     }
     if (w.n_out == out_w.n_out) {
-        be.matmul(w, h, n_rows, logits);
-        if (cap > 0.0f) be.softcap(logits, n_rows * w.n_out, cap);
+        const Rows y = be.output_rows(logits, n_rows, w.n_out);
+        be.matmul(w, h, y);
+        if (cap > 0.0f) be.softcap(y, cap);
+        be.finish_output(y, logits);
         return;
     }
-    float* part = be.arena().floats(static_cast<size_t>(n_rows * w.n_out));
-    be.matmul(w, h, n_rows, part);
-    if (cap > 0.0f) be.softcap(part, n_rows * w.n_out, cap);
+    const Rows part = be.arena().rows(n_rows, w.n_out);
+    be.matmul(w, h, part);
+    if (cap > 0.0f) be.softcap(part, cap);
     for (int64_t r = 0; r < n_rows; ++r) {
         float* row = logits + r * out_w.n_out;
-        std::copy(part + r * w.n_out, part + (r + 1) * w.n_out, row);
+        be.download(row, part.rows(r, 1));
         std::fill(row + w.n_out, row + out_w.n_out, -std::numeric_limits<float>::infinity());
     }
 }

@@ -16,6 +16,8 @@
 namespace ds4::model::blocks {
 
 using backend::Backend;
+using backend::Rows;
+using backend::Vec;
 using backend::Weight;
 
 // Binds tensors of `file` by name, checking presence, shape and that the backend runs their
@@ -29,16 +31,20 @@ public:
     // matmul weight the backend repacks (Backend::pack) has its mapped pages released.
     Weight matrix(const std::string& name, int64_t n_in, int64_t n_out,
                   backend::Op op = backend::Op::matmul) const;
+    // A stack of n_mat such matrices (ggml ne = [n_in, n_out, n_mat]: routed experts).
+    Weight stack(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_mat) const;
     bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
     // Throws model::Error naming the first op the backend does not run.
     void require_ops(std::initializer_list<backend::Op> ops) const;
-    // A vector of n elements (norm weights, biases), dequantised to float once at load.
-    std::vector<float> vec(const std::string& name, int64_t n) const;
-    // vec() if the tensor exists, else an empty vector.
-    std::vector<float> vec_opt(const std::string& name, int64_t n) const;
+    // A vector of n elements (norm weights, biases), dequantised to float once at load and
+    // handed to the backend.
+    Vec vec(const std::string& name, int64_t n) const;
+    // vec() if the tensor exists, else an empty one.
+    Vec vec_opt(const std::string& name, int64_t n) const;
 
 private:
     const gguf::TensorInfo& find(const std::string& name) const;
+    Weight bind(const gguf::TensorInfo& t, int64_t n_in, int64_t n_out, int64_t n_mat, backend::Op op) const;
     [[noreturn]] void shape_error(const gguf::TensorInfo& t, const std::string& expected) const;
 
     const gguf::File& file_;
@@ -46,11 +52,11 @@ private:
     std::string arch_;
 };
 
-// One attention layer's weights; optional parts are empty vectors.
+// One attention layer's weights; optional parts are empty.
 struct AttnWeights {
     Weight q, k, v, o;                        // [n_embd -> q_dim], [-> kv_dim] x2, [q_dim -> n_embd]
-    std::vector<float> q_bias, k_bias, v_bias;  // [q_dim], [kv_dim], [kv_dim] (qwen2)
-    std::vector<float> q_norm, k_norm;        // [head_dim] RMSNorm per head (qwen3, gemma3)
+    Vec q_bias, k_bias, v_bias;               // [q_dim], [kv_dim], [kv_dim] (qwen2)
+    Vec q_norm, k_norm;                       // [head_dim] RMSNorm per head (qwen3, gemma3)
 
     // blk.{il}.attn_{q,k,v,output}.weight; biases / q,k norms when `bias` / `qk_norm`.
     static AttnWeights load(const Loader& ld, int64_t n_embd, const LayerParams& L, int il, bool bias, bool qk_norm);
@@ -63,13 +69,12 @@ struct AttnConfig {
 };
 
 // A layer's attention parameters: heads, scale (1/sqrt(head_dim) unless set), window,
-// soft-cap, RoPE; freq_factors: the optional per-pair RoPE divisors (llama 3), or null.
-AttnConfig attn_config(const LayerParams& L, backend::RopeMode mode, float norm_eps, const float* freq_factors);
+// soft-cap, RoPE; freq_factors: the optional per-pair RoPE divisors (llama 3), or empty.
+AttnConfig attn_config(const LayerParams& L, backend::RopeMode mode, float norm_eps, const Vec& freq_factors);
 
 // out[n, n_embd] = self-attention of x[n, n_embd] (already normed) for the rows of pass p,
 // after writing each run's new K/V rows of `layer` into its state's slot.
-void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const Pass& p, int layer, const float* x,
-               float* out);
+void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const Pass& p, int layer, Rows x, Rows out);
 
 struct FfnWeights {
     Weight gate, up, down;                    // [n_embd -> n_ff] x2, [n_ff -> n_embd]
@@ -77,7 +82,7 @@ struct FfnWeights {
 };
 
 // out[n, n_embd] = down(act(gate(x)) * up(x)) for x[n, n_embd]
-void ffn(Backend& be, const FfnWeights& w, backend::Act act, const float* x, int64_t n, float* out);
+void ffn(Backend& be, const FfnWeights& w, backend::Act act, Rows x, Rows out);
 
 // The output projection: `output.weight`, or token_embd when the file has none (tied).
 Weight output_weight(const Loader& ld, const HParams& hp);
@@ -88,10 +93,7 @@ Weight output_weight(const Loader& ld, const HParams& hp);
 // non-null, writes each row's greedy token there instead (the rows themselves are never
 // materialised). head_rows > 0 scores only the first head_rows vocabulary entries (a
 // drafter's shortlist; rounded up to whole tiles of a packed matrix); the others read as -inf.
-void head(Backend& be, const Weight& out_w, const std::vector<float>& norm, float eps, float cap, const float* x,
-          const int64_t* rows, int64_t n_rows, float* logits, int32_t* argmax, int64_t head_rows = 0);
-
-// dst[n_rows, dim] = rows rows[0..n_rows) of x[., dim]
-void gather_rows(const float* x, int64_t dim, const int64_t* rows, int64_t n_rows, float* dst);
+void head(Backend& be, const Weight& out_w, const Vec& norm, float eps, float cap, Rows x, const int64_t* rows,
+          int64_t n_rows, float* logits, int32_t* argmax, int64_t head_rows = 0);
 
 }  // namespace ds4::model::blocks

@@ -34,7 +34,7 @@ public:
                 L.post_attn_norm = ld.vec(p + "post_attention_norm.weight", d);
                 L.post_ffn_norm = ld.vec(p + "post_ffw_norm.weight", d);
             }
-            L.cfg = blocks::attn_config(P, fam.rope, hp_.norm_eps, rope_freqs_.empty() ? nullptr : rope_freqs_.data());
+            L.cfg = blocks::attn_config(P, fam.rope, hp_.norm_eps, rope_freqs_);
             layers_.push_back(std::move(L));
         }
         out_norm_ = ld.vec("output_norm.weight", d);
@@ -45,7 +45,7 @@ public:
 
 private:
     struct Layer {
-        std::vector<float> attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;  // [n_embd]; post_*: sandwich only
+        backend::Vec attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;  // [n_embd]; post_*: sandwich only
         blocks::AttnWeights attn;
         blocks::FfnWeights ffn;
         blocks::AttnConfig cfg;
@@ -54,55 +54,57 @@ private:
     void run(const Pass& p) override {
         const int64_t n = p.n, d = hp_.n_embd;
         const float eps = hp_.norm_eps;
-        const auto size = static_cast<size_t>(n * d);
-        float* x = be().arena().floats(size);  // [n, n_embd] residual stream
-        float* h = be().arena().floats(size);  // [n, n_embd] scratch
-        float* y = be().arena().floats(size);
+        backend::Backend& be = this->be();
+        const backend::Rows x = be.arena().rows(n, d);  // residual stream
+        const backend::Rows h = be.arena().rows(n, d);  // scratch
+        const backend::Rows y = be.arena().rows(n, d);
         // 1. embeddings: looked up (and scaled), or given
         if (p.req.tokens) {
-            be().get_rows(tok_embd_, p.req.tokens, n, x);
-            if (fam_.scale_embeddings) be().scale(x, embed_scale_, n * d);
+            be.get_rows(tok_embd_, p.req.tokens, x);
+            if (fam_.scale_embeddings) be.scale(x, embed_scale_);
         } else {
-            std::copy(p.req.embeddings, p.req.embeddings + n * d, x);
+            be.upload(x, p.req.embeddings);
         }
         capture(p, 0, x);
         for (int il = 0; il < hp_.n_layer; ++il) {
             const Layer& L = layers_[static_cast<size_t>(il)];
             // 2. x += [post_norm] attention(norm(x))
-            be().rms_norm(x, L.attn_norm.data(), n, d, eps, h);
-            blocks::attention(be(), L.attn, L.cfg, p, il, h, y);
-            if (fam_.sandwich_norms) be().rms_norm(y, L.post_attn_norm.data(), n, d, eps, y);
-            be().add(x, y, n * d);
+            be.rms_norm(x, L.attn_norm, eps, h);
+            blocks::attention(be, L.attn, L.cfg, p, il, h, y);
+            if (fam_.sandwich_norms) be.rms_norm(y, L.post_attn_norm, eps, y);
+            be.add(x, y);
             // 3. x += [post_norm] ffn(norm(x)), gated
-            be().rms_norm(x, L.ffn_norm.data(), n, d, eps, h);
-            blocks::ffn(be(), L.ffn, fam_.act, h, n, y);
-            if (fam_.sandwich_norms) be().rms_norm(y, L.post_ffn_norm.data(), n, d, eps, y);
-            be().add(x, y, n * d);
+            be.rms_norm(x, L.ffn_norm, eps, h);
+            blocks::ffn(be, L.ffn, fam_.act, h, y);
+            if (fam_.sandwich_norms) be.rms_norm(y, L.post_ffn_norm, eps, y);
+            be.add(x, y);
             if (il + 1 < hp_.n_layer) capture(p, il + 1, x);
         }
         // 4. the final norm (for captures of the last index) and the output head
         capture(p, hp_.n_layer, x);
         const float cap = hp_.final_softcap;
-        blocks::head(be(), output_, out_norm_, eps, cap, x, p.out_logits, p.n_logits, p.req.logits, nullptr,
+        blocks::head(be, output_, out_norm_, eps, cap, x, p.out_logits, p.n_logits, p.req.logits, nullptr,
                      p.req.head_rows);
-        blocks::head(be(), output_, out_norm_, eps, cap, x, p.out_argmax, p.n_argmax, nullptr, p.req.argmax,
+        blocks::head(be, output_, out_norm_, eps, cap, x, p.out_argmax, p.n_argmax, nullptr, p.req.argmax,
                      p.req.head_rows);
     }
 
     // Writes the captured rows of x into every capture of hidden-state index `index`.
-    void capture(const Pass& p, int index, const float* x) {
+    void capture(const Pass& p, int index, backend::Rows x) {
         const int64_t d = hp_.n_embd;
         for (int c = 0; c < p.req.n_capture; ++c) {
             if (p.req.capture_layers[c] != index) continue;
             float* dst = p.req.hidden + static_cast<size_t>(c) * static_cast<size_t>(p.n_captured * d);
-            blocks::gather_rows(x, d, p.captured, p.n_captured, dst);
-            if (index == hp_.n_layer) be().rms_norm(dst, out_norm_.data(), p.n_captured, d, hp_.norm_eps, dst);
+            const backend::Rows rows = be().output_rows(dst, p.n_captured, d);
+            be().gather(x, p.captured, rows);
+            if (index == hp_.n_layer) be().rms_norm(rows, out_norm_, hp_.norm_eps, rows);
+            be().finish_output(rows, dst);
         }
     }
 
     Family fam_;
     backend::Weight tok_embd_, output_;
-    std::vector<float> rope_freqs_, out_norm_;
+    backend::Vec rope_freqs_, out_norm_;
     std::vector<Layer> layers_;
     float embed_scale_ = 1.0f;
 };

@@ -80,6 +80,7 @@ void Generator::start() {
         logits_ = session_.last_logits();
     }
     stats_.prefill_seconds = now() - t0;
+    reserve_output();
     // Only now, with the prefill done (it may throw and be retried), is the generator started.
     started_ = true;
     if (!proposers_.empty()) {
@@ -97,6 +98,12 @@ void Generator::start() {
     const size_t window = static_cast<size_t>(std::max(0, params_.sampling.repeat_last_n));
     for (size_t i = context.size() - std::min(context.size(), window); i < context.size(); ++i)
         sampler_.accept(context[i]);
+}
+
+void Generator::reserve_output() {
+    // Decode steps then append without reallocating (the context bounds a huge max_tokens).
+    const int64_t room = session_.n_ctx() - session_.n_past() + 1;
+    tokens_.reserve(static_cast<size_t>(std::min<int64_t>(params_.max_tokens, room)));
 }
 
 void Generator::hold(int32_t tok) {
@@ -372,6 +379,7 @@ void Generator::start_batched() {
     batched_ = true;
     started_ = true;
     feed_ = session_.rows_for(prompt_.data(), static_cast<int64_t>(prompt_.size()));
+    reserve_output();
     if (feed_.empty()) {  // continuing a session that holds its last position's logits (or can recompute them)
         logits_ = session_.last_logits();
         emit(nullptr);

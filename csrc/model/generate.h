@@ -117,6 +117,7 @@ private:
     void flush(std::string* piece);  // the final text, once done
     void emit(std::string* piece);   // batched: the next token into rows(), or the end
     void hold(int32_t tok);
+    void reserve_output();            // room for max_tokens ids in tokens_
     // Evaluates tok (pending in the session) together with a draft, if a proposer has one and the
     // scheduler finds it pays, queueing the accepted draft tokens; returns the target's next token.
     int32_t speculate(int32_t tok);

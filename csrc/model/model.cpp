@@ -49,7 +49,7 @@ Model::Model(std::shared_ptr<const gguf::File> file, HParams hp, const Options& 
 std::unique_ptr<state::State> Model::new_state() const {
     std::vector<std::unique_ptr<state::Slot>> slots;
     for (const LayerParams& L : hp_.layers) {
-        slots.push_back(std::make_unique<state::KvSlot>(L.kv_dim(), n_ctx_, opts_.kv_type));
+        slots.push_back(std::make_unique<state::KvSlot>(L.kv_dim(), n_ctx_, opts_.kv_type, *backend_));
     }
     return std::make_unique<state::State>(std::move(slots), n_ctx_, this);
 }
@@ -58,12 +58,13 @@ int64_t Model::check(const Request& req) const {
     if (req.n_seqs < 0 || (req.n_seqs > 0 && !req.seqs)) throw Error("forward: no sequences given");
     for (int i = 0; i < req.n_seqs; ++i) {
         const SeqRows& s = req.seqs[i];
-        const std::string which = "forward: sequence " + std::to_string(i);
-        if (!s.state) throw Error(which + " has no state");
-        if (s.state->owner() != this) throw Error(which + "'s state belongs to another model");
-        if (s.n < 1) throw Error(which + " has " + std::to_string(s.n) + " rows");
+        // The message is made only on failure: a decode step allocates nothing.
+        const auto fail = [i](const std::string& what) { throw Error("forward: sequence " + std::to_string(i) + what); };
+        if (!s.state) fail(" has no state");
+        if (s.state->owner() != this) fail("'s state belongs to another model");
+        if (s.n < 1) fail(" has " + std::to_string(s.n) + " rows");
         for (int j = 0; j < i; ++j) {
-            if (req.seqs[j].state == s.state) throw Error(which + " repeats sequence " + std::to_string(j) + "'s state");
+            if (req.seqs[j].state == s.state) fail(" repeats sequence " + std::to_string(j) + "'s state");
         }
     }
     const int64_t n = req.rows();

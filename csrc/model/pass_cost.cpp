@@ -5,6 +5,7 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -78,17 +79,22 @@ Rates measure(backend::Backend& be, quant::Type type, int64_t n_in, int max_rows
     for (int r : kProbeRows)
         if (r < max_rows && 4 * r <= 3 * max_rows) out.rows.push_back(r);
     out.rows.push_back(max_rows);
-    std::vector<float> x(static_cast<size_t>(max_rows * n_in)), y(static_cast<size_t>(max_rows * out.probe_out));
-    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919 % 1000) - 500) * 1e-3f;
+    std::vector<float> xs(static_cast<size_t>(max_rows * n_in));
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>((i * 7919 % 1000) - 500) * 1e-3f;
+    const std::unique_ptr<backend::Buffer> xb = be.alloc(xs.size() * sizeof(float));
+    const std::unique_ptr<backend::Buffer> yb = be.alloc(static_cast<size_t>(max_rows * out.probe_out) * sizeof(float));
+    const backend::Rows x{static_cast<float*>(xb->data()), max_rows, n_in};
+    const backend::Rows y{static_cast<float*>(yb->data()), max_rows, out.probe_out};
+    be.upload(x, xs.data());
     const double macs_per_row = static_cast<double>(out.probe_out) * static_cast<double>(n_in);
     // The untimed call runs the most rows: it also grows the backend's scratch to its largest.
-    be.matmul(w, x.data(), max_rows, y.data());
+    be.matmul(w, x, y);
     *macs += max_rows * macs_per_row;
     for (int r : out.rows) {
         double best = std::numeric_limits<double>::infinity();
         for (int rep = 0; rep < 2; ++rep) {
             const auto t0 = std::chrono::steady_clock::now();
-            be.matmul(w, x.data(), r, y.data());
+            be.matmul(w, x.rows(0, r), y.rows(0, r));
             best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
             *macs += r * macs_per_row;
         }

@@ -2,8 +2,8 @@
 #include "state/kv_slot.h"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
+#include <vector>
 #include <string>
 
 namespace ds4::state {
@@ -24,23 +24,30 @@ struct KvSlotSnapshot final : SlotSnapshot {
 
 }  // namespace
 
-KvSlot::KvSlot(int64_t kv_dim, int64_t n_ctx, backend::KvType type) : kv_dim_(kv_dim), n_ctx_(n_ctx), type_(type) {}
+KvSlot::KvSlot(int64_t kv_dim, int64_t n_ctx, backend::KvType type, backend::Backend& be)
+    : kv_dim_(kv_dim), n_ctx_(n_ctx), type_(type), be_(&be) {}
 
 void KvSlot::reserve(int64_t n) {
     if (n <= capacity_) return;
     int64_t cap = std::max((n + kChunk - 1) / kChunk * kChunk, 2 * capacity_);
     cap = std::min(cap, n_ctx_);
-    // resize keeps the valid prefix; the new tail is never read before it is written
-    k_.resize(static_cast<size_t>(cap) * row_bytes());
-    v_.resize(static_cast<size_t>(cap) * row_bytes());
+    // Every position held so far moves over (rows past a rewind too: cheaper than tracking
+    // them); the new tail is never read before it is written.
+    const size_t bytes = static_cast<size_t>(cap) * row_bytes(), old = static_cast<size_t>(capacity_) * row_bytes();
+    for (std::unique_ptr<backend::Buffer>* buf : {&k_, &v_}) {
+        std::unique_ptr<backend::Buffer> grown = be_->alloc(bytes);
+        if (*buf) be_->copy(grown->data(), (*buf)->data(), old);
+        *buf = std::move(grown);
+    }
     capacity_ = cap;
 }
 
 backend::KvView KvSlot::view(int64_t n_kv) const {
     backend::KvView view;
-    view.k = k_.data();
-    view.v = v_.data();
+    view.k = k_ ? k_->data() : nullptr;
+    view.v = v_ ? v_->data() : nullptr;
     view.type = type_;
+    view.dim = kv_dim_;
     view.n_kv = n_kv;
     return view;
 }
@@ -49,9 +56,12 @@ std::unique_ptr<SlotSnapshot> KvSlot::snapshot(int64_t n_past) const {
     auto s = std::make_unique<KvSlotSnapshot>();
     s->kv_dim = kv_dim_;
     s->type = type_;
-    const auto bytes = static_cast<std::ptrdiff_t>(static_cast<size_t>(n_past) * row_bytes());
-    s->k.assign(k_.begin(), k_.begin() + bytes);
-    s->v.assign(v_.begin(), v_.begin() + bytes);
+    const size_t bytes = static_cast<size_t>(n_past) * row_bytes();
+    s->k.resize(bytes);
+    s->v.resize(bytes);
+    if (bytes == 0) return s;
+    be_->read(s->k.data(), k_->data(), bytes);
+    be_->read(s->v.data(), v_->data(), bytes);
     return s;
 }
 
@@ -72,8 +82,8 @@ void KvSlot::restore(const SlotSnapshot& snap, int64_t n_past) {
     const size_t bytes = static_cast<size_t>(n_past) * row_bytes();
     reserve(n_past);
     if (bytes == 0) return;
-    std::memcpy(k_.data(), s.k.data(), bytes);
-    std::memcpy(v_.data(), s.v.data(), bytes);
+    be_->write(k_->data(), s.k.data(), bytes);
+    be_->write(v_->data(), s.v.data(), bytes);
 }
 
 }  // namespace ds4::state

@@ -1,12 +1,13 @@
 // One attention layer's K and V rows by position (a slot of state.h).
 //
-// Storage is f32 or f16 and grows with use in chunks up to n_ctx, so a session that holds 300
-// tokens of a 32k-context model holds ~300 positions of memory. Rewinding forgets rows (they
-// are overwritten later): a KV slot reaches any position at or below what it holds.
+// Storage is f32 or f16 in buffers of the model's backend, and grows with use in chunks up to
+// n_ctx, so a session that holds 300 tokens of a 32k-context model holds ~300 positions of
+// memory. Rewinding forgets rows (they are overwritten later): a KV slot reaches any position at
+// or below what it holds.
 #pragma once
 
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 #include "backend/backend.h"
 #include "state/slot.h"
@@ -15,8 +16,9 @@ namespace ds4::state {
 
 class KvSlot final : public Slot {
 public:
-    // kv_dim: elements of one position's K (and of its V): n_head_kv * head_dim.
-    KvSlot(int64_t kv_dim, int64_t n_ctx, backend::KvType type);
+    // kv_dim: elements of one position's K (and of its V): n_head_kv * head_dim. The backend
+    // must outlive the slot's use (not its destruction).
+    KvSlot(int64_t kv_dim, int64_t n_ctx, backend::KvType type, backend::Backend& be);
 
     SlotKind kind() const override { return SlotKind::kv; }
     int64_t kv_dim() const { return kv_dim_; }
@@ -30,10 +32,8 @@ public:
     void check(const SlotSnapshot& snap, int64_t n_past) const override;
     void restore(const SlotSnapshot& snap, int64_t n_past) override;
 
-    // Rows of position `pos`: kv_dim elements each (pos < capacity()).
-    void* k_row(int64_t pos) { return k_.data() + static_cast<size_t>(pos) * row_bytes(); }
-    void* v_row(int64_t pos) { return v_.data() + static_cast<size_t>(pos) * row_bytes(); }
-    // What attention reads: positions [0, n_kv).
+    // The storage as ops take it (store_kv writes any position < capacity()); attention reads
+    // positions [0, n_kv).
     backend::KvView view(int64_t n_kv) const;
 
 private:
@@ -43,7 +43,8 @@ private:
     int64_t n_ctx_;
     backend::KvType type_;
     int64_t capacity_ = 0;
-    std::vector<uint8_t> k_, v_;  // [capacity, kv_dim] in type_
+    backend::Backend* be_;
+    std::unique_ptr<backend::Buffer> k_, v_;  // [capacity, kv_dim] in type_
 };
 
 }  // namespace ds4::state

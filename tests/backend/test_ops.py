@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quant"))
 import qdata  # noqa: E402  (tests/quant: random blocks of every format, gguf's dequantisation)
 
 ISAS = list(_core.simd_available())
-OPS = ["matmul", "argmax", "get_rows", "rms_norm", "rope", "attention", "store_kv", "add", "mul", "glu", "softcap"]
+OPS = ["matmul", "argmax", "get_rows", "rms_norm", "rope", "attention", "store_kv", "add", "mul", "glu", "softcap",
+       "copy"]
 
 
 @pytest.fixture(params=ISAS)
@@ -79,6 +80,22 @@ def test_matmul_int16_activations(type_name: str) -> None:
         y = b.matmul(type_name, data, n_out, x, pack=pack)
         assert rel(y, x.astype(np.float64) @ w.T) < 2e-3  # activations quantised to 16 bits
         np.testing.assert_array_equal(b.matmul(type_name, data, n_out, x[2:3], pack=pack)[0], y[2])
+
+
+@pytest.mark.parametrize("type_name,pack", [("Q4_K", False), ("Q8_0", True), ("Q5_0", True)])
+def test_matmul_on_a_stack(type_name: str, pack: bool) -> None:
+    """A 3-D weight (routed experts): matrix e of the stack, packed or not, is that matrix alone."""
+    rng = np.random.default_rng(10)
+    qk, _ = qdata.block_geometry(type_name)
+    n_in, n_out, n_mat = 256, 24, 3
+    mats = [qdata.random_blocks(type_name, n_out * n_in // qk, rng) for _ in range(n_mat)]
+    x = rng.standard_normal((3, n_in)).astype(np.float32)
+    b = _core.Backend("cpu", threads=2, int16=True)
+    for e in range(n_mat):
+        alone = b.matmul(type_name, mats[e], n_out, x, pack=pack)
+        np.testing.assert_array_equal(b.matmul(type_name, b"".join(mats), n_out, x, pack=pack, n_mat=n_mat, mat=e), alone)
+    with pytest.raises(ValueError, match="out of the stack"):
+        b.matmul(type_name, b"".join(mats), n_out, x, n_mat=n_mat, mat=n_mat)
 
 
 def test_get_rows(be: _core.Backend) -> None:
@@ -180,10 +197,24 @@ def test_attention(be: _core.Backend, kv_type: str, mode: str, window: int, cap:
                          window)[0], out[r])
 
 
-def test_store_kv(be: _core.Backend) -> None:
-    x = np.random.default_rng(7).standard_normal((3, 32)).astype(np.float32)
-    assert be.store_kv(x, "f32") == x.tobytes()
-    assert be.store_kv(x, "f16") == x.astype(np.float16).tobytes()
+@pytest.mark.parametrize("kv_type,dtype", [("f32", np.float32), ("f16", np.float16)])
+def test_store_kv(be: _core.Backend, kv_type: str, dtype: type) -> None:
+    rng = np.random.default_rng(7)
+    k, v = rng.standard_normal((2, 3, 32)).astype(np.float32)
+    kc, vc = be.store_kv(k, v, kv_type, pos=4, capacity=8)  # rows 4..6 of a cache of 8, the rest untouched
+    for got, rows in ((kc, k), (vc, v)):
+        ref = np.zeros((8, 32), dtype=dtype)
+        ref[4:7] = rows
+        assert got == ref.tobytes()
+    with pytest.raises(ValueError, match="capacity"):
+        be.store_kv(k, v, kv_type, pos=6, capacity=8)
+
+
+def test_gather(be: _core.Backend) -> None:
+    x = np.random.default_rng(11).standard_normal((6, 40)).astype(np.float32)
+    np.testing.assert_array_equal(be.gather(x, [5, 0, 5, 2]), x[[5, 0, 5, 2]])
+    with pytest.raises(ValueError, match="out of range"):
+        be.gather(x, [6])
 
 
 def test_elementwise(be: _core.Backend) -> None:

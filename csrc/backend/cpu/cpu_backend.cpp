@@ -30,6 +30,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <stdexcept>
 #include <vector>
 
@@ -86,6 +88,16 @@ float dot_f32(const float* a, const float* b, int64_t n) {
     return acc[0];
 }
 
+// Host memory, 64-byte aligned.
+class HostBuffer final : public Buffer {
+public:
+    explicit HostBuffer(size_t bytes) {
+        data_ = ::operator new(std::max<size_t>(bytes, 1), std::align_val_t{64});
+        bytes_ = bytes;
+    }
+    ~HostBuffer() override { ::operator delete(data_, std::align_val_t{64}); }
+};
+
 class CpuBackend final : public Backend {
 public:
     explicit CpuBackend(const CpuOptions& o)
@@ -120,7 +132,7 @@ public:
 
     bool pack_as(Weight& w, const ReleaseFn& release, bool defer) {
         if (!repack_ || !int16_ || !quant::has_packed_layout(w.type) || w.packed) return false;
-        const size_t bytes = w.row_bytes * static_cast<size_t>(w.n_out);
+        const size_t bytes = w.row_bytes * static_cast<size_t>(w.total_rows());
         // new[] without an initialiser: the pages are touched only when the rows are written
         auto buf = std::unique_ptr<uint8_t[]>(new uint8_t[bytes]);
         w.packed = buf.get();
@@ -146,7 +158,25 @@ public:
         pending_.clear();
     }
 
-    void matmul(const Weight& w, const float* x, int64_t n, float* y) override {
+    std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<HostBuffer>(bytes); }
+    void write(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
+    void read(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
+    void copy(void* dst, const void* src, size_t bytes) override {
+        if (bytes) std::memcpy(dst, src, bytes);
+    }
+    bool host_visible() const override { return true; }
+
+    void gather(Rows src, const int64_t* idx, Rows dst) override {
+        for (int64_t i = 0; i < dst.n; ++i) {
+            const float* r = src.data + idx[i] * src.dim;
+            std::copy(r, r + src.dim, dst.data + i * dst.dim);
+        }
+    }
+
+    void matmul(const Weight& w, Rows xr, Rows yr) override {
+        const float* x = xr.data;
+        float* y = yr.data;
+        const int64_t n = xr.n;
         const Path path = path_of(w, n);
         const int64_t unit = unit_rows(path, w, n);
         prepare(path, w, x, n);
@@ -157,7 +187,9 @@ public:
         });
     }
 
-    void matmul_argmax(const Weight& w, const float* x, int64_t n, float cap, int32_t* idx) override {
+    void matmul_argmax(const Weight& w, Rows xr, float cap, int32_t* idx) override {
+        const float* x = xr.data;
+        const int64_t n = xr.n;
         const Path path = path_of(w, n);
         const cpu::VecMath& vm = cpu::vec_math();
         // Logits are made kArgmaxBlock weight rows at a time into per-thread scratch (a multiple
@@ -203,7 +235,9 @@ public:
         }
     }
 
-    void get_rows(const Weight& w, const int32_t* ids, int64_t n, float* y) override {
+    void get_rows(const Weight& w, const int32_t* ids, Rows yr) override {
+        float* y = yr.data;
+        const int64_t n = yr.n;
         const quant::DequantFn dequant = quant::kernels(w.type).dequant;
         const auto* base = static_cast<const uint8_t*>(w.data);
         pool_.parallel_for(n, [&](int64_t i0, int64_t i1) {
@@ -213,11 +247,12 @@ public:
         });
     }
 
-    void rms_norm(const float* x, const float* w, int64_t n, int64_t dim, float eps,
-                  float* y) override {
-        rows(n, dim, [&](int64_t r) {
-            const float* xr = x + r * dim;
-            float* yr = y + r * dim;
+    void rms_norm(Rows xs, const Vec& wv, float eps, Rows ys) override {
+        const int64_t dim = xs.dim;
+        const float* w = wv.data();
+        rows(xs.n, dim, [&](int64_t r) {
+            const float* xr = xs.data + r * dim;
+            float* yr = ys.data + r * dim;
             // The mean square in double: one rounding instead of dim, whatever the row length.
             double ss = 0.0;
             for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
@@ -226,11 +261,13 @@ public:
         });
     }
 
-    void rope(float* x, int64_t n, int n_head, int head_dim, const int32_t* pos,
-              const RopeParams& p) override {
+    void rope(Rows xs, int n_head, const int32_t* pos, const RopeParams& p) override {
+        float* x = xs.data;
+        const int64_t n = xs.n;
+        const int64_t head_dim = xs.dim / n_head;
         const int half = p.n_dims / 2;
         const float* table = rope_table(pos, n, p);
-        rows(n, static_cast<int64_t>(n_head) * head_dim, [&](int64_t r) {
+        rows(n, xs.dim, [&](int64_t r) {
             const float* cs = table + r * 2 * half;
             for (int i = 0; i < half; ++i) {
                 const float c = cs[2 * i], s = cs[2 * i + 1];
@@ -255,8 +292,11 @@ public:
     // threads, or on whether chunks ran on one thread (many rows: a unit per (row, group)) or
     // on several (few rows, as in decode: a unit per chunk, so that each thread streams a
     // different part of the KV cache, which bounds decode attention at long contexts).
-    void attention(const float* q, int64_t n, const int32_t* pos, const int32_t* last, const KvView& kv,
-                   const AttnParams& p, float* out) override {
+    void attention(Rows qr, const int32_t* pos, const int32_t* last, const KvView& kv, const AttnParams& p,
+                   Rows outr) override {
+        const float* q = qr.data;
+        float* out = outr.data;
+        const int64_t n = qr.n;
         const int64_t hd = p.head_dim;
         const int group = p.n_head / p.n_head_kv;
         const int64_t pairs = n * p.n_head_kv;
@@ -312,29 +352,38 @@ public:
         }
     }
 
-    void add(float* y, const float* x, int64_t n) override {
-        elementwise(n, [&](int64_t i) { y[i] += x[i]; });
+    void add(Rows ys, Rows xs) override {
+        float* y = ys.data;
+        const float* x = xs.data;
+        elementwise(ys.size(), [&](int64_t i) { y[i] += x[i]; });
     }
 
-    void add_rows(float* y, const float* b, int64_t n, int64_t dim) override {
-        rows(n, dim, [&](int64_t r) {
-            float* yr = y + r * dim;
-            for (int64_t i = 0; i < dim; ++i) yr[i] += b[i];
+    void add_rows(Rows ys, const Vec& bv) override {
+        const float* b = bv.data();
+        rows(ys.n, ys.dim, [&](int64_t r) {
+            float* yr = ys.data + r * ys.dim;
+            for (int64_t i = 0; i < ys.dim; ++i) yr[i] += b[i];
         });
     }
 
-    void scale(float* y, float s, int64_t n) override {
-        elementwise(n, [&](int64_t i) { y[i] *= s; });
+    void scale(Rows ys, float s) override {
+        float* y = ys.data;
+        elementwise(ys.size(), [&](int64_t i) { y[i] *= s; });
     }
 
-    void mul_rows(float* y, const float* w, int64_t n, int64_t dim) override {
-        rows(n, dim, [&](int64_t r) {
-            float* yr = y + r * dim;
-            for (int64_t i = 0; i < dim; ++i) yr[i] *= w[i];
+    void mul_rows(Rows ys, const Vec& wv) override {
+        const float* w = wv.data();
+        rows(ys.n, ys.dim, [&](int64_t r) {
+            float* yr = ys.data + r * ys.dim;
+            for (int64_t i = 0; i < ys.dim; ++i) yr[i] *= w[i];
         });
     }
 
-    void glu(const float* gate, const float* up, int64_t n, Act act, float* y) override {
+    void glu(Rows gs, Rows us, Act act, Rows ys) override {
+        const float* gate = gs.data;
+        const float* up = us.data;
+        float* y = ys.data;
+        const int64_t n = gs.size();
         const cpu::VecMath& vm = cpu::vec_math();
         if (n < kParallelMin) {
             vm.glu(gate, up, n, act, y);
@@ -343,20 +392,29 @@ public:
         pool_.parallel_for(n, [&](int64_t i0, int64_t i1) { vm.glu(gate + i0, up + i0, i1 - i0, act, y + i0); });
     }
 
-    void softcap(float* x, int64_t n, float cap) override {
-        elementwise(n, [&](int64_t i) { x[i] = softcapped(x[i], cap); });
+    void softcap(Rows xs, float cap) override {
+        float* x = xs.data;
+        elementwise(xs.size(), [&](int64_t i) { x[i] = softcapped(x[i], cap); });
     }
 
-    void store_kv(void* dst, KvType type, const float* src, int64_t n, int64_t dim) override {
-        if (type == KvType::f32) {
-            std::memcpy(dst, src, static_cast<size_t>(n * dim) * sizeof(float));
-            return;
-        }
-        auto* d = static_cast<uint16_t*>(dst);
-        elementwise(n * dim, [&](int64_t i) { d[i] = quant::f32_to_f16(src[i]); });
+    void store_kv(const KvView& kv, int64_t pos, Rows k, Rows v) override {
+        const size_t elem = kv.type == KvType::f32 ? sizeof(float) : sizeof(uint16_t);
+        const size_t off = static_cast<size_t>(pos * kv.dim) * elem;
+        store_rows(static_cast<uint8_t*>(kv.k) + off, kv.type, k);
+        store_rows(static_cast<uint8_t*>(kv.v) + off, kv.type, v);
     }
 
 private:
+    void store_rows(void* dst, KvType type, Rows src) {
+        if (type == KvType::f32) {
+            std::memcpy(dst, src.data, static_cast<size_t>(src.size()) * sizeof(float));
+            return;
+        }
+        auto* d = static_cast<uint16_t*>(dst);
+        const float* x = src.data;
+        elementwise(src.size(), [&](int64_t i) { d[i] = quant::f32_to_f16(x[i]); });
+    }
+
     enum class Path { rows, gemm, int16_rows, int16_gemm, reference };
 
     // One attention call's geometry and the three steps every (row, KV group) goes through.
@@ -673,15 +731,16 @@ private:
         const auto* src = static_cast<const uint8_t*>(w.data);
         auto* dst = static_cast<uint8_t*>(const_cast<void*>(w.packed));
         const int64_t slice = std::max<int64_t>(1, static_cast<int64_t>((size_t{8} << 20) / w.row_bytes));
-        for (int64_t s0 = 0; s0 < w.n_out; s0 += slice) {
-            const int64_t s1 = std::min(w.n_out, s0 + slice);
+        const int64_t n_rows = w.total_rows();  // every matrix of a stack
+        for (int64_t s0 = 0; s0 < n_rows; s0 += slice) {
+            const int64_t s1 = std::min(n_rows, s0 + slice);
             pool_.parallel_for(s1 - s0, [&](int64_t r0, int64_t r1) {
                 const size_t off = static_cast<size_t>(s0 + r0) * w.row_bytes;
                 quant::pack_rows(w.type, src + off, w.n_in, r1 - r0, dst + off);
             });
             job.release(src + static_cast<size_t>(s0) * w.row_bytes, static_cast<size_t>(s1 - s0) * w.row_bytes);
         }
-        job.release(src, w.row_bytes * static_cast<size_t>(w.n_out));  // the pages slices' edges shared
+        job.release(src, w.row_bytes * static_cast<size_t>(n_rows));  // the pages slices' edges shared
     }
     std::vector<int16_t> act_a_;  // the int16 path's quantised activation rows (prepare)
     std::vector<float> act_da_, act_xs_;

@@ -84,12 +84,12 @@ void ThreadPool::worker(int index) {
     }
 }
 
-void ThreadPool::run(const std::function<void(int, int)>& fn) {
+void ThreadPool::run(FnRef<void(int, int)> fn) {
     std::lock_guard<std::mutex> use(use_mu_);
     run_locked(fn);
 }
 
-void ThreadPool::run_locked(const std::function<void(int, int)>& fn) {
+void ThreadPool::run_locked(FnRef<void(int, int)> fn) {
     if (n_threads_ == 1) {
         fn(0, 1);
         return;
@@ -110,7 +110,7 @@ void ThreadPool::run_locked(const std::function<void(int, int)>& fn) {
     done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, FnRef<void(int64_t, int64_t)> fn) {
     if (n <= 0) return;
     const int parts = static_cast<int>(std::min<int64_t>(n, n_threads_));
     if (parts == 1) {
@@ -142,7 +142,7 @@ bool take(std::atomic<uint64_t>& range, bool front, int64_t& unit) {
 }
 }  // namespace
 
-void ThreadPool::for_each_unit(int64_t n_units, const std::function<void(int, int64_t)>& fn) {
+void ThreadPool::for_each_unit(int64_t n_units, FnRef<void(int, int64_t)> fn) {
     if (n_units <= 0) return;
     if (n_units == 1 || n_threads_ == 1) {
         for (int64_t u = 0; u < n_units; ++u) fn(0, u);
