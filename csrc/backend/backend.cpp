@@ -17,6 +17,7 @@ const char* op_name(Op op) {
         case Op::glu: return "glu";
         case Op::softcap: return "softcap";
         case Op::copy: return "copy";
+        case Op::scatter_add: return "scatter_add";
     }
     return "?";
 }

@@ -21,6 +21,7 @@
 //                   argmax picks from exactly the values matmul would write
 //   get_rows, rms_norm, rope, store_kv, add, mul, glu, softcap, copy
 //                   per row (per element), whatever the rows around it
+//   scatter_add     per destination row: one source row, in call order
 //   attention       row r reads q[r], its own pos / last and the cache rows it sees; the keys
 //                   are visited in chunks aligned to absolute positions and merged in one order,
 //                   so the result does not depend on the other rows nor on the threads
@@ -74,7 +75,8 @@ enum class Op {
     mul,         // a row vector broadcast over rows, and a scalar
     glu,         // act(gate) * up
     softcap,
-    copy,        // bytes in and out of backend buffers, and rows gathered within them
+    copy,        // bytes in and out of backend buffers, rows gathered within them, fill
+    scatter_add, // weighted rows added into chosen rows (routed experts' outputs)
 };
 
 const char* op_name(Op op);
@@ -155,6 +157,8 @@ public:
     virtual bool host_visible() const { return false; }
     // dst row i = src row rows[i], i < dst.n (src.dim == dst.dim)
     virtual void gather(Rows src, const int64_t* rows, Rows dst) = 0;
+    // y = v everywhere
+    virtual void fill(Rows y, float v) = 0;
 
     // y[x.n, w.n_out] = x[., w.n_in] · wᵀ (one matrix: w.n_mat == 1)
     virtual void matmul(const Weight& w, Rows x, Rows y) = 0;
@@ -190,6 +194,8 @@ public:
     virtual void glu(Rows gate, Rows up, Act act, Rows y) = 0;
     // x = cap * tanh(x / cap)
     virtual void softcap(Rows x, float cap) = 0;
+    // dst row rows[i] += w[i] * src row i for i < src.n; the rows are distinct, w is host memory
+    virtual void scatter_add(Rows src, const int64_t* rows, const float* w, Rows dst) = 0;
 
     // Helpers over the memory ops.
     Vec upload(const float* host, int64_t n);

@@ -133,7 +133,7 @@ void register_backend(py::module_& m) {
              }),
              py::arg("kind") = "cpu", py::arg("threads") = 2, py::arg("int16") = false)
         .def("supports_op", [](const PyBackend& b, const std::string& op, const std::string& type) {
-            for (int i = 0; i <= static_cast<int>(backend::Op::copy); ++i) {
+            for (int i = 0; i <= static_cast<int>(backend::Op::scatter_add); ++i) {
                 const auto o = static_cast<backend::Op>(i);
                 if (op == backend::op_name(o)) return b.be->supports_op(o, type_of(type));
             }
@@ -283,6 +283,26 @@ void register_backend(py::module_& m) {
             b.be->glu(flat_rows(c, gate), flat_rows(c, up), act == "silu" ? backend::Act::silu : backend::Act::gelu_tanh, y);
             return c.out(y, gate);
         }, py::arg("gate"), py::arg("up"), py::arg("act"))
+        .def("fill", [](PyBackend& b, const F32& y, float v) {
+            Call c(*b.be);
+            const backend::Rows r = flat_rows(c, y);
+            b.be->fill(r, v);
+            return c.out(r, y);
+        }, py::arg("y"), py::arg("v"))
+        .def("scatter_add", [](PyBackend& b, const F32& src, const std::vector<int64_t>& rows, const F32& w, const F32& dst) {
+            const int64_t d = dst.shape(1), n_dst = rows_of(dst, d), n = rows_of(src, d);
+            if (static_cast<int64_t>(rows.size()) != n || w.size() != n) throw py::value_error("one row index and weight per source row");
+            std::vector<bool> seen(static_cast<size_t>(n_dst));
+            for (int64_t r : rows) {
+                if (r < 0 || r >= n_dst) throw py::value_error("row out of range");
+                if (seen[static_cast<size_t>(r)]) throw py::value_error("rows repeat");
+                seen[static_cast<size_t>(r)] = true;
+            }
+            Call c(*b.be);
+            const backend::Rows out = c.in(dst);
+            b.be->scatter_add(c.in(src), rows.data(), w.data(), out);
+            return c.out(out);
+        }, py::arg("src"), py::arg("rows"), py::arg("w"), py::arg("dst"))
         .def("softcap", [](PyBackend& b, const F32& x, float cap) {
             Call c(*b.be);
             const backend::Rows r = flat_rows(c, x);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/blocks.h"
+#include "model/moe.h"
 
 namespace ds4::model {
 
@@ -17,7 +18,7 @@ public:
         : Model(std::move(file), std::move(hp), opts), fam_(fam) {
         const blocks::Loader ld(*file_, be(), fam.arch);
         ld.require_ops({backend::Op::rms_norm, backend::Op::rope, backend::Op::attention, backend::Op::store_kv,
-                        backend::Op::add, backend::Op::mul, backend::Op::glu, backend::Op::softcap});
+                        backend::Op::add, backend::Op::mul, backend::Op::glu, backend::Op::softcap, backend::Op::copy});
         const int64_t d = hp_.n_embd;
         tok_embd_ = ld.matrix("token_embd.weight", d, hp_.n_vocab, backend::Op::get_rows);
         if (fam.rope_freqs) rope_freqs_ = ld.vec_opt("rope_freqs.weight", hp_.layers[0].rope_dims / 2);
@@ -29,7 +30,12 @@ public:
             L.attn_norm = ld.vec(p + "attn_norm.weight", d);
             L.attn = blocks::AttnWeights::load(ld, d, P, il, bias, fam.qk_norm);
             L.ffn_norm = ld.vec(p + "ffn_norm.weight", d);
-            L.ffn = blocks::FfnWeights::load(ld, d, P, il);
+            if (P.ffn == FfnKind::moe) {
+                ld.require_ops({backend::Op::scatter_add});
+                L.moe = moe::Weights::load(ld, d, P.moe, il);
+            } else {
+                L.ffn = blocks::FfnWeights::load(ld, d, P, il);
+            }
             if (fam.sandwich_norms) {
                 L.post_attn_norm = ld.vec(p + "post_attention_norm.weight", d);
                 L.post_ffn_norm = ld.vec(p + "post_ffw_norm.weight", d);
@@ -47,7 +53,8 @@ private:
     struct Layer {
         backend::Vec attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;  // [n_embd]; post_*: sandwich only
         blocks::AttnWeights attn;
-        blocks::FfnWeights ffn;
+        blocks::FfnWeights ffn;               // a dense layer's
+        moe::Weights moe;                     // a MoE layer's
         blocks::AttnConfig cfg;
     };
 
@@ -75,7 +82,12 @@ private:
             be.add(x, y);
             // 3. x += [post_norm] ffn(norm(x)), gated
             be.rms_norm(x, L.ffn_norm, eps, h);
-            blocks::ffn(be, L.ffn, fam_.act, h, y);
+            const LayerParams& P = hp_.layers[static_cast<size_t>(il)];
+            if (P.ffn == FfnKind::moe) {
+                router_.run(be, L.moe, P.moe, fam_.act, h, y);
+            } else {
+                blocks::ffn(be, L.ffn, fam_.act, h, y);
+            }
             if (fam_.sandwich_norms) be.rms_norm(y, L.post_ffn_norm, eps, y);
             be.add(x, y);
             if (il + 1 < hp_.n_layer) capture(p, il + 1, x);
@@ -107,6 +119,7 @@ private:
     backend::Vec rope_freqs_, out_norm_;
     std::vector<Layer> layers_;
     float embed_scale_ = 1.0f;
+    moe::Router router_;  // MoE layers' routing scratch (passes run one at a time)
 };
 
 }  // namespace

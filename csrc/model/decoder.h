@@ -1,7 +1,8 @@
 // The decoder every supported architecture is: a list of layers, each with its own parameters
 // (hparams.h's LayerParams), built from the shared blocks (blocks.h):
 //   x = embed(tokens) (or the input embeddings given)
-//   per layer: x += [post_norm] attn(norm(x)); x += [post_norm] gated_ffn(norm(x))
+//   per layer: x += [post_norm] attn(norm(x)); x += [post_norm] ffn(norm(x)), the FFN gated
+//              or routed experts (moe.h) per the layer's FfnKind
 //   logits = output(norm(x))
 // An architecture's file is a Family: what it changes (q/k norms, biases, RoPE layout, sandwich
 // norms, activation, embedding scale) and the keys of its own it reads into the layers.

@@ -141,4 +141,21 @@ HParams read_hparams(const gguf::File& file, const ArchDefaults& d) {
     return hp;
 }
 
+void read_moe(const gguf::File& file, HParams& hp, bool norm_default) {
+    const std::string& a = hp.arch;
+    for (int il = 0; il < hp.n_layer; ++il) {
+        if (!file.find_tensor("blk." + std::to_string(il) + ".ffn_gate_inp.weight")) continue;
+        LayerParams& L = hp.layers[static_cast<size_t>(il)];
+        MoeParams& m = L.moe;
+        m.n_expert = static_cast<int>(get_int(file, a, "expert_count", 0, true, 1 << 16));
+        m.n_used = static_cast<int>(get_int(file, a, "expert_used_count", 0, true, m.n_expert));
+        m.n_ff = get_int(file, a, "expert_feed_forward_length", L.n_ff, false, int64_t{1} << 24);
+        const gguf::Value* norm = find_key(file, a, "expert_weights_norm");
+        m.norm_weights = norm ? norm->as_bool() : norm_default;
+        const int64_t gating = get_int(file, a, "expert_gating_func", 1, false, 2);
+        m.gating = gating == 2 ? Gating::sigmoid : Gating::softmax;
+        L.ffn = FfnKind::moe;
+    }
+}
+
 }  // namespace ds4::model

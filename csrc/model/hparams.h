@@ -29,6 +29,19 @@ struct ArchDefaults {
 // What a layer's token mixer is (the next kinds: gated attention, gated DeltaNet, MLA).
 enum class LayerKind { attention };
 
+// What a layer's feed-forward block is: one gated FFN, or routed experts (moe.h).
+enum class FfnKind { dense, moe };
+
+enum class Gating { softmax, sigmoid };  // the router's probabilities ({arch}.expert_gating_func 1, 2)
+
+struct MoeParams {
+    int n_expert = 0;                 // expert_count
+    int n_used = 0;                   // expert_used_count: experts per token
+    int64_t n_ff = 0;                 // expert_feed_forward_length
+    bool norm_weights = true;         // expert_weights_norm: the chosen weights rescaled to sum to 1
+    Gating gating = Gating::softmax;
+};
+
 struct LayerParams {
     LayerKind kind = LayerKind::attention;
     int n_head = 0;                   // attention.head_count[il]
@@ -41,6 +54,8 @@ struct LayerParams {
     float rope_freq_scale = 1.0f;     // 1 / rope.scaling.factor for linear scaling
     float attn_scale = 0.0f;          // on q·k; 0: 1 / sqrt(head_dim)
     float attn_softcap = 0.0f;        // 0: none
+    FfnKind ffn = FfnKind::dense;
+    MoeParams moe;                    // when ffn == moe
 
     int64_t q_dim() const { return static_cast<int64_t>(n_head) * head_dim; }
     int64_t kv_dim() const { return static_cast<int64_t>(n_head_kv) * head_dim; }
@@ -64,5 +79,11 @@ HParams read_hparams(const gguf::File& file, const ArchDefaults& defaults);
 // Optional typed lookups of "{arch}.{suffix}".
 const gguf::Value* find_key(const gguf::File& file, const std::string& arch, const std::string& suffix);
 double get_float(const gguf::File& file, const std::string& arch, const std::string& suffix, double dflt);
+
+// Routed experts: every layer holding a router (blk.N.ffn_gate_inp) becomes a MoE layer with
+// {arch}.expert_count, expert_used_count (both required then), expert_feed_forward_length
+// (default feed_forward_length), expert_weights_norm (default norm_default) and
+// expert_gating_func (default softmax).
+void read_moe(const gguf::File& file, HParams& hp, bool norm_default);
 
 }  // namespace ds4::model

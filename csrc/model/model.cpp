@@ -20,6 +20,7 @@ constexpr Arch kArchs[] = {
     {"llama", make_llama},
     {"qwen2", make_qwen2},
     {"qwen3", make_qwen3},
+    {"qwen3moe", make_qwen3moe},
     {"gemma3", make_gemma3},
 };
 

@@ -129,6 +129,7 @@ private:
 std::unique_ptr<Model> make_llama(std::shared_ptr<const gguf::File> file, const Options& opts);
 std::unique_ptr<Model> make_qwen2(std::shared_ptr<const gguf::File> file, const Options& opts);
 std::unique_ptr<Model> make_qwen3(std::shared_ptr<const gguf::File> file, const Options& opts);
+std::unique_ptr<Model> make_qwen3moe(std::shared_ptr<const gguf::File> file, const Options& opts);
 std::unique_ptr<Model> make_gemma3(std::shared_ptr<const gguf::File> file, const Options& opts);
 
 }  // namespace ds4::model

@@ -24,15 +24,18 @@ constexpr int kProbeRows[] = {1, 2, 4, 8, 16, 32};
 // hand-off is small beside its compute, small enough (~0.5 MB of weights) to stay in cache.
 constexpr double kProbeMacs = 1 << 19;
 
+// A layer's matrix, or a stack of experts' matrices (3-D).
 bool is_layer_matrix(const gguf::TensorInfo& t) {
-    return t.ne.size() == 2 && t.name.rfind("blk.", 0) == 0 && t.name.size() > 7 &&
+    return (t.ne.size() == 2 || t.ne.size() == 3) && t.name.rfind("blk.", 0) == 0 && t.name.size() > 7 &&
            t.name.compare(t.name.size() - 7, 7, ".weight") == 0;
 }
 
-void add(PassWork::Part& p, const gguf::TensorInfo& t) {
+// `used` matrices of t (all of a 2-D one) take part in a row's pass.
+void add(PassWork::Part& p, const gguf::TensorInfo& t, double used = 1.0) {
     if (p.n_in == 0) p.n_in = t.ne[0];
-    p.macs += static_cast<double>(t.ne[0]) * static_cast<double>(t.ne[1]);
-    p.bytes += static_cast<double>(t.nbytes);
+    const double n_mat = t.ne.size() == 3 ? static_cast<double>(t.ne[2]) : 1.0;
+    p.macs += static_cast<double>(t.ne[0]) * static_cast<double>(t.ne[1]) * std::min(used, n_mat);
+    p.bytes += static_cast<double>(t.nbytes) * std::min(used, n_mat) / n_mat;
 }
 
 // Seconds of a matmul of r activation rows against the probe matrix of `type` (probe_out rows
@@ -127,6 +130,9 @@ double PassWork::bytes(int64_t head_rows) const {
 PassWork PassWork::of(const gguf::File& file, int64_t n_vocab) {
     PassWork w;
     w.n_vocab = n_vocab;
+    // A row runs expert_used_count matrices of each stack of routed experts.
+    const gguf::Value* used_key = file.find(file.get("general.architecture").as_string() + ".expert_used_count");
+    const double used = used_key ? static_cast<double>(used_key->as_int()) : 1.0;
     for (const gguf::TensorInfo& t : file.tensors()) {
         if (!is_layer_matrix(t)) continue;
         const auto type = static_cast<quant::Type>(t.type);
@@ -135,7 +141,7 @@ PassWork PassWork::of(const gguf::File& file, int64_t n_vocab) {
             w.layers.push_back({type});
             it = w.layers.end() - 1;
         }
-        add(*it, t);
+        add(*it, t, t.ne.size() == 3 ? used : 1.0);
     }
     const gguf::TensorInfo* head = file.find_tensor("output.weight");
     if (!head) head = file.find_tensor("token_embd.weight");

@@ -36,8 +36,9 @@ struct PassWork {
     double macs(int64_t head_rows = 0) const;
     double bytes(int64_t head_rows = 0) const;
 
-    // From the tensor directory: every 2-D blk.* weight, and output.weight (or the tied
-    // token_embd.weight) as the head.
+    // From the tensor directory: every 2-D blk.* weight, of each 3-D stack of experts the
+    // expert_used_count matrices a row runs, and output.weight (or the tied token_embd.weight)
+    // as the head.
     static PassWork of(const gguf::File& file, int64_t n_vocab);
 };
 

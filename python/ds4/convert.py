@@ -10,7 +10,8 @@ is spelled out here.
 
 Families (``model_type`` / ``architectures`` -> ``general.architecture``):
 ``llama`` / LlamaForCausalLM -> llama, ``qwen2`` / Qwen2ForCausalLM -> qwen2,
-``qwen3`` / Qwen3ForCausalLM -> qwen3, ``gemma3_text`` / Gemma3ForCausalLM -> gemma3.
+``qwen3`` / Qwen3ForCausalLM -> qwen3, ``qwen3_moe`` / Qwen3MoeForCausalLM -> qwen3moe,
+``gemma3_text`` / Gemma3ForCausalLM -> gemma3.
 
 Tensor transforms (as llama.cpp's converter does, so its files and ours agree):
 
@@ -22,9 +23,14 @@ Tensor transforms (as llama.cpp's converter does, so its files and ours agree):
   ``output_norm``) is stored with the 1 added, so a GGUF RMSNorm multiplies by the stored weight.
 - tied embeddings: no ``output`` tensor; the forward uses ``token_embd``.
 - llama3 rope scaling: a ``rope_freqs`` tensor (head_dim/2 divisors of the base frequencies).
+- routed experts (qwen3moe): the router as ``ffn_gate_inp``, every expert's matrices stacked
+  into ``ffn_{gate,up,down}_exps`` (``convert_moe.py`` reads either checkpoint layout). Every
+  layer must be MoE (``mlp_only_layers`` empty, ``decoder_sparse_step`` 1): the GGUF
+  architecture has no dense FFN tensors.
 
-Out types (llama.cpp's policy): 1-D tensors (norms, biases) and ``rope_freqs`` stay f32; the
-rest become f16 / bf16 / q8_0 (q8_0 rows whose length is not a multiple of 32 fall back to f16).
+Out types (llama.cpp's policy): 1-D tensors (norms, biases), ``rope_freqs`` and the routers
+(``ffn_gate_inp``) stay f32; the rest become f16 / bf16 / q8_0 (q8_0 rows whose length is not a
+multiple of 32 fall back to f16).
 
 Metadata written, ``{arch}`` being the GGUF architecture:
 
@@ -40,6 +46,8 @@ Metadata written, ``{arch}`` being the GGUF architecture:
   ``{arch}.rope.scaling.factor``, ``{arch}.rope.scaling.original_context_length`` (yarn),
   ``{arch}.rope.scaling.yarn_beta_fast`` / ``yarn_beta_slow`` (yarn, when given); llama3-type
   scaling is the ``rope_freqs`` tensor instead, as in llama.cpp
+- MoE: ``{arch}.expert_count``, ``.expert_used_count``, ``.expert_feed_forward_length``,
+  ``.expert_weights_norm`` (norm_topk_prob), ``.expert_gating_func`` (softmax)
 - gemma3 only: ``gemma3.attention.sliding_window``; ``gemma3.final_logit_softcapping`` and
   ``gemma3.attn_logit_softcapping`` when set. llama.cpp hard-codes the rest in C++ (local RoPE
   base 10000, every 6th layer global, scale 1/sqrt(head_dim) except 27B); the forward pass needs
@@ -71,6 +79,8 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 import numpy as np
+
+from ds4.convert_moe import Tensor, expert_views
 
 OutType = Literal["f32", "f16", "bf16", "q8_0"]
 OUTTYPES: tuple[str, ...] = ("f32", "f16", "bf16", "q8_0")
@@ -184,6 +194,8 @@ _FAMILIES: dict[str, _Family] = {
         _Family("llama", "LlamaForCausalLM", "LLAMA", "silu", True, 0.0, False, False, False, False, None, 10000.0),
         _Family("qwen2", "Qwen2ForCausalLM", "QWEN2", "silu", False, 0.0, False, False, True, False, None, 10000.0),
         _Family("qwen3", "Qwen3ForCausalLM", "QWEN3", "silu", False, 0.0, True, False, False, False, 128, 10000.0),
+        _Family("qwen3_moe", "Qwen3MoeForCausalLM", "QWEN3MOE", "silu", False, 0.0, True, False, False, False, 128,
+                10000.0),
         _Family("gemma3_text", "Gemma3ForCausalLM", "GEMMA3", "gelu_pytorch_tanh", False, 1.0, True, True, False, True,
                 256, 1_000_000.0),
     )
@@ -234,6 +246,10 @@ class _HParams:
     rope: _Rope  # global (full-attention) layers
     rope_swa: _Rope | None  # gemma3 sliding layers
     sliding: list[bool] | None  # gemma3: per layer, true = sliding window
+    experts: int = 0  # routed experts per layer (0: dense FFNs)
+    experts_used: int = 0
+    expert_ffn: int = 0
+    norm_topk: bool = False
 
 
 def _hparams(cfg: dict[str, Any], fam: _Family, where: Path) -> _HParams:
@@ -282,6 +298,12 @@ def _hparams(cfg: dict[str, Any], fam: _Family, where: Path) -> _HParams:
             raise ConvertError(f"{where}: sliding-window attention is not supported for {fam.model_type}")
 
     attn_bias = bool(cfg.get("attention_bias", False))
+    # num_experts in the hub's configs, num_local_experts as transformers 5 saves them
+    experts = int(cfg.get("num_experts") or cfg.get("num_local_experts") or 0) if fam.model_type == "qwen3_moe" else 0
+    if experts:
+        if cfg.get("mlp_only_layers") or int(cfg.get("decoder_sparse_step", 1)) != 1:
+            raise ConvertError(f"{where}: dense layers among MoE ones (mlp_only_layers, decoder_sparse_step) "
+                               f"cannot be stored in a {fam.gguf_arch.lower()} GGUF")
     return _HParams(
         vocab=need("vocab_size"),
         hidden=hidden,
@@ -300,6 +322,10 @@ def _hparams(cfg: dict[str, Any], fam: _Family, where: Path) -> _HParams:
         rope=rope,
         rope_swa=rope_swa,
         sliding=sliding,
+        experts=experts,
+        experts_used=need("num_experts_per_tok") if experts else 0,
+        expert_ffn=need("moe_intermediate_size") if experts else 0,
+        norm_topk=bool(cfg.get("norm_topk_prob", False)),
     )
 
 
@@ -333,9 +359,16 @@ def _expected(fam: _Family, hp: _HParams) -> dict[str, tuple[int, ...]]:
         add(T.ATTN_OUT, "weight", (H, q), i)
         # gemma3's pre-FFN norm is its own tensor kind, spelled like the others' ffn_norm
         add(T.FFN_PRE_NORM if fam.sandwich_norms else T.FFN_NORM, "weight", (H,), i)
-        add(T.FFN_GATE, "weight", (ffn, H), i)
-        add(T.FFN_UP, "weight", (ffn, H), i)
-        add(T.FFN_DOWN, "weight", (H, ffn), i)
+        if hp.experts:
+            E, F = hp.experts, hp.expert_ffn
+            add(T.FFN_GATE_INP, "weight", (E, H), i)
+            add(T.FFN_GATE_EXP, "weight", (E, F, H), i)
+            add(T.FFN_UP_EXP, "weight", (E, F, H), i)
+            add(T.FFN_DOWN_EXP, "weight", (E, H, F), i)
+        else:
+            add(T.FFN_GATE, "weight", (ffn, H), i)
+            add(T.FFN_UP, "weight", (ffn, H), i)
+            add(T.FFN_DOWN, "weight", (H, ffn), i)
         if hp.qkv_bias:
             add(T.ATTN_Q, "bias", (q,), i)
             add(T.ATTN_K, "bias", (kv,), i)
@@ -454,7 +487,7 @@ class _Planned:
 def _out_qtype(outtype: str, name: str, shape: tuple[int, ...]) -> Any:
     from gguf import GGMLQuantizationType as Q
 
-    if outtype == "f32" or len(shape) == 1 or name.startswith("rope_freqs"):
+    if outtype == "f32" or len(shape) == 1 or name.startswith("rope_freqs") or ".ffn_gate_inp." in name:
         return Q.F32
     if outtype == "q8_0":
         return Q.Q8_0 if shape[-1] % 32 == 0 else Q.F16
@@ -495,7 +528,9 @@ def convert(hf_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], ou
     fam = _family(cfg, cfg_path)
     hp = _hparams(cfg, fam, cfg_path)
     expected = _expected(fam, hp)
-    tensors = _read_checkpoint(hf_dir)
+    tensors: dict[str, Any] = _read_checkpoint(hf_dir)
+    if hp.experts:
+        tensors = expert_views(tensors, hp.experts, hf_dir, ConvertError)
     arch = gguf.MODEL_ARCH[fam.gguf_arch]
     name_map = gguf.TensorNameMap(arch, hp.layers)
 
@@ -548,7 +583,7 @@ def convert(hf_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], ou
     return out
 
 
-def _transform(fam: _Family, hp: _HParams, name: str, st: _StTensor) -> Callable[[], np.ndarray]:
+def _transform(fam: _Family, hp: _HParams, name: str, st: Tensor) -> Callable[[], np.ndarray]:
     def make() -> np.ndarray:
         a = st.load()
         if fam.permute_qk and (".attn_q." in name or ".attn_k." in name):
@@ -592,6 +627,12 @@ def _write_metadata(w: Any, fam: _Family, hp: _HParams, cfg: dict[str, Any], hf_
             w.add_rope_scaling_yarn_beta_fast(float(p["beta_fast"]))
         if "beta_slow" in p:
             w.add_rope_scaling_yarn_beta_slow(float(p["beta_slow"]))
+    if hp.experts:
+        w.add_expert_count(hp.experts)
+        w.add_expert_used_count(hp.experts_used)
+        w.add_expert_feed_forward_length(hp.expert_ffn)
+        w.add_expert_weights_norm(hp.norm_topk)
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SOFTMAX)
     if fam.model_type == "gemma3_text":
         assert hp.rope_swa is not None and hp.sliding is not None
         w.add_sliding_window(int(cfg.get("sliding_window", 4096)))

@@ -19,7 +19,7 @@ import qdata  # noqa: E402  (tests/quant: random blocks of every format, gguf's 
 
 ISAS = list(_core.simd_available())
 OPS = ["matmul", "argmax", "get_rows", "rms_norm", "rope", "attention", "store_kv", "add", "mul", "glu", "softcap",
-       "copy"]
+       "copy", "scatter_add"]
 
 
 @pytest.fixture(params=ISAS)
@@ -208,6 +208,20 @@ def test_store_kv(be: _core.Backend, kv_type: str, dtype: type) -> None:
         assert got == ref.tobytes()
     with pytest.raises(ValueError, match="capacity"):
         be.store_kv(k, v, kv_type, pos=6, capacity=8)
+
+
+def test_fill_and_scatter_add(be: _core.Backend) -> None:
+    rng = np.random.default_rng(12)
+    np.testing.assert_array_equal(be.fill(np.full((3, 50), np.nan, dtype=np.float32), 0.0), np.zeros((3, 50)))
+    dst = rng.standard_normal((6, 40)).astype(np.float32)
+    src = rng.standard_normal((3, 40)).astype(np.float32)
+    w = rng.standard_normal(3).astype(np.float32)
+    ref = dst.copy()
+    for i, r in enumerate([4, 0, 2]):
+        ref[r] += w[i] * src[i]
+    np.testing.assert_allclose(be.scatter_add(src, [4, 0, 2], w, dst), ref, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="repeat"):
+        be.scatter_add(src, [4, 4, 2], w, dst)
 
 
 def test_gather(be: _core.Backend) -> None:

@@ -79,8 +79,10 @@ def test_refused_options(gemma: ds4.Model) -> None:
         list(g)
 
 
-def test_prefill_decode_and_verify_rows_in_one_pass() -> None:
-    m = ds4.Model(str(tiny.convert("gemma3_text", "f32")), threads=2, kv_type="f32")
+@pytest.mark.parametrize("family,outtype", [("gemma3_text", "f32"), ("qwen3_moe", "f32"), ("qwen3_moe", "q8_0")])
+def test_prefill_decode_and_verify_rows_in_one_pass(family: str, outtype: str) -> None:
+    """Also with routed experts, whose rows of every sequence are grouped by expert in one pass."""
+    m = ds4.Model(str(tiny.convert(family, outtype)), threads=2, kv_type="f32")
     rng = np.random.default_rng(3)
     a_ids, b_ids, c_ids = (rng.integers(3, m.n_vocab, size=n) for n in (30, 21, 26))
     a, b, c = m.session(), m.session(), m.session()

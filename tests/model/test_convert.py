@@ -18,11 +18,26 @@ import ds4
 
 Q = gguf.GGMLQuantizationType
 QTYPE = {"f32": Q.F32, "f16": Q.F16, "bf16": Q.BF16, "q8_0": Q.Q8_0}
-GGUF_ARCH = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3_text": "gemma3"}
+GGUF_ARCH = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe", "gemma3_text": "gemma3"}
 
 
 def hf_tensors(family: str) -> dict[str, np.ndarray]:
     return load_file(tiny.build(family) / "model.safetensors")
+
+
+def stack_experts(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per-expert matrices stacked as the GGUF holds them ([n_expert, out, in] under the
+    experts' HF name without the expert index)."""
+    out: dict[str, list[tuple[int, np.ndarray]]] = {}
+    rest = {}
+    for name, a in tensors.items():
+        parts = name.split(".")
+        if "experts" in parts and parts[parts.index("experts") + 1].isdigit():
+            i = parts.index("experts") + 1
+            out.setdefault(".".join(parts[:i] + parts[i + 1 :]), []).append((int(parts[i]), a))
+        else:
+            rest[name] = a
+    return {**rest, **{n: np.stack([a for _, a in sorted(v, key=lambda t: t[0])]) for n, v in out.items()}}
 
 
 def reference(family: str) -> dict[str, np.ndarray]:
@@ -32,7 +47,7 @@ def reference(family: str) -> dict[str, np.ndarray]:
     names = gguf.TensorNameMap(gguf.MODEL_ARCH[GGUF_ARCH[family].upper()], cfg["num_hidden_layers"])
     hd = cfg["head_dim"]
     out: dict[str, np.ndarray] = {}
-    for hf_name, a in hf_tensors(family).items():
+    for hf_name, a in stack_experts(hf_tensors(family)).items():
         name = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
         assert name is not None, hf_name
         a = a.astype(np.float32)
@@ -73,7 +88,7 @@ def test_tensors(family: str, outtype: str) -> None:
     assert {t.name for t in reader.tensors} == set(ref)
     for t in reader.tensors:
         r = ref[t.name]
-        want_type = Q.F32 if r.ndim == 1 else QTYPE[outtype]
+        want_type = Q.F32 if r.ndim == 1 or ".ffn_gate_inp." in t.name else QTYPE[outtype]
         assert t.tensor_type == want_type, t.name
         data = gguf.quants.dequantize(t.data, t.tensor_type)
         assert data.shape == r.shape, t.name
@@ -83,7 +98,7 @@ def test_tensors(family: str, outtype: str) -> None:
         assert np.abs(data - r).max() <= tol * max(np.abs(r).max(), 1e-6), t.name
     for t in info["tensors"]:
         assert tuple(t["shape"]) == ref[t["name"]].shape
-        assert t["type"] == (Q.F32 if ref[t["name"]].ndim == 1 else QTYPE[outtype]).name
+        assert t["type"] == (Q.F32 if ref[t["name"]].ndim == 1 or ".ffn_gate_inp." in t["name"] else QTYPE[outtype]).name
 
 
 @pytest.mark.parametrize("family", tiny.FAMILIES)
@@ -113,6 +128,12 @@ def test_metadata(family: str) -> None:
         assert md[key] == value, key
     assert md[K.Attention.LAYERNORM_RMS_EPS.format(arch=arch)] == pytest.approx(cfg["rms_norm_eps"], rel=1e-6)
     assert len(md[K.Tokenizer.LIST]) == cfg["vocab_size"]
+    if family == "qwen3_moe":
+        assert md[K.LLM.EXPERT_COUNT.format(arch=arch)] == cfg["num_experts"]
+        assert md[K.LLM.EXPERT_USED_COUNT.format(arch=arch)] == cfg["num_experts_per_tok"]
+        assert md[K.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=arch)] == cfg["moe_intermediate_size"]
+        assert md[K.LLM.EXPERT_WEIGHTS_NORM.format(arch=arch)] is True
+        assert md[K.LLM.EXPERT_GATING_FUNC.format(arch=arch)] == gguf.ExpertGatingFuncType.SOFTMAX
     if family == "gemma3_text":
         rp = cfg["rope_parameters"]
         assert md["gemma3.rope.freq_base"] == rp["full_attention"]["rope_theta"]
@@ -379,3 +400,43 @@ def test_transformers_reads_the_gguf_back(family: str) -> None:
     ids = torch.randint(0, tiny.config_dict(family)["vocab_size"], (1, 24), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         torch.testing.assert_close(back(ids).logits, tiny.load_hf(family)(ids).logits, rtol=0, atol=0)
+
+
+def test_moe_checkpoint_layouts(tmp_path: Path) -> None:
+    """transformers 5's fused expert stacks (gate_up_proj, down_proj) give the GGUF of the hub's
+    per-expert matrices (the tiny checkpoint's layout)."""
+    t = hf_tensors("qwen3_moe")
+    fused = {}
+    for name, a in stack_experts(t).items():
+        prefix, _, proj = name.rpartition(".experts.")
+        if proj == "gate_proj.weight":
+            fused[f"{prefix}.experts.gate_up_proj"] = np.concatenate([a, stack_experts(t)[f"{prefix}.experts.up_proj.weight"]], 1)
+        elif proj == "down_proj.weight":
+            fused[f"{prefix}.experts.down_proj"] = a
+        elif proj != "up_proj.weight":
+            fused[name] = a
+    d = tmp_path / "fused"
+    d.mkdir()
+    shutil.copy(tiny.build("qwen3_moe") / "config.json", d / "config.json")
+    save_file(fused, d / "model.safetensors")
+    with pytest.warns(UserWarning, match="placeholder"):
+        out = ds4.convert(d, tmp_path / "m.gguf", "f32")
+    ref = tiny.convert("qwen3_moe", "f32")
+    for r in gguf.GGUFReader(ref).tensors:
+        np.testing.assert_array_equal(read_tensor(out, r.name), read_tensor(ref, r.name), err_msg=r.name)
+
+
+def test_error_moe_missing_expert(tmp_path: Path) -> None:
+    d = tmp_path / "m"
+    d.mkdir()
+    shutil.copy(tiny.build("qwen3_moe") / "config.json", d / "config.json")
+    t = hf_tensors("qwen3_moe")
+    del t["model.layers.1.mlp.experts.5.up_proj.weight"]
+    save_file(t, d / "model.safetensors")
+    assert_fails(d, tmp_path, ds4.ConvertError, r"model\.layers\.1\.mlp\.experts lacks up_proj of expert\(s\) \[5\]")
+
+
+def test_error_moe_dense_layers(tmp_path: Path) -> None:
+    d = copy_model("qwen3_moe", tmp_path / "m")
+    edit_config(d, mlp_only_layers=[0])
+    assert_fails(d, tmp_path, ds4.ConvertError, r"dense layers among MoE ones")

@@ -49,7 +49,7 @@ def test_bad_layer_is_a_clear_error() -> None:
         m.session().eval_hidden([5, 6], [0, 5])
 
 
-@pytest.mark.parametrize("name", ["qwen3", "gemma3_text"])
+@pytest.mark.parametrize("name", ["qwen3", "qwen3_moe", "gemma3_text"])
 def test_input_embeddings_give_the_tokens_logits(name: str) -> None:
     """Rows given as input embeddings (what a drafter feeds) run the same stack as token ids:
     layer 0's capture fed back gives the tokens' logits bit for bit."""

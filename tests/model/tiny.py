@@ -1,15 +1,17 @@
 """Tiny randomly initialised HF models, built offline with transformers, and their GGUFs.
 
     import tiny
-    tiny.FAMILIES                       # ("llama", "qwen2", "qwen3", "gemma3_text")
+    tiny.FAMILIES                       # ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma3_text")
     hf_dir = tiny.build("qwen3")        # Path of a save_pretrained directory (cached)
     gguf = tiny.convert("qwen3", "f32") # Path of ds4.convert's output (cached)
     model = tiny.load_hf("qwen3")       # the transformers model, eval mode, float32
 
 Every model has 4 layers, hidden 64, head_dim 16, 4 query / 2 KV heads (GQA), vocab 320 and
 a 32-token trained context no longer than TEST_LEN; gemma3 has sliding and full layers with a
-sliding window (SLIDING_WINDOW) shorter than TEST_LEN. All weights, norms included, are drawn from
-a seeded normal, so a norm offset or a permutation bug shows. Directories live in a cache keyed
+sliding window (SLIDING_WINDOW) shorter than TEST_LEN; qwen3_moe has 8 routed experts of width 32,
+2 per token. All weights, norms included, are drawn from a seeded normal, so a norm offset or a
+permutation bug shows; the routers' weights are drawn wider, so that the experts a token picks
+are decided by margins far above any rounding (a near-tie would flip with the last bit). Directories live in a cache keyed
 by a hash of the config and the seed (``DS4_TINY_CACHE`` or ~/.cache/ds4/tiny), written to a
 temporary name and renamed, so concurrent test sessions share them safely.
 """
@@ -25,7 +27,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-FAMILIES: tuple[str, ...] = ("llama", "qwen2", "qwen3", "gemma3_text")
+FAMILIES: tuple[str, ...] = ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma3_text")
 OUTTYPES: tuple[str, ...] = ("f32", "f16", "bf16", "q8_0")
 SEED = 1234
 TEST_LEN = 64  # the sequence length oracle tests should use
@@ -52,6 +54,8 @@ _EXTRA: dict[str, dict[str, Any]] = {
     "llama": dict(tie_word_embeddings=False, rope_theta=50000.0),
     "qwen2": dict(tie_word_embeddings=False, rope_theta=100000.0),
     "qwen3": dict(tie_word_embeddings=True, rope_theta=200000.0),
+    "qwen3_moe": dict(tie_word_embeddings=False, rope_theta=300000.0, num_experts=8, num_experts_per_tok=2,
+                      moe_intermediate_size=32, norm_topk_prob=True),
     "gemma3_text": dict(
         tie_word_embeddings=True,
         sliding_window=SLIDING_WINDOW,
@@ -92,6 +96,7 @@ def _make_model(family: str) -> Any:
         "llama": ("LlamaConfig", "LlamaForCausalLM"),
         "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
         "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+        "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
         "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
     }[family]
     cfg = getattr(transformers, cls_config)(**config_dict(family))
@@ -104,6 +109,8 @@ def _make_model(family: str) -> Any:
             if p.ndim == 1 and "norm" in name:
                 base = 0.0 if family == "gemma3_text" else 1.0
                 p.copy_(base + 0.1 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("mlp.gate.weight"):  # a router
+                p.copy_(1.0 * torch.randn(p.shape, generator=gen))
             else:
                 p.copy_(0.08 * torch.randn(p.shape, generator=gen))
     return model
@@ -144,8 +151,8 @@ def convert(family: str, outtype: str = "f32", cache_dir: str | os.PathLike[str]
 
 def _converter_mtime() -> float:
     """A GGUF older than the converter is rebuilt (the converter is under development)."""
-    # ds4.convert is the function; the module is reached through importlib
-    return Path(importlib.import_module("ds4.convert").__file__ or "").stat().st_mtime
+    # ds4.convert is the function; the modules are reached through importlib
+    return max(Path(importlib.import_module(m).__file__ or "").stat().st_mtime for m in ("ds4.convert", "ds4.convert_moe"))
 
 
 def load_hf(family: str, cache_dir: str | os.PathLike[str] | None = None) -> Any:

@@ -173,6 +173,19 @@ public:
         }
     }
 
+    void fill(Rows ys, float v) override {
+        float* y = ys.data;
+        elementwise(ys.size(), [&](int64_t i) { y[i] = v; });
+    }
+
+    void scatter_add(Rows src, const int64_t* idx, const float* w, Rows dst) override {
+        rows(src.n, src.dim, [&](int64_t i) {
+            const float* s = src.data + i * src.dim;
+            float* d = dst.data + idx[i] * dst.dim;
+            for (int64_t c = 0; c < src.dim; ++c) d[c] += w[i] * s[c];
+        });
+    }
+
     void matmul(const Weight& w, Rows xr, Rows yr) override {
         const float* x = xr.data;
         float* y = yr.data;
