@@ -18,6 +18,8 @@ const char* op_name(Op op) {
         case Op::softcap: return "softcap";
         case Op::copy: return "copy";
         case Op::scatter_add: return "scatter_add";
+        case Op::ssm_conv: return "ssm_conv";
+        case Op::gated_delta: return "gated_delta";
     }
     return "?";
 }

@@ -22,6 +22,10 @@
 //   get_rows, rms_norm, rope, store_kv, add, mul, glu, softcap, copy
 //                   per row (per element), whatever the rows around it
 //   scatter_add     per destination row: one source row, in call order
+//   ssm_conv, gated_delta
+//                   recurrences over one sequence's rows in order: row t's result depends on the
+//                   state and rows before it only, computed the same whether the rows come one
+//                   per call or many (a per-token order, never a chunked one)
 //   attention       row r reads q[r], its own pos / last and the cache rows it sees; the keys
 //                   are visited in chunks aligned to absolute positions and merged in one order,
 //                   so the result does not depend on the other rows nor on the threads
@@ -77,6 +81,8 @@ enum class Op {
     softcap,
     copy,        // bytes in and out of backend buffers, rows gathered within them, fill
     scatter_add, // weighted rows added into chosen rows (routed experts' outputs)
+    ssm_conv,    // causal depthwise convolution with a carried state (linear-attention layers)
+    gated_delta, // the gated delta rule's recurrence (gated DeltaNet layers)
 };
 
 const char* op_name(Op op);
@@ -111,7 +117,15 @@ struct AttnParams {
     int64_t window = 0;            // 0: full causal; else query p sees keys j with p - j < window
 };
 
-enum class Act { silu, gelu_tanh };
+enum class Act { silu, gelu_tanh, sigmoid };
+
+// A gated DeltaNet layer's shape: n_k key heads of d_k, n_v value heads of d_v (n_v a multiple
+// of n_k: value head h reads key head h / (n_v / n_k)).
+struct DeltaParams {
+    int n_k = 0, n_v = 0, d_k = 0, d_v = 0;
+    int64_t key_dim() const { return static_cast<int64_t>(n_k) * d_k; }
+    int64_t value_dim() const { return static_cast<int64_t>(n_v) * d_v; }
+};
 
 class Backend {
 public:
@@ -196,6 +210,19 @@ public:
     virtual void softcap(Rows x, float cap) = 0;
     // dst row rows[i] += w[i] * src row i for i < src.n; the rows are distinct, w is host memory
     virtual void scatter_add(Rows src, const int64_t* rows, const float* w, Rows dst) = 0;
+    // Causal depthwise convolution of kernel k over the rows of one sequence, then silu:
+    // y[t, c] = silu(sum_j w[c * k + j] * in(t - k + 1 + j, c)), where in(t', c) for t' < 0 is row
+    // k - 1 + t' of state ([k - 1, channels], oldest first), which then holds the last k - 1
+    // inputs. y does not alias x.
+    virtual void ssm_conv(Rows x, const Vec& w, int k, Rows state, Rows y) = 0;
+    // The gated delta rule over the rows of one sequence, in order. Row t of qkv holds q (n_k x
+    // d_k), k (n_k x d_k) and v (n_v x d_v); a and b hold n_v values. Per value head h, with key
+    // head h / (n_v / n_k): beta = sigmoid(b), g = a_coef[h] * softplus(a + dt_bias[h]),
+    // q^ = q / sqrt(|q|^2 + 1e-6) / sqrt(d_k), k^ = k / sqrt(|k|^2 + 1e-6);
+    //   S_h = e^g S_h;  S_h += k^ (beta (v - S_h^T k^))^T;  out[t, h] = S_h^T q^,
+    // with S_h rows h d_k .. h d_k + d_k - 1 of state ([n_v d_k, d_v]).
+    virtual void gated_delta(Rows qkv, Rows a, Rows b, const Vec& a_coef, const Vec& dt_bias, const DeltaParams& p,
+                             Rows state, Rows out) = 0;
 
     // Helpers over the memory ops.
     Vec upload(const float* host, int64_t n);

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "backend/backend.h"
+
 namespace ds4::bindings {
 
 // UTF-8 bytes as a Python str; invalid or truncated sequences become U+FFFD instead of raising
@@ -14,6 +16,14 @@ inline pybind11::str utf8_str(std::string_view bytes) {
     PyObject* s = PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "replace");
     if (!s) throw pybind11::error_already_set();
     return pybind11::reinterpret_steal<pybind11::str>(s);
+}
+
+// An activation by name, as the test bindings take it.
+inline backend::Act act_of(const std::string& name) {
+    if (name == "silu") return backend::Act::silu;
+    if (name == "gelu_tanh") return backend::Act::gelu_tanh;
+    if (name == "sigmoid") return backend::Act::sigmoid;
+    throw pybind11::value_error("act must be 'silu', 'gelu_tanh' or 'sigmoid', got '" + name + "'");
 }
 
 void register_gguf(pybind11::module_& m);   // inspect, tensor reading

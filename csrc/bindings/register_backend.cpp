@@ -133,7 +133,7 @@ void register_backend(py::module_& m) {
              }),
              py::arg("kind") = "cpu", py::arg("threads") = 2, py::arg("int16") = false)
         .def("supports_op", [](const PyBackend& b, const std::string& op, const std::string& type) {
-            for (int i = 0; i <= static_cast<int>(backend::Op::scatter_add); ++i) {
+            for (int i = 0; i <= static_cast<int>(backend::Op::gated_delta); ++i) {
                 const auto o = static_cast<backend::Op>(i);
                 if (op == backend::op_name(o)) return b.be->supports_op(o, type_of(type));
             }
@@ -280,7 +280,7 @@ void register_backend(py::module_& m) {
             if (gate.size() != up.size()) throw py::value_error("gate and up differ in size");
             Call c(*b.be);
             const backend::Rows y = c.rows(1, gate.size());
-            b.be->glu(flat_rows(c, gate), flat_rows(c, up), act == "silu" ? backend::Act::silu : backend::Act::gelu_tanh, y);
+            b.be->glu(flat_rows(c, gate), flat_rows(c, up), act_of(act), y);
             return c.out(y, gate);
         }, py::arg("gate"), py::arg("up"), py::arg("act"))
         .def("fill", [](PyBackend& b, const F32& y, float v) {
@@ -303,6 +303,31 @@ void register_backend(py::module_& m) {
             b.be->scatter_add(c.in(src), rows.data(), w.data(), out);
             return c.out(out);
         }, py::arg("src"), py::arg("rows"), py::arg("w"), py::arg("dst"))
+        .def("ssm_conv", [](PyBackend& b, const F32& x, const F32& w, const F32& state) {
+            const int64_t C = x.shape(1), n = rows_of(x, C);
+            if (w.ndim() != 2 || w.shape(0) != C) throw py::value_error("w must be [channels, kernel]");
+            const auto k = static_cast<int>(w.shape(1));
+            if (rows_of(state, C) != k - 1) throw py::value_error("state must be [kernel - 1, channels]");
+            Call c(*b.be);
+            const backend::Rows st = c.in(state, k - 1, C), y = c.rows(n, C);
+            b.be->ssm_conv(c.in(x), vec_of(*b.be, w), k, st, y);
+            return py::make_tuple(c.out(y), c.out(st));
+        }, py::arg("x"), py::arg("w"), py::arg("state"))
+        .def("gated_delta", [](PyBackend& b, const F32& qkv, const F32& a, const F32& bb, const F32& a_coef,
+                               const F32& dt_bias, int n_k, int n_v, int d_k, int d_v, const F32& state) {
+            backend::DeltaParams p{n_k, n_v, d_k, d_v};
+            if (n_k <= 0 || n_v % n_k != 0) throw py::value_error("n_v must be a multiple of n_k");
+            const int64_t n = rows_of(qkv, 2 * p.key_dim() + p.value_dim());
+            if (rows_of(a, n_v) != n || rows_of(bb, n_v) != n || a_coef.size() != n_v || dt_bias.size() != n_v) {
+                throw py::value_error("a, b: one row of n_v per row; a_coef, dt_bias: n_v values");
+            }
+            if (rows_of(state, d_v) != static_cast<int64_t>(n_v) * d_k) throw py::value_error("state must be [n_v * d_k, d_v]");
+            Call c(*b.be);
+            const backend::Rows st = c.in(state), out = c.rows(n, p.value_dim());
+            b.be->gated_delta(c.in(qkv), c.in(a), c.in(bb), vec_of(*b.be, a_coef), vec_of(*b.be, dt_bias), p, st, out);
+            return py::make_tuple(c.out(out), c.out(st));
+        }, py::arg("qkv"), py::arg("a"), py::arg("b"), py::arg("a_coef"), py::arg("dt_bias"), py::arg("n_k"), py::arg("n_v"),
+           py::arg("d_k"), py::arg("d_v"), py::arg("state"))
         .def("softcap", [](PyBackend& b, const F32& x, float cap) {
             Call c(*b.be);
             const backend::Rows r = flat_rows(c, x);

@@ -51,7 +51,7 @@ void register_vmath(py::module_& m) {
         if (gate.ndim() != 1 || up.ndim() != 1 || gate.size() != up.size()) throw py::value_error("gate and up must be 1-D of one length");
         if (act != "silu" && act != "gelu_tanh") throw py::value_error("act must be 'silu' or 'gelu_tanh'");
         F32Array y(gate.size());
-        vm.glu(gate.data(), up.data(), static_cast<int64_t>(gate.size()), act == "silu" ? backend::Act::silu : backend::Act::gelu_tanh,
+        vm.glu(gate.data(), up.data(), static_cast<int64_t>(gate.size()), act_of(act),
                y.mutable_data());
         return y;
     }, py::arg("gate"), py::arg("up"), py::arg("act"), py::arg("isa") = py::none(),

@@ -19,7 +19,7 @@ import qdata  # noqa: E402  (tests/quant: random blocks of every format, gguf's 
 
 ISAS = list(_core.simd_available())
 OPS = ["matmul", "argmax", "get_rows", "rms_norm", "rope", "attention", "store_kv", "add", "mul", "glu", "softcap",
-       "copy", "scatter_add"]
+       "copy", "scatter_add", "ssm_conv", "gated_delta"]
 
 
 @pytest.fixture(params=ISAS)
@@ -246,7 +246,7 @@ def test_elementwise(be: _core.Backend) -> None:
         be.add_rows(y, b[:50])
 
 
-@pytest.mark.parametrize("act", ["silu", "gelu_tanh"])
+@pytest.mark.parametrize("act", ["silu", "gelu_tanh", "sigmoid"])
 def test_glu(be: _core.Backend, act: str) -> None:
     rng = np.random.default_rng(9)
     g = (rng.standard_normal(1000) * 4).astype(np.float32)
@@ -254,8 +254,74 @@ def test_glu(be: _core.Backend, act: str) -> None:
     g64 = g.astype(np.float64)
     if act == "silu":
         ref = g64 / (1 + np.exp(-g64)) * u
+    elif act == "sigmoid":
+        ref = u / (1 + np.exp(-g64))
     else:
         ref = 0.5 * g64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (g64 + 0.044715 * g64**3))) * u
     y = be.glu(g, u, act)
     assert np.abs(y - ref).max() / np.abs(ref).max() < 1e-5
     np.testing.assert_array_equal(be.glu(g[500:600], u[500:600], act), y[500:600])
+
+
+def test_ssm_conv(be: _core.Backend) -> None:
+    rng = np.random.default_rng(13)
+    C, k, n = 40, 4, 9
+    x = rng.standard_normal((n, C)).astype(np.float32)
+    w = rng.standard_normal((C, k)).astype(np.float32)
+    state = rng.standard_normal((k - 1, C)).astype(np.float32)
+    y, st = be.ssm_conv(x, w, state)
+    full = np.concatenate([state, x]).astype(np.float64)  # oldest first
+    ref = np.stack([(full[t : t + k] * w.T).sum(0) for t in range(n)])
+    ref = ref / (1 + np.exp(-ref))
+    assert rel(y, ref) < 1e-5
+    np.testing.assert_array_equal(st, x[-(k - 1) :])
+    # row by row, carrying the state, gives the same bits
+    s, rows = state, []
+    for t in range(n):
+        yt, s = be.ssm_conv(x[t : t + 1], w, s)
+        rows.append(yt[0])
+    np.testing.assert_array_equal(np.stack(rows), y)
+
+
+def delta_ref(qkv: np.ndarray, a: np.ndarray, b: np.ndarray, a_coef: np.ndarray, dt_bias: np.ndarray, n_k: int,
+              n_v: int, d_k: int, d_v: int, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """transformers' torch_recurrent_gated_delta_rule (Qwen3-Next), in float64."""
+    x = qkv.astype(np.float64)
+    S = state.astype(np.float64).reshape(n_v, d_k, d_v).copy()
+    out = np.zeros((len(x), n_v * d_v))
+    kd = n_k * d_k
+    for t in range(len(x)):
+        for h in range(n_v):
+            kh = h // (n_v // n_k)
+            q = x[t, kh * d_k : (kh + 1) * d_k]
+            k = x[t, kd + kh * d_k : kd + (kh + 1) * d_k]
+            v = x[t, 2 * kd + h * d_v : 2 * kd + (h + 1) * d_v]
+            q = q / np.sqrt((q * q).sum() + 1e-6) / np.sqrt(d_k)
+            k = k / np.sqrt((k * k).sum() + 1e-6)
+            beta = 1 / (1 + np.exp(-b[t, h]))
+            g = a_coef[h] * np.log1p(np.exp(a[t, h] + dt_bias[h]))
+            S[h] *= np.exp(g)
+            delta = (v - S[h].T @ k) * beta
+            S[h] += np.outer(k, delta)
+            out[t, h * d_v : (h + 1) * d_v] = S[h].T @ q
+    return out, S.reshape(n_v * d_k, d_v)
+
+
+@pytest.mark.parametrize("n_k,n_v", [(2, 2), (2, 4)])
+def test_gated_delta(be: _core.Backend, n_k: int, n_v: int) -> None:
+    rng = np.random.default_rng(14)
+    d_k, d_v, n = 16, 8, 7
+    qkv = rng.standard_normal((n, 2 * n_k * d_k + n_v * d_v)).astype(np.float32)
+    a, b = rng.standard_normal((2, n, n_v)).astype(np.float32)
+    a_coef = -np.exp(rng.uniform(-1, 1, n_v)).astype(np.float32)
+    dt_bias = rng.standard_normal(n_v).astype(np.float32)
+    state = (0.1 * rng.standard_normal((n_v * d_k, d_v))).astype(np.float32)
+    out, st = be.gated_delta(qkv, a, b, a_coef, dt_bias, n_k, n_v, d_k, d_v, state)
+    ref, ref_st = delta_ref(qkv, a, b, a_coef, dt_bias, n_k, n_v, d_k, d_v, state)
+    assert rel(out, ref) < 1e-5 and rel(st, ref_st) < 1e-5
+    s, rows = state, []
+    for t in range(n):  # row by row: the same bits
+        o, s = be.gated_delta(qkv[t : t + 1], a[t : t + 1], b[t : t + 1], a_coef, dt_bias, n_k, n_v, d_k, d_v, s)
+        rows.append(o[0])
+    np.testing.assert_array_equal(np.stack(rows), out)
+    np.testing.assert_array_equal(s, st)

@@ -186,6 +186,95 @@ public:
         });
     }
 
+    void ssm_conv(Rows x, const Vec& wv, int k, Rows state, Rows y) override {
+        const int64_t C = x.dim, n = x.n, h = k - 1;
+        const float* w = wv.data();
+        // Channels are independent: each thread takes a range of them through every row.
+        const auto conv = [&](int64_t c0, int64_t c1) {
+            for (int64_t c = c0; c < c1; ++c) {
+                const float* wc = w + c * k;
+                // in(t') for t' in [t - k + 1, t]: the state's rows, then x's
+                const auto in = [&](int64_t t) { return t < 0 ? state.data[(h + t) * C + c] : x.data[t * C + c]; };
+                for (int64_t t = 0; t < n; ++t) {
+                    float acc = 0.0f;
+                    for (int j = 0; j < k; ++j) acc += wc[j] * in(t - h + j);
+                    y.data[t * C + c] = acc / (1.0f + std::exp(-acc));
+                }
+                // The state becomes the last k - 1 inputs (oldest first).
+                for (int64_t r = 0; r < h; ++r) {
+                    const int64_t t = n - h + r;
+                    state.data[r * C + c] = in(t);
+                }
+            }
+        };
+        if (n * C * k < kParallelMin) {
+            conv(0, C);
+        } else {
+            pool_.parallel_for(C, conv);
+        }
+    }
+
+    void gated_delta(Rows qkv, Rows a, Rows b, const Vec& a_coef, const Vec& dt_bias, const DeltaParams& p,
+                     Rows state, Rows out) override {
+        const int64_t dk = p.d_k, dv = p.d_v, kd = p.key_dim(), ratio = p.n_v / p.n_k;
+        const float* A = a_coef.data();
+        const float* dt = dt_bias.data();
+        const double q_scale = 1.0 / std::sqrt(static_cast<double>(dk));
+        // Value heads are independent: a unit per head, through every row.
+        reserve_scratch(static_cast<size_t>(dv));
+        const auto head = [&](int th, int64_t h) {
+            float* kv = thread_scratch(th);  // [d_v]: S^T k^, then the delta
+            {
+                float* S = state.data + h * dk * dv;  // [d_k, d_v]
+                const int64_t kh = h / ratio;
+                for (int64_t t = 0; t < qkv.n; ++t) {
+                    const float* row = qkv.data + t * qkv.dim;
+                    const float* q = row + kh * dk;
+                    const float* k = row + kd + kh * dk;
+                    const float* v = row + 2 * kd + h * dv;
+                    double qq = 0.0, kk = 0.0;
+                    for (int64_t i = 0; i < dk; ++i) {
+                        qq += static_cast<double>(q[i]) * q[i];
+                        kk += static_cast<double>(k[i]) * k[i];
+                    }
+                    const auto qn = static_cast<float>(q_scale / std::sqrt(qq + 1e-6));
+                    const auto kn = static_cast<float>(1.0 / std::sqrt(kk + 1e-6));
+                    const float bt = 1.0f / (1.0f + std::exp(-b.data[t * b.dim + h]));
+                    const float x = a.data[t * a.dim + h] + dt[h];
+                    const float softplus = x > 20.0f ? x : std::log1p(std::exp(x));
+                    const float decay = std::exp(A[h] * softplus);
+                    // S = e^g S, and kv = S^T k^ from the decayed state
+                    std::fill(kv, kv + dv, 0.0f);
+                    for (int64_t i = 0; i < dk; ++i) {
+                        float* Si = S + i * dv;
+                        const float ki = k[i] * kn;
+                        for (int64_t j = 0; j < dv; ++j) {
+                            Si[j] *= decay;
+                            kv[j] += Si[j] * ki;
+                        }
+                    }
+                    // delta = beta (v - kv); S += k^ delta^T; out = S^T q^
+                    float* o = out.data + t * out.dim + h * dv;
+                    std::fill(o, o + dv, 0.0f);
+                    for (int64_t j = 0; j < dv; ++j) kv[j] = bt * (v[j] - kv[j]);
+                    for (int64_t i = 0; i < dk; ++i) {
+                        float* Si = S + i * dv;
+                        const float ki = k[i] * kn, qi = q[i] * qn;
+                        for (int64_t j = 0; j < dv; ++j) {
+                            Si[j] += ki * kv[j];
+                            o[j] += Si[j] * qi;
+                        }
+                    }
+                }
+            }
+        };
+        if (qkv.n * p.n_v * dk * dv < kParallelMin) {
+            for (int64_t h = 0; h < p.n_v; ++h) head(0, h);
+        } else {
+            pool_.for_each_unit(p.n_v, head);
+        }
+    }
+
     void matmul(const Weight& w, Rows xr, Rows yr) override {
         const float* x = xr.data;
         float* y = yr.data;

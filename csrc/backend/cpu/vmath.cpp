@@ -32,6 +32,10 @@ void glu_scalar(const float* gate, const float* up, int64_t n, Act act, float* y
         for (int64_t i = 0; i < n; ++i) y[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
         return;
     }
+    if (act == Act::sigmoid) {
+        for (int64_t i = 0; i < n; ++i) y[i] = up[i] / (1.0f + std::exp(-gate[i]));
+        return;
+    }
     const float k0 = 0.7978845608028654f;  // sqrt(2 / pi)
     for (int64_t i = 0; i < n; ++i) {
         const float g = gate[i];

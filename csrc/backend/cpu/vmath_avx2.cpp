@@ -100,6 +100,7 @@ void glu_avx2(const float* gate, const float* up, int64_t n, Act act, float* y) 
     const __m256 k0 = _mm256_set1_ps(0.7978845608028654f), k1 = _mm256_set1_ps(0.044715f);
     auto f = [&](__m256 g, __m256 u) {
         if (act == Act::silu) return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g)))), u);
+        if (act == Act::sigmoid) return _mm256_div_ps(u, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
         const __m256 inner = _mm256_mul_ps(k0, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(k1, g), g), g, g));
         return _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(half, g), _mm256_add_ps(one, tanh8(inner))), u);
     };
