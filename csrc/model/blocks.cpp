@@ -58,6 +58,12 @@ Weight Loader::stack(const std::string& name, int64_t n_in, int64_t n_out, int64
     return bind(t, n_in, n_out, n_mat, backend::Op::matmul);
 }
 
+Weight Loader::row(const std::string& name, int64_t n_in) const {
+    const gguf::TensorInfo& t = find(name);
+    if (!(t.ne.size() == 1 || (t.ne.size() == 2 && t.ne[1] == 1)) || t.ne[0] != n_in) shape_error(t, shape_str({n_in, 1}));
+    return bind(t, n_in, 1, 1, backend::Op::matmul);
+}
+
 Weight Loader::bind(const gguf::TensorInfo& t, int64_t n_in, int64_t n_out, int64_t n_mat, backend::Op op) const {
     const quant::TypeInfo* info = quant::type_info(t.type);
     const auto type = static_cast<quant::Type>(t.type);
@@ -93,6 +99,22 @@ Vec Loader::vec(const std::string& name, int64_t n) const {
     return be_.upload(out.data(), n);
 }
 
+Vec Loader::tensor(const std::string& name, const std::vector<int64_t>& ne) const {
+    const gguf::TensorInfo& t = find(name);
+    if (t.ne != ne) shape_error(t, shape_str(ne));
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    const quant::Kernels& k = quant::kernels(static_cast<quant::Type>(t.type));
+    const quant::TypeInfo* info = quant::type_info(t.type);
+    if (!k.dequant || !info || ne[0] % info->block_size != 0) {
+        throw Error(file_.path() + ": tensor '" + name + "' has type " + (info ? info->name : "?") +
+                    ", which cannot be dequantised here");
+    }
+    std::vector<float> out(static_cast<size_t>(n));
+    k.dequant(t.data, out.data(), n);
+    return be_.upload(out.data(), n);
+}
+
 Vec Loader::vec_opt(const std::string& name, int64_t n) const {
     return has(name) ? vec(name, n) : Vec{};
 }
@@ -101,7 +123,8 @@ AttnWeights AttnWeights::load(const Loader& ld, int64_t n_embd, const LayerParam
                               bool qk_norm) {
     const std::string p = "blk." + std::to_string(il) + ".";
     AttnWeights w;
-    w.q = ld.matrix(p + "attn_q.weight", n_embd, L.q_dim());
+    w.gated = L.attn_gated;
+    w.q = ld.matrix(p + "attn_q.weight", n_embd, (w.gated ? 2 : 1) * L.q_dim());
     w.k = ld.matrix(p + "attn_k.weight", n_embd, L.kv_dim());
     w.v = ld.matrix(p + "attn_v.weight", n_embd, L.kv_dim());
     w.o = ld.matrix(p + "attn_output.weight", L.q_dim(), n_embd);
@@ -135,16 +158,36 @@ AttnConfig attn_config(const LayerParams& L, backend::RopeMode mode, float norm_
     return c;
 }
 
-void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const Pass& p, int layer, Rows x, Rows out) {
+void unzip(Backend& be, Rows src, int64_t unit, Rows even, Rows odd, std::vector<int64_t>& idx) {
+    const int64_t half = src.size() / unit / 2;
+    idx.resize(static_cast<size_t>(half));
+    const Rows units = src.as(2 * half, unit);
+    for (int64_t i = 0; i < half; ++i) idx[static_cast<size_t>(i)] = 2 * i;
+    be.gather(units, idx.data(), even.as(half, unit));
+    for (int64_t i = 0; i < half; ++i) idx[static_cast<size_t>(i)] = 2 * i + 1;
+    be.gather(units, idx.data(), odd.as(half, unit));
+}
+
+void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const Pass& p, int layer, Rows x, Rows out,
+               std::vector<int64_t>& idx) {
     const int64_t n = p.n;
     const int hd = cfg.attn.head_dim;
     const int n_head = cfg.attn.n_head, n_head_kv = cfg.attn.n_head_kv;
+    const int64_t q_dim = static_cast<int64_t>(n_head) * hd;
     Arena& arena = be.arena();
-    const Rows q = arena.rows(n, w.q.n_out);  // [n, n_head * head_dim]
+    const Rows q = arena.rows(n, q_dim);      // [n, n_head * head_dim]
     const Rows k = arena.rows(n, w.k.n_out);  // [n, n_head_kv * head_dim]
     const Rows v = arena.rows(n, w.v.n_out);
-    // 1. projections (+ biases)
-    be.matmul(w.q, x, q);
+    Rows gate;
+    // 1. projections (+ biases); a gated q projection gives each head's q then its gate
+    if (w.gated) {
+        const Rows qg = arena.rows(n, 2 * q_dim);
+        gate = arena.rows(n, q_dim);
+        be.matmul(w.q, x, qg);
+        unzip(be, qg, hd, q, gate, idx);
+    } else {
+        be.matmul(w.q, x, q);
+    }
     be.matmul(w.k, x, k);
     be.matmul(w.v, x, v);
     if (!w.q_bias.empty()) be.add_rows(q, w.q_bias);
@@ -157,7 +200,7 @@ void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const P
     be.rope(q, n_head, p.pos, cfg.rope);
     be.rope(k, n_head_kv, p.pos, cfg.rope);
     // 4. per sequence: write its K/V rows at their positions, then attend over its slot
-    const Rows att = arena.rows(n, w.q.n_out);
+    const Rows att = arena.rows(n, q_dim);
     for (int s = 0; s < p.req.n_seqs; ++s) {
         const int64_t f = p.first[s], m = p.first[s + 1] - f, p0 = p.n_past[s];
         const state::KvSlot& slot = p.req.seqs[s].state->kv(layer);
@@ -165,7 +208,8 @@ void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const P
         be.store_kv(kv, p0, k.rows(f, m), v.rows(f, m));
         be.attention(q.rows(f, m), p.pos + f, p.last + f, kv, cfg.attn, att.rows(f, m));
     }
-    // 5. output projection
+    // 5. output projection (of the gated heads)
+    if (w.gated) be.glu(gate, att, backend::Act::sigmoid, att);
     be.matmul(w.o, att, out);
 }
 

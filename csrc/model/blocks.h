@@ -33,6 +33,8 @@ public:
                   backend::Op op = backend::Op::matmul) const;
     // A stack of n_mat such matrices (ggml ne = [n_in, n_out, n_mat]: routed experts).
     Weight stack(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_mat) const;
+    // A matrix of one row, stored as [n_in] or [n_in, 1] (a shared expert's gate).
+    Weight row(const std::string& name, int64_t n_in) const;
     bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
     // Throws model::Error naming the first op the backend does not run.
     void require_ops(std::initializer_list<backend::Op> ops) const;
@@ -41,6 +43,8 @@ public:
     Vec vec(const std::string& name, int64_t n) const;
     // vec() if the tensor exists, else an empty one.
     Vec vec_opt(const std::string& name, int64_t n) const;
+    // A whole tensor of shape ne (ggml order) as one vector (a convolution's taps).
+    Vec tensor(const std::string& name, const std::vector<int64_t>& ne) const;
 
 private:
     const gguf::TensorInfo& find(const std::string& name) const;
@@ -54,11 +58,13 @@ private:
 
 // One attention layer's weights; optional parts are empty.
 struct AttnWeights {
-    Weight q, k, v, o;                        // [n_embd -> q_dim], [-> kv_dim] x2, [q_dim -> n_embd]
+    Weight q, k, v, o;                        // [n_embd -> q_dim (2 q_dim gated)], [-> kv_dim] x2, [q_dim -> n_embd]
     Vec q_bias, k_bias, v_bias;               // [q_dim], [kv_dim], [kv_dim] (qwen2)
     Vec q_norm, k_norm;                       // [head_dim] RMSNorm per head (qwen3, gemma3)
 
     // blk.{il}.attn_{q,k,v,output}.weight; biases / q,k norms when `bias` / `qk_norm`.
+    bool gated = false;                       // each head's q rows followed by its gate's (qwen3next)
+
     static AttnWeights load(const Loader& ld, int64_t n_embd, const LayerParams& L, int il, bool bias, bool qk_norm);
 };
 
@@ -73,8 +79,13 @@ struct AttnConfig {
 AttnConfig attn_config(const LayerParams& L, backend::RopeMode mode, float norm_eps, const Vec& freq_factors);
 
 // out[n, n_embd] = self-attention of x[n, n_embd] (already normed) for the rows of pass p,
-// after writing each run's new K/V rows of `layer` into its state's slot.
-void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const Pass& p, int layer, Rows x, Rows out);
+// after writing each run's new K/V rows of `layer` into its state's slot. idx: host scratch.
+void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const Pass& p, int layer, Rows x, Rows out,
+               std::vector<int64_t>& idx);
+
+// src seen as rows of `unit` floats alternating between two tensors (a fused projection's
+// per-head halves): the even rows into even, the odd ones into odd. idx: host scratch.
+void unzip(Backend& be, Rows src, int64_t unit, Rows even, Rows odd, std::vector<int64_t>& idx);
 
 struct FfnWeights {
     Weight gate, up, down;                    // [n_embd -> n_ff] x2, [n_ff -> n_embd]

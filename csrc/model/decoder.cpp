@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/blocks.h"
+#include "model/deltanet.h"
 #include "model/moe.h"
 
 namespace ds4::model {
@@ -28,8 +29,15 @@ public:
             const std::string p = "blk." + std::to_string(il) + ".";
             Layer L;
             L.attn_norm = ld.vec(p + "attn_norm.weight", d);
-            L.attn = blocks::AttnWeights::load(ld, d, P, il, bias, fam.qk_norm);
-            L.ffn_norm = ld.vec(p + "ffn_norm.weight", d);
+            if (P.kind == LayerKind::delta) {
+                ld.require_ops({backend::Op::ssm_conv, backend::Op::gated_delta});
+                L.delta = std::make_unique<deltanet::Layer>(deltanet::Weights::load(ld, d, P.delta, il), P.delta,
+                                                            hp_.norm_eps);
+                recurrent_ = true;
+            } else {
+                L.attn = blocks::AttnWeights::load(ld, d, P, il, bias, fam.qk_norm);
+            }
+            L.ffn_norm = ld.vec(p + fam.ffn_norm + ".weight", d);
             if (P.ffn == FfnKind::moe) {
                 ld.require_ops({backend::Op::scatter_add});
                 L.moe = moe::Weights::load(ld, d, P.moe, il);
@@ -52,13 +60,28 @@ public:
 private:
     struct Layer {
         backend::Vec attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;  // [n_embd]; post_*: sandwich only
-        blocks::AttnWeights attn;
+        blocks::AttnWeights attn;             // an attention layer's
+        std::unique_ptr<deltanet::Layer> delta;  // a gated DeltaNet layer's (its slots point to it)
         blocks::FfnWeights ffn;               // a dense layer's
         moe::Weights moe;                     // a MoE layer's
         blocks::AttnConfig cfg;
     };
 
+    std::unique_ptr<state::Slot> make_slot(int layer) const override {
+        const Layer& L = layers_[static_cast<size_t>(layer)];
+        if (!L.delta) return Model::make_slot(layer);
+        return std::make_unique<state::RecurrentSlot>(L.delta->shape(), *L.delta, *backend_);
+    }
+
     void run(const Pass& p) override {
+        if (recurrent_) {
+            for (int s = 0; s < p.req.n_seqs; ++s) {
+                if (p.req.seqs[s].attend == Attend::block) {
+                    throw Error("forward: a block pass (non-causal rows that commit nothing) cannot run through the "
+                                "recurrent layers of " + hp_.arch);
+                }
+            }
+        }
         const int64_t n = p.n, d = hp_.n_embd;
         const float eps = hp_.norm_eps;
         backend::Backend& be = this->be();
@@ -77,7 +100,11 @@ private:
             const Layer& L = layers_[static_cast<size_t>(il)];
             // 2. x += [post_norm] attention(norm(x))
             be.rms_norm(x, L.attn_norm, eps, h);
-            blocks::attention(be, L.attn, L.cfg, p, il, h, y);
+            if (L.delta) {
+                L.delta->run(be, p, il, h, y);
+            } else {
+                blocks::attention(be, L.attn, L.cfg, p, il, h, y, idx_);
+            }
             if (fam_.sandwich_norms) be.rms_norm(y, L.post_attn_norm, eps, y);
             be.add(x, y);
             // 3. x += [post_norm] ffn(norm(x)), gated
@@ -119,7 +146,9 @@ private:
     backend::Vec rope_freqs_, out_norm_;
     std::vector<Layer> layers_;
     float embed_scale_ = 1.0f;
-    moe::Router router_;  // MoE layers' routing scratch (passes run one at a time)
+    moe::Router router_;         // MoE layers' routing scratch (passes run one at a time)
+    std::vector<int64_t> idx_;   // gathered rows' indices, reused
+    bool recurrent_ = false;     // some layer is a gated DeltaNet
 };
 
 }  // namespace

@@ -1,8 +1,9 @@
 // The decoder every supported architecture is: a list of layers, each with its own parameters
 // (hparams.h's LayerParams), built from the shared blocks (blocks.h):
 //   x = embed(tokens) (or the input embeddings given)
-//   per layer: x += [post_norm] attn(norm(x)); x += [post_norm] ffn(norm(x)), the FFN gated
-//              or routed experts (moe.h) per the layer's FfnKind
+//   per layer: x += [post_norm] mixer(norm(x)); x += [post_norm] ffn(norm(x)): the mixer
+//              attention (optionally gated) or a gated DeltaNet (deltanet.h) per the layer's
+//              LayerKind, the FFN gated or routed experts (moe.h) per its FfnKind
 //   logits = output(norm(x))
 // An architecture's file is a Family: what it changes (q/k norms, biases, RoPE layout, sandwich
 // norms, activation, embedding scale) and the keys of its own it reads into the layers.
@@ -25,6 +26,7 @@ struct Family {
     bool sandwich_norms = false;      // RMSNorm of the attention's and the FFN's outputs too (gemma3)
     backend::Act act = backend::Act::silu;
     bool scale_embeddings = false;    // embeddings times sqrt(n_embd) (gemma)
+    const char* ffn_norm = "ffn_norm";  // the FFN's pre-norm tensor (qwen3next: post_attention_norm)
     // Reads the family's own metadata into hp after the shared keys (windows, RoPE bases, caps).
     void (*read_keys)(const gguf::File& file, HParams& hp) = nullptr;
 };

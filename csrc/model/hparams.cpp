@@ -76,7 +76,9 @@ HParams read_hparams(const gguf::File& file, const ArchDefaults& d) {
     const std::string& a = hp.arch;
     const std::string where = file.path() + ": ";
     hp.n_embd = get_int(file, a, "embedding_length", 0, true);
-    hp.n_layer = static_cast<int>(get_int(file, a, "block_count", 0, true));
+    // block_count includes the MTP blocks that follow the trunk (nextn_predict_layers).
+    hp.n_layer = static_cast<int>(get_int(file, a, "block_count", 0, true) - get_int(file, a, "nextn_predict_layers", 0, false));
+    if (hp.n_layer < 1) throw Error(where + a + ".block_count leaves no layer besides the MTP blocks");
     if (static_cast<size_t>(hp.n_layer) > file.tensors().size()) {
         throw Error(where + a + ".block_count (" + std::to_string(hp.n_layer) + ") exceeds the " +
                     std::to_string(file.tensors().size()) + " tensors in the file");
@@ -154,7 +156,36 @@ void read_moe(const gguf::File& file, HParams& hp, bool norm_default) {
         m.norm_weights = norm ? norm->as_bool() : norm_default;
         const int64_t gating = get_int(file, a, "expert_gating_func", 1, false, 2);
         m.gating = gating == 2 ? Gating::sigmoid : Gating::softmax;
+        if (file.find_tensor("blk." + std::to_string(il) + ".ffn_gate_inp_shexp.weight")) {
+            m.n_ff_shared = get_int(file, a, "expert_shared_feed_forward_length", L.n_ff, false, int64_t{1} << 24);
+        }
         L.ffn = FfnKind::moe;
+    }
+}
+
+void read_hybrid(const gguf::File& file, HParams& hp) {
+    const std::string& a = hp.arch;
+    const int64_t interval = get_int(file, a, "full_attention_interval", 4, false, 1 << 16);
+    DeltaNetParams d;
+    d.conv_kernel = static_cast<int>(get_int(file, a, "ssm.conv_kernel", 0, true, 64));
+    d.d_k = static_cast<int>(get_int(file, a, "ssm.state_size", 0, true, 1 << 12));
+    d.n_k = static_cast<int>(get_int(file, a, "ssm.group_count", 0, true, 1 << 12));
+    d.n_v = static_cast<int>(get_int(file, a, "ssm.time_step_rank", 0, true, 1 << 12));
+    const int64_t inner = get_int(file, a, "ssm.inner_size", 0, true, int64_t{1} << 24);
+    if (d.n_v % d.n_k != 0 || inner % d.n_v != 0) {
+        throw Error(file.path() + ": " + a + ".ssm.time_step_rank (" + std::to_string(d.n_v) +
+                    ") must be a multiple of ssm.group_count (" + std::to_string(d.n_k) + ") and divide ssm.inner_size (" +
+                    std::to_string(inner) + ")");
+    }
+    d.d_v = static_cast<int>(inner / d.n_v);
+    for (int il = 0; il < hp.n_layer; ++il) {
+        LayerParams& L = hp.layers[static_cast<size_t>(il)];
+        if ((il + 1) % interval == 0) {
+            L.attn_gated = true;
+        } else {
+            L.kind = LayerKind::delta;
+            L.delta = d;
+        }
     }
 }
 

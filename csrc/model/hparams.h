@@ -26,8 +26,20 @@ struct ArchDefaults {
     int head_dim = 0;                 // head_dim; 0: embedding_length / head_count
 };
 
-// What a layer's token mixer is (the next kinds: gated attention, gated DeltaNet, MLA).
-enum class LayerKind { attention };
+// What a layer's token mixer is: attention over a KV slot, or a gated DeltaNet recurrence over
+// a recurrent slot (deltanet.h). Next: MLA.
+enum class LayerKind { attention, delta };
+
+// A gated DeltaNet layer's shape ({arch}.ssm.* keys).
+struct DeltaNetParams {
+    int n_k = 0;                      // ssm.group_count: key heads
+    int n_v = 0;                      // ssm.time_step_rank: value heads
+    int d_k = 0, d_v = 0;             // ssm.state_size (both), ssm.inner_size / n_v (value)
+    int conv_kernel = 0;              // ssm.conv_kernel
+    int64_t key_dim() const { return static_cast<int64_t>(n_k) * d_k; }
+    int64_t value_dim() const { return static_cast<int64_t>(n_v) * d_v; }
+    int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
+};
 
 // What a layer's feed-forward block is: one gated FFN, or routed experts (moe.h).
 enum class FfnKind { dense, moe };
@@ -40,6 +52,7 @@ struct MoeParams {
     int64_t n_ff = 0;                 // expert_feed_forward_length
     bool norm_weights = true;         // expert_weights_norm: the chosen weights rescaled to sum to 1
     Gating gating = Gating::softmax;
+    int64_t n_ff_shared = 0;          // expert_shared_feed_forward_length: a gated shared expert (0: none)
 };
 
 struct LayerParams {
@@ -54,6 +67,8 @@ struct LayerParams {
     float rope_freq_scale = 1.0f;     // 1 / rope.scaling.factor for linear scaling
     float attn_scale = 0.0f;          // on q·k; 0: 1 / sqrt(head_dim)
     float attn_softcap = 0.0f;        // 0: none
+    bool attn_gated = false;          // q_proj also gives a gate: out = o_proj(attn * sigmoid(gate))
+    DeltaNetParams delta;             // when kind == delta
     FfnKind ffn = FfnKind::dense;
     MoeParams moe;                    // when ffn == moe
 
@@ -85,5 +100,10 @@ double get_float(const gguf::File& file, const std::string& arch, const std::str
 // (default feed_forward_length), expert_weights_norm (default norm_default) and
 // expert_gating_func (default softmax).
 void read_moe(const gguf::File& file, HParams& hp, bool norm_default);
+
+// Hybrid models (qwen3next): every full_attention_interval-th layer (default 4) is gated
+// attention, the others gated DeltaNet layers of {arch}.ssm.conv_kernel, state_size,
+// group_count, time_step_rank, inner_size (all required).
+void read_hybrid(const gguf::File& file, HParams& hp);
 
 }  // namespace ds4::model

@@ -21,6 +21,7 @@ constexpr Arch kArchs[] = {
     {"qwen2", make_qwen2},
     {"qwen3", make_qwen3},
     {"qwen3moe", make_qwen3moe},
+    {"qwen3next", make_qwen3next},
     {"gemma3", make_gemma3},
 };
 
@@ -47,12 +48,21 @@ Model::Model(std::shared_ptr<const gguf::File> file, HParams hp, const Options& 
       backend_(make_backend(opts)),
       work_(PassWork::of(*file_, hp_.n_vocab)) {}
 
+std::unique_ptr<state::Slot> Model::make_slot(int layer) const {
+    const LayerParams& L = hp_.layers[static_cast<size_t>(layer)];
+    return std::make_unique<state::KvSlot>(L.kv_dim(), n_ctx_, opts_.kv_type, *backend_);
+}
+
 std::unique_ptr<state::State> Model::new_state() const {
     std::vector<std::unique_ptr<state::Slot>> slots;
-    for (const LayerParams& L : hp_.layers) {
-        slots.push_back(std::make_unique<state::KvSlot>(L.kv_dim(), n_ctx_, opts_.kv_type, *backend_));
-    }
+    for (int il = 0; il < hp_.n_layer; ++il) slots.push_back(make_slot(il));
     return std::make_unique<state::State>(std::move(slots), n_ctx_, this);
+}
+
+int64_t Model::rollback(state::State& st, int64_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    backend_->arena().reset();
+    return st.rollback(n);
 }
 
 int64_t Model::check(const Request& req) const {

@@ -52,8 +52,12 @@ public:
     int64_t n_ctx() const { return n_ctx_; }
     backend::KvType kv_type() const { return opts_.kv_type; }
 
-    // An empty state for one sequence: a KV slot per attention layer, sized for n_ctx.
+    // An empty state for one sequence: a KV slot per attention layer (sized for n_ctx), a
+    // recurrent slot per gated DeltaNet layer.
     std::unique_ptr<state::State> new_state() const;
+    // st.rollback(n) (state.h) on this model's backend, where recurrent slots replay their
+    // logged rows: serialised with the passes. Returns the tokens to feed again.
+    int64_t rollback(state::State& st, int64_t n);
 
     // Runs one forward pass over the request's rows (request.h). Checks everything first (ids,
     // states, outputs, context: Error / state::ContextOverflow) and changes nothing on error;
@@ -98,6 +102,8 @@ protected:
     Model(std::shared_ptr<const gguf::File> file, HParams hp, const Options& opts);
     // Runs a checked pass: writes the outputs and the slots; committing is the caller's.
     virtual void run(const Pass& p) = 0;
+    // Layer `layer`'s slot of a new state: a KV slot unless the architecture says otherwise.
+    virtual std::unique_ptr<state::Slot> make_slot(int layer) const;
 
     backend::Backend& be() { return *backend_; }
 
@@ -130,6 +136,7 @@ std::unique_ptr<Model> make_llama(std::shared_ptr<const gguf::File> file, const 
 std::unique_ptr<Model> make_qwen2(std::shared_ptr<const gguf::File> file, const Options& opts);
 std::unique_ptr<Model> make_qwen3(std::shared_ptr<const gguf::File> file, const Options& opts);
 std::unique_ptr<Model> make_qwen3moe(std::shared_ptr<const gguf::File> file, const Options& opts);
+std::unique_ptr<Model> make_qwen3next(std::shared_ptr<const gguf::File> file, const Options& opts);
 std::unique_ptr<Model> make_gemma3(std::shared_ptr<const gguf::File> file, const Options& opts);
 
 }  // namespace ds4::model

@@ -16,6 +16,12 @@ Weights Weights::load(const blocks::Loader& ld, int64_t n_embd, const MoeParams&
     w.gate = ld.stack(p + "ffn_gate_exps.weight", n_embd, m.n_ff, m.n_expert);
     w.up = ld.stack(p + "ffn_up_exps.weight", n_embd, m.n_ff, m.n_expert);
     w.down = ld.stack(p + "ffn_down_exps.weight", m.n_ff, n_embd, m.n_expert);
+    if (m.n_ff_shared > 0) {
+        w.shared.gate = ld.matrix(p + "ffn_gate_shexp.weight", n_embd, m.n_ff_shared);
+        w.shared.up = ld.matrix(p + "ffn_up_shexp.weight", n_embd, m.n_ff_shared);
+        w.shared.down = ld.matrix(p + "ffn_down_shexp.weight", m.n_ff_shared, n_embd);
+        w.shared_gate = ld.row(p + "ffn_gate_inp_shexp.weight", n_embd);
+    }
     return w;
 }
 
@@ -96,6 +102,20 @@ void Router::run(backend::Backend& be, const Weights& w, const MoeParams& m, bac
             be.matmul(w.down.matrix(e), gate.rows(0, c), ye.rows(0, c));
             be.scatter_add(ye.rows(0, c), rows, weights_.data() + i, out);
         }
+    }
+    // 3. the shared expert, added last (as transformers adds it to the experts' sum)
+    if (m.n_ff_shared > 0) {
+        const Rows shared = arena.rows(n, d), gate = arena.rows(n, 1);
+        blocks::ffn(be, w.shared, act, x, shared);
+        be.matmul(w.shared_gate, x, gate);
+        shared_w_.resize(static_cast<size_t>(n));
+        be.download(shared_w_.data(), gate);
+        all_.resize(static_cast<size_t>(n));
+        for (int64_t r = 0; r < n; ++r) {
+            shared_w_[static_cast<size_t>(r)] = 1.0f / (1.0f + std::exp(-shared_w_[static_cast<size_t>(r)]));
+            all_[static_cast<size_t>(r)] = r;
+        }
+        be.scatter_add(shared, all_.data(), shared_w_.data(), out);
     }
 }
 

@@ -1,6 +1,6 @@
 // Routed experts (Qwen3-MoE and the MoE layers of the hybrids): a router scores n_expert gated
 // FFNs per token, the n_used best are run on it, and their outputs are summed with the router's
-// weights.
+// weights; then a shared expert, where the layer has one, weighted by its own sigmoid gate.
 //
 // Routing runs on the host: the router's logits come back (n x n_expert floats), each row picks
 // its experts, and rows are grouped by expert. Each chosen expert then runs once over the rows
@@ -21,8 +21,10 @@ namespace ds4::model::moe {
 struct Weights {
     backend::Weight router;           // [n_embd -> n_expert] (ffn_gate_inp)
     backend::Weight gate, up, down;   // stacks of n_expert: [n_embd -> n_ff] x2, [n_ff -> n_embd]
+    blocks::FfnWeights shared;        // the shared expert (MoeParams::n_ff_shared > 0)
+    backend::Weight shared_gate;      // [n_embd -> 1]: its weight per token, sigmoid(x . w)
 
-    // blk.{il}.ffn_gate_inp, ffn_{gate,up,down}_exps
+    // blk.{il}.ffn_gate_inp, ffn_{gate,up,down}_exps; ffn_{gate,up,down}_shexp, ffn_gate_inp_shexp
     static Weights load(const blocks::Loader& ld, int64_t n_embd, const MoeParams& m, int il);
 };
 
@@ -47,6 +49,8 @@ private:
     std::vector<int64_t> next_;       // [n_expert] the next free place of each expert's group
     std::vector<int64_t> rows_;       // [n * n_used] grouped by expert
     std::vector<float> weights_;      // [n * n_used]
+    std::vector<int64_t> all_;        // [n] 0..n-1: the shared expert's rows
+    std::vector<float> shared_w_;     // [n] its weights
 };
 
 }  // namespace ds4::model::moe

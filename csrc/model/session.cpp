@@ -135,7 +135,7 @@ void Session::rewind_locked(int64_t n) {
         if (cp >= 0 && n >= cp) {
             // From the checkpoint: recurrent slots restore their copy and are fed again the
             // accepted tokens after it (KV slots just forget rows).
-            const int64_t replay = st_->rollback(n);
+            const int64_t replay = model_->rollback(*st_, n);
             const std::vector<int32_t> again(tokens_.begin() + (n - replay), tokens_.begin() + n);
             tokens_.resize(static_cast<size_t>(n - replay));
             feed_locked(again.data(), replay);

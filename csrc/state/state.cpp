@@ -15,6 +15,12 @@ size_t Snapshot::bytes() const {
 State::State(std::vector<std::unique_ptr<Slot>> slots, int64_t n_ctx, const void* owner)
     : slots_(std::move(slots)), n_ctx_(n_ctx), owner_(owner) {}
 
+RecurrentSlot& State::recurrent(int layer) const {
+    Slot* s = slot(layer);
+    if (!s || s->kind() != SlotKind::recurrent) throw std::logic_error("layer " + std::to_string(layer) + " has no recurrent slot");
+    return static_cast<RecurrentSlot&>(*s);
+}
+
 KvSlot& State::kv(int layer) const {
     Slot* s = slot(layer);
     if (!s || s->kind() != SlotKind::kv) throw std::logic_error("layer " + std::to_string(layer) + " has no KV slot");
@@ -63,6 +69,7 @@ void State::truncate(int64_t n) {
     if (n < 0 || n > n_past_) {
         throw std::out_of_range("truncate(" + std::to_string(n) + "): n_past must be in [0, " + std::to_string(n_past_) + "]");
     }
+    if (n == n_past_) return;
     for (auto& s : slots_) {
         if (s && s->kind() != SlotKind::kv) {
             throw std::out_of_range("truncate(" + std::to_string(n) +

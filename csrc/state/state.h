@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "state/kv_slot.h"
+#include "state/recurrent_slot.h"
 #include "state/slot.h"
 
 namespace ds4::state {
@@ -47,8 +48,9 @@ public:
     int64_t n_ctx() const { return n_ctx_; }
     int n_layer() const { return static_cast<int>(slots_.size()); }
     Slot* slot(int layer) const { return slots_[static_cast<size_t>(layer)].get(); }
-    // The KV slot of `layer`; throws std::logic_error if that layer has another kind.
+    // The KV (recurrent) slot of `layer`; throws std::logic_error if that layer has another kind.
     KvSlot& kv(int layer) const;
+    RecurrentSlot& recurrent(int layer) const;
 
     // Makes positions [0, n) writable in every slot. Throws ContextOverflow if n > n_ctx.
     void reserve(int64_t n);

@@ -11,13 +11,17 @@ is spelled out here.
 Families (``model_type`` / ``architectures`` -> ``general.architecture``):
 ``llama`` / LlamaForCausalLM -> llama, ``qwen2`` / Qwen2ForCausalLM -> qwen2,
 ``qwen3`` / Qwen3ForCausalLM -> qwen3, ``qwen3_moe`` / Qwen3MoeForCausalLM -> qwen3moe,
-``gemma3_text`` / Gemma3ForCausalLM -> gemma3.
+``qwen3_next`` / Qwen3NextForCausalLM -> qwen3next, ``gemma3_text`` / Gemma3ForCausalLM -> gemma3.
 
 Tensor transforms (as llama.cpp's converter does, so its files and ours agree):
 
 - llama: the rows of ``attn_q`` / ``attn_k`` (and their biases) are permuted per head from HF's
   half-split rotary layout (rotate_half) to the interleaved pairs of llama.cpp's "normal" RoPE.
   qwen2, qwen3 and gemma3 use NEOX RoPE and are stored as HF has them.
+- qwen3next: its gated DeltaNet tensors as ``convert_hybrid.py`` says; its norms are
+  zero-centered (``1 + weight``) like Gemma's and stored with the 1 added, except the DeltaNet's
+  gated norm (``ssm_norm``); the q projection of its attention layers holds each head's q then
+  its gate, stored as it is; the MTP weights (``mtp.*``) are not converted yet.
 - gemma3: Gemma3RMSNorm scales by ``1 + weight``; every norm weight (``attn_norm``,
   ``attn_q_norm``, ``attn_k_norm``, ``post_attention_norm``, ``ffn_norm``, ``post_ffw_norm``,
   ``output_norm``) is stored with the 1 added, so a GGUF RMSNorm multiplies by the stored weight.
@@ -28,8 +32,8 @@ Tensor transforms (as llama.cpp's converter does, so its files and ours agree):
   layer must be MoE (``mlp_only_layers`` empty, ``decoder_sparse_step`` 1): the GGUF
   architecture has no dense FFN tensors.
 
-Out types (llama.cpp's policy): 1-D tensors (norms, biases), ``rope_freqs`` and the routers
-(``ffn_gate_inp``) stay f32; the rest become f16 / bf16 / q8_0 (q8_0 rows whose length is not a
+Out types (llama.cpp's policy): 1-D tensors (norms, biases), ``rope_freqs``, the routers
+(``ffn_gate_inp``, ``ffn_gate_inp_shexp``) and the convolutions (``ssm_conv1d``) stay f32; the rest become f16 / bf16 / q8_0 (q8_0 rows whose length is not a
 multiple of 32 fall back to f16).
 
 Metadata written, ``{arch}`` being the GGUF architecture:
@@ -47,7 +51,12 @@ Metadata written, ``{arch}`` being the GGUF architecture:
   ``{arch}.rope.scaling.yarn_beta_fast`` / ``yarn_beta_slow`` (yarn, when given); llama3-type
   scaling is the ``rope_freqs`` tensor instead, as in llama.cpp
 - MoE: ``{arch}.expert_count``, ``.expert_used_count``, ``.expert_feed_forward_length``,
-  ``.expert_weights_norm`` (norm_topk_prob), ``.expert_gating_func`` (softmax)
+  ``.expert_weights_norm`` (norm_topk_prob), ``.expert_gating_func`` (softmax),
+  ``.expert_shared_feed_forward_length`` (a shared expert)
+- qwen3next: ``{arch}.ssm.conv_kernel``, ``.ssm.state_size`` (d_k = d_v), ``.ssm.group_count``
+  (key heads), ``.ssm.time_step_rank`` (value heads), ``.ssm.inner_size``,
+  ``.full_attention_interval`` (layer_types must follow it), ``.rope.dimension_count`` from
+  ``partial_rotary_factor``
 - gemma3 only: ``gemma3.attention.sliding_window``; ``gemma3.final_logit_softcapping`` and
   ``gemma3.attn_logit_softcapping`` when set. llama.cpp hard-codes the rest in C++ (local RoPE
   base 10000, every 6th layer global, scale 1/sqrt(head_dim) except 27B); the forward pass needs
@@ -80,6 +89,7 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 
+from ds4.convert_hybrid import deltanet_views
 from ds4.convert_moe import Tensor, expert_views
 
 OutType = Literal["f32", "f16", "bf16", "q8_0"]
@@ -196,6 +206,8 @@ _FAMILIES: dict[str, _Family] = {
         _Family("qwen3", "Qwen3ForCausalLM", "QWEN3", "silu", False, 0.0, True, False, False, False, 128, 10000.0),
         _Family("qwen3_moe", "Qwen3MoeForCausalLM", "QWEN3MOE", "silu", False, 0.0, True, False, False, False, 128,
                 10000.0),
+        _Family("qwen3_next", "Qwen3NextForCausalLM", "QWEN3NEXT", "silu", False, 1.0, True, False, False, False, 256,
+                10000.0),
         _Family("gemma3_text", "Gemma3ForCausalLM", "GEMMA3", "gelu_pytorch_tanh", False, 1.0, True, True, False, True,
                 256, 1_000_000.0),
     )
@@ -250,6 +262,10 @@ class _HParams:
     experts_used: int = 0
     expert_ffn: int = 0
     norm_topk: bool = False
+    shared_ffn: int = 0  # a gated shared expert's width (0: none)
+    rope_dims: int = 0  # rotated dimensions of a head (partial_rotary_factor)
+    interval: int = 0  # qwen3next: every interval-th layer is full attention, the others DeltaNet
+    linear: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)  # DeltaNet n_k, n_v, d_k, d_v, conv kernel
 
 
 def _hparams(cfg: dict[str, Any], fam: _Family, where: Path) -> _HParams:
@@ -294,12 +310,27 @@ def _hparams(cfg: dict[str, Any], fam: _Family, where: Path) -> _HParams:
             rope = _rope({"rope_theta": cfg.get("rope_theta", fam.rope_theta_default), **(cfg.get("rope_scaling") or {})},
                          fam.rope_theta_default, where)
         types = cfg.get("layer_types") or []
-        if cfg.get("use_sliding_window") or any(t != "full_attention" for t in types):
+        allowed = {"full_attention", "linear_attention"} if fam.model_type == "qwen3_next" else {"full_attention"}
+        if cfg.get("use_sliding_window") or any(t not in allowed for t in types):
             raise ConvertError(f"{where}: sliding-window attention is not supported for {fam.model_type}")
 
     attn_bias = bool(cfg.get("attention_bias", False))
     # num_experts in the hub's configs, num_local_experts as transformers 5 saves them
-    experts = int(cfg.get("num_experts") or cfg.get("num_local_experts") or 0) if fam.model_type == "qwen3_moe" else 0
+    moe = fam.model_type in ("qwen3_moe", "qwen3_next")
+    experts = int(cfg.get("num_experts") or cfg.get("num_local_experts") or 0) if moe else 0
+    interval, linear = 0, (0, 0, 0, 0, 0)
+    if fam.model_type == "qwen3_next":
+        interval = int(cfg.get("full_attention_interval") or 4)
+        want = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
+        if cfg.get("layer_types") and list(cfg["layer_types"]) != want:
+            raise ConvertError(f"{where}: layer_types must put full attention on every {interval}th layer "
+                               f"(full_attention_interval), got {cfg['layer_types']}")
+        linear = (need("linear_num_key_heads"), need("linear_num_value_heads"), need("linear_key_head_dim"),
+                  need("linear_value_head_dim"), need("linear_conv_kernel_dim"))
+        if linear[2] != linear[3] or linear[1] % linear[0]:
+            raise ConvertError(f"{where}: linear_key_head_dim must equal linear_value_head_dim and "
+                               "linear_num_value_heads be a multiple of linear_num_key_heads")
+    partial = float((rp or {}).get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0)))
     if experts:
         if cfg.get("mlp_only_layers") or int(cfg.get("decoder_sparse_step", 1)) != 1:
             raise ConvertError(f"{where}: dense layers among MoE ones (mlp_only_layers, decoder_sparse_step) "
@@ -326,6 +357,10 @@ def _hparams(cfg: dict[str, Any], fam: _Family, where: Path) -> _HParams:
         experts_used=need("num_experts_per_tok") if experts else 0,
         expert_ffn=need("moe_intermediate_size") if experts else 0,
         norm_topk=bool(cfg.get("norm_topk_prob", False)),
+        shared_ffn=int(cfg.get("shared_expert_intermediate_size") or 0) if fam.model_type == "qwen3_next" else 0,
+        rope_dims=int(int(head_dim) * partial),
+        interval=interval,
+        linear=linear,
     )
 
 
@@ -345,7 +380,7 @@ def _expected(fam: _Family, hp: _HParams) -> dict[str, tuple[int, ...]]:
         if t not in gguf.MODEL_TENSORS[arch]:
             raise AssertionError(f"{gguf.TENSOR_NAMES[t]} is not a tensor of {arch.name}")
         name = gguf.TENSOR_NAMES[t].format(bid=bid) if bid is not None else gguf.TENSOR_NAMES[t]
-        out[f"{name}.{suffix}"] = shape
+        out[f"{name}.{suffix}" if suffix else name] = shape
 
     add(T.TOKEN_EMBD, "weight", (hp.vocab, H))
     add(T.OUTPUT_NORM, "weight", (H,))
@@ -353,18 +388,40 @@ def _expected(fam: _Family, hp: _HParams) -> dict[str, tuple[int, ...]]:
         add(T.OUTPUT, "weight", (hp.vocab, H))
     for i in range(hp.layers):
         add(T.ATTN_NORM, "weight", (H,), i)
-        add(T.ATTN_Q, "weight", (q, H), i)
-        add(T.ATTN_K, "weight", (kv, H), i)
-        add(T.ATTN_V, "weight", (kv, H), i)
-        add(T.ATTN_OUT, "weight", (H, q), i)
-        # gemma3's pre-FFN norm is its own tensor kind, spelled like the others' ffn_norm
-        add(T.FFN_PRE_NORM if fam.sandwich_norms else T.FFN_NORM, "weight", (H,), i)
+        if hp.interval and (i + 1) % hp.interval:
+            n_k, n_v, d_k, d_v, k = hp.linear
+            conv = 2 * n_k * d_k + n_v * d_v
+            add(T.ATTN_QKV, "weight", (conv, H), i)
+            add(T.ATTN_GATE, "weight", (n_v * d_v, H), i)
+            add(T.SSM_BETA_ALPHA, "weight", (2 * n_v, H), i)
+            add(T.SSM_CONV1D, "weight", (conv, k), i)
+            add(T.SSM_DT, "bias", (n_v,), i)
+            add(T.SSM_A, "", (n_v,), i)
+            add(T.SSM_NORM, "weight", (d_v,), i)
+            add(T.SSM_OUT, "weight", (H, n_v * d_v), i)
+        else:
+            add(T.ATTN_Q, "weight", (2 * q if hp.interval else q, H), i)  # qwen3next: each head's q, then its gate
+            add(T.ATTN_K, "weight", (kv, H), i)
+            add(T.ATTN_V, "weight", (kv, H), i)
+            add(T.ATTN_OUT, "weight", (H, q), i)
+            if fam.qk_norm:
+                add(T.ATTN_Q_NORM, "weight", (hp.head_dim,), i)
+                add(T.ATTN_K_NORM, "weight", (hp.head_dim,), i)
+        # gemma3's pre-FFN norm is its own tensor kind, spelled like the others' ffn_norm; qwen3next
+        # calls it post_attention_norm
+        ffn_norm = T.ATTN_POST_NORM if hp.interval else T.FFN_PRE_NORM if fam.sandwich_norms else T.FFN_NORM
+        add(ffn_norm, "weight", (H,), i)
         if hp.experts:
             E, F = hp.experts, hp.expert_ffn
             add(T.FFN_GATE_INP, "weight", (E, H), i)
             add(T.FFN_GATE_EXP, "weight", (E, F, H), i)
             add(T.FFN_UP_EXP, "weight", (E, F, H), i)
             add(T.FFN_DOWN_EXP, "weight", (E, H, F), i)
+            if hp.shared_ffn:
+                add(T.FFN_GATE_INP_SHEXP, "weight", (1, H), i)
+                add(T.FFN_GATE_SHEXP, "weight", (hp.shared_ffn, H), i)
+                add(T.FFN_UP_SHEXP, "weight", (hp.shared_ffn, H), i)
+                add(T.FFN_DOWN_SHEXP, "weight", (H, hp.shared_ffn), i)
         else:
             add(T.FFN_GATE, "weight", (ffn, H), i)
             add(T.FFN_UP, "weight", (ffn, H), i)
@@ -379,9 +436,6 @@ def _expected(fam: _Family, hp: _HParams) -> dict[str, tuple[int, ...]]:
             add(T.FFN_GATE, "bias", (ffn,), i)
             add(T.FFN_UP, "bias", (ffn,), i)
             add(T.FFN_DOWN, "bias", (H,), i)
-        if fam.qk_norm:
-            add(T.ATTN_Q_NORM, "weight", (hp.head_dim,), i)
-            add(T.ATTN_K_NORM, "weight", (hp.head_dim,), i)
         if fam.sandwich_norms:
             add(T.ATTN_POST_NORM, "weight", (H,), i)
             add(T.FFN_POST_NORM, "weight", (H,), i)
@@ -487,7 +541,8 @@ class _Planned:
 def _out_qtype(outtype: str, name: str, shape: tuple[int, ...]) -> Any:
     from gguf import GGMLQuantizationType as Q
 
-    if outtype == "f32" or len(shape) == 1 or name.startswith("rope_freqs") or ".ffn_gate_inp." in name:
+    if (outtype == "f32" or len(shape) == 1 or name.startswith("rope_freqs") or ".ffn_gate_inp" in name
+            or ".ssm_conv1d." in name):
         return Q.F32
     if outtype == "q8_0":
         return Q.Q8_0 if shape[-1] % 32 == 0 else Q.F16
@@ -531,6 +586,9 @@ def convert(hf_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], ou
     tensors: dict[str, Any] = _read_checkpoint(hf_dir)
     if hp.experts:
         tensors = expert_views(tensors, hp.experts, hf_dir, ConvertError)
+    if hp.interval:
+        tensors = deltanet_views(tensors, *hp.linear[:4])
+        tensors = {n: t for n, t in tensors.items() if not n.startswith("mtp.")}
     arch = gguf.MODEL_ARCH[fam.gguf_arch]
     name_map = gguf.TensorNameMap(arch, hp.layers)
 
@@ -588,7 +646,7 @@ def _transform(fam: _Family, hp: _HParams, name: str, st: Tensor) -> Callable[[]
         a = st.load()
         if fam.permute_qk and (".attn_q." in name or ".attn_k." in name):
             a = _interleave_rope_rows(a, hp.heads if ".attn_q." in name else hp.kv_heads)
-        if fam.norm_shift and name.endswith("norm.weight"):
+        if fam.norm_shift and name.endswith("norm.weight") and ".ssm_norm." not in name:
             a = a + np.float32(fam.norm_shift)
         return a
 
@@ -614,7 +672,7 @@ def _write_metadata(w: Any, fam: _Family, hp: _HParams, cfg: dict[str, Any], hf_
     w.add_value_length(hp.head_dim)
     w.add_layer_norm_rms_eps(hp.eps)
     w.add_rope_freq_base(hp.rope.theta)
-    w.add_rope_dimension_count(hp.head_dim)
+    w.add_rope_dimension_count(hp.rope_dims)
     p = hp.rope.params
     if hp.rope.kind == "linear":
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
@@ -633,6 +691,16 @@ def _write_metadata(w: Any, fam: _Family, hp: _HParams, cfg: dict[str, Any], hf_
         w.add_expert_feed_forward_length(hp.expert_ffn)
         w.add_expert_weights_norm(hp.norm_topk)
         w.add_expert_gating_func(gguf.ExpertGatingFuncType.SOFTMAX)
+        if hp.shared_ffn:
+            w.add_expert_shared_feed_forward_length(hp.shared_ffn)
+    if hp.interval:
+        n_k, n_v, d_k, d_v, k = hp.linear
+        w.add_ssm_conv_kernel(k)
+        w.add_ssm_state_size(d_k)
+        w.add_ssm_group_count(n_k)
+        w.add_ssm_time_step_rank(n_v)
+        w.add_ssm_inner_size(n_v * d_v)
+        w.add_full_attention_interval(hp.interval)
     if fam.model_type == "gemma3_text":
         assert hp.rope_swa is not None and hp.sliding is not None
         w.add_sliding_window(int(cfg.get("sliding_window", 4096)))

@@ -19,9 +19,11 @@ import ds4
 from ds4 import _core
 
 ISAS = _core.simd_available()
-# Measured on the four tiny Q8_0 models (scalar, AVX2): int16 prefill vs exact, max |Δ| / max
-# |logit| 5.8e-5 .. 9.9e-5.
-INT16_REL_BOUND = 3e-4
+# Measured on the tiny Q8_0 models (scalar, AVX2, AVX-512): int16 prefill vs exact, max |Δ| / max
+# |logit| 5.8e-5 .. 9.9e-5 for the attention-only ones; 5e-4 for the hybrid, whose recurrence
+# carries every row's rounding into the rows after it.
+INT16_REL_BOUND = {"qwen3_next": 1.5e-3}
+INT16_REL_BOUND_DEFAULT = 3e-4
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +64,8 @@ def test_int16_deviation_bounded(family: str, isa: str) -> None:
     exact = ds4.Model(path, threads=2, kv_type="f32", precision="f32").session().eval(ids)
     fast = model.session().eval(ids)
     rel = np.abs(fast - exact).max() / np.abs(exact).max()
-    assert 0 < rel <= INT16_REL_BOUND, f"{isa}: int16 deviates {rel:.2e} of max |logit|"
+    print(f"{family} {isa}: int16 deviates {rel:.2e}")
+    assert 0 < rel <= INT16_REL_BOUND.get(family, INT16_REL_BOUND_DEFAULT), f"{isa}: int16 deviates {rel:.2e} of max |logit|"
     assert np.array_equal(fast.argmax(axis=1), exact.argmax(axis=1)), f"{isa}: greedy tokens changed"
     print(f"{family} {isa}: int16 max |Δ| / max |logit| = {rel:.2e}")
 

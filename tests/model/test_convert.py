@@ -18,11 +18,43 @@ import ds4
 
 Q = gguf.GGMLQuantizationType
 QTYPE = {"f32": Q.F32, "f16": Q.F16, "bf16": Q.BF16, "q8_0": Q.Q8_0}
-GGUF_ARCH = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe", "gemma3_text": "gemma3"}
+GGUF_ARCH = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe", "qwen3_next": "qwen3next",
+             "gemma3_text": "gemma3"}
+F32_ALWAYS = (".ffn_gate_inp", ".ssm_conv1d.")  # routers and convolutions stay f32 (llama.cpp's policy)
 
 
 def hf_tensors(family: str) -> dict[str, np.ndarray]:
     return load_file(tiny.build(family) / "model.safetensors")
+
+
+def deltanet_reference(cfg: dict, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Qwen3-Next's DeltaNet tensors as llama.cpp's qwen3next GGUF holds them, under HF-style
+    names the gguf package maps: in_proj_qkvz's rows per key-head group (q, k, v, z) regrouped
+    as all q, all k, all v (in_proj_qkv) and z (in_proj_z); -exp(A_log); the conv's taps."""
+    out = {}
+    for name, a in tensors.items():
+        if name.endswith("in_proj_qkvz.weight"):
+            n_k, n_v = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+            dk, dv = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"]
+            group = 2 * dk + 2 * dv * n_v // n_k
+            rows = {"q": [], "k": [], "v": [], "z": []}
+            for g in range(n_k):
+                base = g * group
+                rows["q"] += range(base, base + dk)
+                rows["k"] += range(base + dk, base + 2 * dk)
+                rows["v"] += range(base + 2 * dk, base + 2 * dk + dv * n_v // n_k)
+                rows["z"] += range(base + 2 * dk + dv * n_v // n_k, base + group)
+            out[name.replace("qkvz", "qkv")] = a[rows["q"] + rows["k"] + rows["v"]]
+            out[name.replace("qkvz", "z")] = a[rows["z"]]
+        elif name.endswith("A_log"):
+            out[name] = -np.exp(a)
+        elif name.endswith("dt_bias"):
+            out[name.replace("dt_bias", "dt_proj.bias")] = a
+        elif name.endswith("conv1d.weight"):
+            out[name] = a[:, 0, :]
+        else:
+            out[name] = a
+    return out
 
 
 def stack_experts(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -47,7 +79,7 @@ def reference(family: str) -> dict[str, np.ndarray]:
     names = gguf.TensorNameMap(gguf.MODEL_ARCH[GGUF_ARCH[family].upper()], cfg["num_hidden_layers"])
     hd = cfg["head_dim"]
     out: dict[str, np.ndarray] = {}
-    for hf_name, a in stack_experts(hf_tensors(family)).items():
+    for hf_name, a in deltanet_reference(cfg, stack_experts(hf_tensors(family))).items():
         name = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
         assert name is not None, hf_name
         a = a.astype(np.float32)
@@ -59,6 +91,8 @@ def reference(family: str) -> dict[str, np.ndarray]:
             a = p.reshape(a.shape)
         if family == "gemma3_text" and name.endswith("norm.weight"):
             a = a + 1.0  # Gemma3RMSNorm multiplies by 1 + w
+        if family == "qwen3_next" and name.endswith("norm.weight") and "linear_attn" not in hf_name:
+            a = a + 1.0  # Qwen3NextRMSNorm too, but the DeltaNet's gated norm
         out[name] = a
     return out
 
@@ -88,7 +122,7 @@ def test_tensors(family: str, outtype: str) -> None:
     assert {t.name for t in reader.tensors} == set(ref)
     for t in reader.tensors:
         r = ref[t.name]
-        want_type = Q.F32 if r.ndim == 1 or ".ffn_gate_inp." in t.name else QTYPE[outtype]
+        want_type = Q.F32 if r.ndim == 1 or any(f in t.name for f in F32_ALWAYS) else QTYPE[outtype]
         assert t.tensor_type == want_type, t.name
         data = gguf.quants.dequantize(t.data, t.tensor_type)
         assert data.shape == r.shape, t.name
@@ -98,7 +132,8 @@ def test_tensors(family: str, outtype: str) -> None:
         assert np.abs(data - r).max() <= tol * max(np.abs(r).max(), 1e-6), t.name
     for t in info["tensors"]:
         assert tuple(t["shape"]) == ref[t["name"]].shape
-        assert t["type"] == (Q.F32 if ref[t["name"]].ndim == 1 or ".ffn_gate_inp." in t["name"] else QTYPE[outtype]).name
+        f32 = ref[t["name"]].ndim == 1 or any(f in t["name"] for f in F32_ALWAYS)
+        assert t["type"] == (Q.F32 if f32 else QTYPE[outtype]).name
 
 
 @pytest.mark.parametrize("family", tiny.FAMILIES)
@@ -119,7 +154,7 @@ def test_metadata(family: str) -> None:
         K.Attention.HEAD_COUNT_KV.format(arch=arch): cfg["num_key_value_heads"],
         K.Attention.KEY_LENGTH.format(arch=arch): cfg["head_dim"],
         K.Attention.VALUE_LENGTH.format(arch=arch): cfg["head_dim"],
-        K.Rope.DIMENSION_COUNT.format(arch=arch): cfg["head_dim"],
+        K.Rope.DIMENSION_COUNT.format(arch=arch): int(cfg["head_dim"] * cfg.get("rope_parameters", {}).get("partial_rotary_factor", 1)),
         K.Tokenizer.MODEL: "llama",
         K.Tokenizer.BOS_ID: cfg["bos_token_id"],
         K.Tokenizer.EOS_ID: cfg["eos_token_id"],
@@ -134,6 +169,14 @@ def test_metadata(family: str) -> None:
         assert md[K.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=arch)] == cfg["moe_intermediate_size"]
         assert md[K.LLM.EXPERT_WEIGHTS_NORM.format(arch=arch)] is True
         assert md[K.LLM.EXPERT_GATING_FUNC.format(arch=arch)] == gguf.ExpertGatingFuncType.SOFTMAX
+    if family == "qwen3_next":
+        assert md[K.SSM.CONV_KERNEL.format(arch=arch)] == cfg["linear_conv_kernel_dim"]
+        assert md[K.SSM.STATE_SIZE.format(arch=arch)] == cfg["linear_key_head_dim"]
+        assert md[K.SSM.GROUP_COUNT.format(arch=arch)] == cfg["linear_num_key_heads"]
+        assert md[K.SSM.TIME_STEP_RANK.format(arch=arch)] == cfg["linear_num_value_heads"]
+        assert md[K.SSM.INNER_SIZE.format(arch=arch)] == cfg["linear_num_value_heads"] * cfg["linear_value_head_dim"]
+        assert md[K.LLM.FULL_ATTENTION_INTERVAL.format(arch=arch)] == 4
+        assert md[K.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch=arch)] == cfg["shared_expert_intermediate_size"]
     if family == "gemma3_text":
         rp = cfg["rope_parameters"]
         assert md["gemma3.rope.freq_base"] == rp["full_attention"]["rope_theta"]
@@ -146,7 +189,8 @@ def test_metadata(family: str) -> None:
         assert K.LLM.ATTN_LOGIT_SOFTCAPPING.format(arch=arch) not in md
         assert md[K.Tokenizer.ADD_PREFIX] is False
     else:
-        assert md[K.Rope.FREQ_BASE.format(arch=arch)] == cfg["rope_theta"]
+        theta = cfg["rope_parameters"]["rope_theta"] if "rope_parameters" in cfg else cfg["rope_theta"]
+        assert md[K.Rope.FREQ_BASE.format(arch=arch)] == theta
         assert not any("sliding" in k for k in md)
 
 

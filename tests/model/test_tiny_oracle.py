@@ -51,7 +51,7 @@ def check_against_reference(fam: dict[str, Any], out: np.ndarray, ref: np.ndarra
 
 def test_logits_match_transformers_whole(family: dict[str, Any]) -> None:
     m = family["model"]
-    assert m.arch == {"gemma3_text": "gemma3", "qwen3_moe": "qwen3moe"}.get(family["name"], family["name"])
+    assert m.arch == {"gemma3_text": "gemma3", "qwen3_moe": "qwen3moe", "qwen3_next": "qwen3next"}.get(family["name"], family["name"])
     for ids, ref in zip(sequences(m.n_vocab), family["refs"]):
         out = m.session().eval(ids)
         assert out.shape == ref.shape and out.dtype == np.float32

@@ -1,7 +1,7 @@
 """Tiny randomly initialised HF models, built offline with transformers, and their GGUFs.
 
     import tiny
-    tiny.FAMILIES                       # ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma3_text")
+    tiny.FAMILIES                       # ("llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "gemma3_text")
     hf_dir = tiny.build("qwen3")        # Path of a save_pretrained directory (cached)
     gguf = tiny.convert("qwen3", "f32") # Path of ds4.convert's output (cached)
     model = tiny.load_hf("qwen3")       # the transformers model, eval mode, float32
@@ -9,7 +9,9 @@
 Every model has 4 layers, hidden 64, head_dim 16, 4 query / 2 KV heads (GQA), vocab 320 and
 a 32-token trained context no longer than TEST_LEN; gemma3 has sliding and full layers with a
 sliding window (SLIDING_WINDOW) shorter than TEST_LEN; qwen3_moe has 8 routed experts of width 32,
-2 per token. All weights, norms included, are drawn from a seeded normal, so a norm offset or a
+2 per token; qwen3_next has three gated DeltaNet layers (2 key and 4 value heads of 16, a
+4-tap convolution) and a gated attention layer with half the head rotated, and routed experts
+with a shared one. All weights, norms included, are drawn from a seeded normal, so a norm offset or a
 permutation bug shows; the routers' weights are drawn wider, so that the experts a token picks
 are decided by margins far above any rounding (a near-tie would flip with the last bit). Directories live in a cache keyed
 by a hash of the config and the seed (``DS4_TINY_CACHE`` or ~/.cache/ds4/tiny), written to a
@@ -27,7 +29,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-FAMILIES: tuple[str, ...] = ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma3_text")
+FAMILIES: tuple[str, ...] = ("llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "gemma3_text")
 OUTTYPES: tuple[str, ...] = ("f32", "f16", "bf16", "q8_0")
 SEED = 1234
 TEST_LEN = 64  # the sequence length oracle tests should use
@@ -56,6 +58,12 @@ _EXTRA: dict[str, dict[str, Any]] = {
     "qwen3": dict(tie_word_embeddings=True, rope_theta=200000.0),
     "qwen3_moe": dict(tie_word_embeddings=False, rope_theta=300000.0, num_experts=8, num_experts_per_tok=2,
                       moe_intermediate_size=32, norm_topk_prob=True),
+    "qwen3_next": dict(tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": 400000.0,
+                                                                  "partial_rotary_factor": 0.5},
+                       layer_types=["linear_attention"] * 3 + ["full_attention"], linear_num_key_heads=2,
+                       linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
+                       linear_conv_kernel_dim=4, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                       shared_expert_intermediate_size=32, norm_topk_prob=True),
     "gemma3_text": dict(
         tie_word_embeddings=True,
         sliding_window=SLIDING_WINDOW,
@@ -97,6 +105,7 @@ def _make_model(family: str) -> Any:
         "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
         "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
         "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
+        "qwen3_next": ("Qwen3NextConfig", "Qwen3NextForCausalLM"),
         "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
     }[family]
     cfg = getattr(transformers, cls_config)(**config_dict(family))
@@ -107,7 +116,9 @@ def _make_model(family: str) -> Any:
         for name, p in sorted(model.named_parameters()):
             # norms near their working point (1, or 0 for Gemma's 1 + w), everything else small
             if p.ndim == 1 and "norm" in name:
-                base = 0.0 if family == "gemma3_text" else 1.0
+                # Gemma's and Qwen3-Next's norms scale by 1 + w (but the DeltaNet's gated norm)
+                zero_centered = family == "gemma3_text" or (family == "qwen3_next" and "linear_attn" not in name)
+                base = 0.0 if zero_centered else 1.0
                 p.copy_(base + 0.1 * torch.randn(p.shape, generator=gen))
             elif name.endswith("mlp.gate.weight"):  # a router
                 p.copy_(1.0 * torch.randn(p.shape, generator=gen))
@@ -152,7 +163,8 @@ def convert(family: str, outtype: str = "f32", cache_dir: str | os.PathLike[str]
 def _converter_mtime() -> float:
     """A GGUF older than the converter is rebuilt (the converter is under development)."""
     # ds4.convert is the function; the modules are reached through importlib
-    return max(Path(importlib.import_module(m).__file__ or "").stat().st_mtime for m in ("ds4.convert", "ds4.convert_moe"))
+    modules = ("ds4.convert", "ds4.convert_moe", "ds4.convert_hybrid")
+    return max(Path(importlib.import_module(m).__file__ or "").stat().st_mtime for m in modules)
 
 
 def load_hf(family: str, cache_dir: str | os.PathLike[str] | None = None) -> Any:

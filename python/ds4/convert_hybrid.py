@@ -1,0 +1,64 @@
+"""Gated DeltaNet tensors for the converter (``convert.py``): Qwen3-Next's linear-attention
+weights seen as llama.cpp's ``qwen3next`` GGUF stores them.
+
+- ``in_proj_qkvz`` holds, per key-head group, ``[q (d_k), k (d_k), v (r d_v), z (r d_v)]``
+  (``r`` value heads per key head): split into ``in_proj_qkv`` (all q, all k, all v: the
+  convolution's channels) and ``in_proj_z`` (the output gate), value heads kept in group order.
+- ``in_proj_ba`` (per group ``[b (r), a (r)]``) is kept as it is (``ssm_ba``).
+- ``A_log`` becomes ``-exp(A_log)`` (``ssm_a``), ``dt_bias`` is ``ssm_dt.bias``, the depthwise
+  ``conv1d.weight`` ``[channels, 1, k]`` drops its middle axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A tensor computed from another one when it is loaded."""
+
+    src: Any
+    shape: tuple[int, ...]
+    fn: Callable[[np.ndarray], np.ndarray]
+
+    def load(self) -> np.ndarray:
+        return np.ascontiguousarray(self.fn(self.src.load()), dtype=np.float32)
+
+
+def deltanet_views(tensors: dict[str, Any], n_k: int, n_v: int, d_k: int, d_v: int) -> dict[str, Any]:
+    """``tensors`` with each DeltaNet layer's checkpoint tensors replaced by the GGUF's."""
+    out: dict[str, Any] = {}
+    r = n_v // n_k
+    widths = [d_k, d_k, r * d_v, r * d_v]  # one group of in_proj_qkvz: q, k, v, z
+    bounds = np.cumsum([0, *widths])
+
+    def part(i: int) -> Callable[[np.ndarray], np.ndarray]:
+        def fn(a: np.ndarray) -> np.ndarray:
+            g = a.reshape(n_k, int(bounds[-1]), a.shape[-1])
+            return g[:, bounds[i] : bounds[i + 1]].reshape(-1, a.shape[-1])
+
+        return fn
+
+    for name, t in tensors.items():
+        prefix, _, leaf = name.rpartition(".linear_attn.")
+        if not prefix:
+            out[name] = t
+        elif leaf == "in_proj_qkvz.weight":
+            hidden = t.shape[-1]
+            qkv = Derived(t, (2 * n_k * d_k + n_v * d_v, hidden),
+                          lambda a: np.concatenate([part(0)(a), part(1)(a), part(2)(a)]))
+            out[f"{prefix}.linear_attn.in_proj_qkv.weight"] = qkv
+            out[f"{prefix}.linear_attn.in_proj_z.weight"] = Derived(t, (n_v * d_v, hidden), part(3))
+        elif leaf == "A_log":
+            out[name] = Derived(t, t.shape, lambda a: -np.exp(a.astype(np.float32)))
+        elif leaf == "dt_bias":
+            out[f"{prefix}.linear_attn.dt_proj.bias"] = t
+        elif leaf == "conv1d.weight":
+            out[name] = Derived(t, (t.shape[0], t.shape[-1]), lambda a: a.reshape(a.shape[0], a.shape[-1]))
+        else:
+            out[name] = t
+    return out
