@@ -120,9 +120,12 @@ struct AttnParams {
 enum class Act { silu, gelu_tanh, sigmoid };
 
 // A gated DeltaNet layer's shape: n_k key heads of d_k, n_v value heads of d_v (n_v a multiple
-// of n_k: value head h reads key head h / (n_v / n_k)).
+// of n_k): value head h reads key head h / (n_v / n_k), or h % n_k when `tiled` (the order
+// llama.cpp's converter gives Qwen3.5's value heads).
 struct DeltaParams {
     int n_k = 0, n_v = 0, d_k = 0, d_v = 0;
+    bool tiled = false;
+    int key_head(int h) const { return tiled ? h % n_k : h / (n_v / n_k); }
     int64_t key_dim() const { return static_cast<int64_t>(n_k) * d_k; }
     int64_t value_dim() const { return static_cast<int64_t>(n_v) * d_v; }
 };
@@ -217,7 +220,7 @@ public:
     virtual void ssm_conv(Rows x, const Vec& w, int k, Rows state, Rows y) = 0;
     // The gated delta rule over the rows of one sequence, in order. Row t of qkv holds q (n_k x
     // d_k), k (n_k x d_k) and v (n_v x d_v); a and b hold n_v values. Per value head h, with key
-    // head h / (n_v / n_k): beta = sigmoid(b), g = a_coef[h] * softplus(a + dt_bias[h]),
+    // head p.key_head(h): beta = sigmoid(b), g = a_coef[h] * softplus(a + dt_bias[h]),
     // q^ = q / sqrt(|q|^2 + 1e-6) / sqrt(d_k), k^ = k / sqrt(|k|^2 + 1e-6);
     //   S_h = e^g S_h;  S_h += k^ (beta (v - S_h^T k^))^T;  out[t, h] = S_h^T q^,
     // with S_h rows h d_k .. h d_k + d_k - 1 of state ([n_v d_k, d_v]).

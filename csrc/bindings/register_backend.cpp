@@ -314,8 +314,8 @@ void register_backend(py::module_& m) {
             return py::make_tuple(c.out(y), c.out(st));
         }, py::arg("x"), py::arg("w"), py::arg("state"))
         .def("gated_delta", [](PyBackend& b, const F32& qkv, const F32& a, const F32& bb, const F32& a_coef,
-                               const F32& dt_bias, int n_k, int n_v, int d_k, int d_v, const F32& state) {
-            backend::DeltaParams p{n_k, n_v, d_k, d_v};
+                               const F32& dt_bias, int n_k, int n_v, int d_k, int d_v, const F32& state, bool tiled) {
+            backend::DeltaParams p{n_k, n_v, d_k, d_v, tiled};
             if (n_k <= 0 || n_v % n_k != 0) throw py::value_error("n_v must be a multiple of n_k");
             const int64_t n = rows_of(qkv, 2 * p.key_dim() + p.value_dim());
             if (rows_of(a, n_v) != n || rows_of(bb, n_v) != n || a_coef.size() != n_v || dt_bias.size() != n_v) {
@@ -327,7 +327,7 @@ void register_backend(py::module_& m) {
             b.be->gated_delta(c.in(qkv), c.in(a), c.in(bb), vec_of(*b.be, a_coef), vec_of(*b.be, dt_bias), p, st, out);
             return py::make_tuple(c.out(out), c.out(st));
         }, py::arg("qkv"), py::arg("a"), py::arg("b"), py::arg("a_coef"), py::arg("dt_bias"), py::arg("n_k"), py::arg("n_v"),
-           py::arg("d_k"), py::arg("d_v"), py::arg("state"))
+           py::arg("d_k"), py::arg("d_v"), py::arg("state"), py::arg("tiled") = false)
         .def("softcap", [](PyBackend& b, const F32& x, float cap) {
             Call c(*b.be);
             const backend::Rows r = flat_rows(c, x);

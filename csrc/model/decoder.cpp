@@ -42,6 +42,7 @@ public:
                 ld.require_ops({backend::Op::scatter_add});
                 L.moe = moe::Weights::load(ld, d, P.moe, il);
             } else {
+                if (P.n_ff == 0) throw Error(file_->path() + ": " + hp_.arch + ".feed_forward_length is missing");
                 L.ffn = blocks::FfnWeights::load(ld, d, P, il);
             }
             if (fam.sandwich_norms) {

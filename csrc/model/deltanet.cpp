@@ -14,7 +14,12 @@ Weights Weights::load(const blocks::Loader& ld, int64_t n_embd, const DeltaNetPa
     Weights w;
     w.qkv = ld.matrix(pre + "attn_qkv.weight", n_embd, p.conv_dim());
     w.gate = ld.matrix(pre + "attn_gate.weight", n_embd, p.value_dim());
-    w.ba = ld.matrix(pre + "ssm_ba.weight", n_embd, 2 * p.n_v);
+    if (ld.has(pre + "ssm_ba.weight")) {
+        w.ba = ld.matrix(pre + "ssm_ba.weight", n_embd, 2 * p.n_v);
+    } else {
+        w.beta = ld.matrix(pre + "ssm_beta.weight", n_embd, p.n_v);
+        w.alpha = ld.matrix(pre + "ssm_alpha.weight", n_embd, p.n_v);
+    }
     w.out = ld.matrix(pre + "ssm_out.weight", p.value_dim(), n_embd);
     w.conv = ld.tensor(pre + "ssm_conv1d.weight", {p.conv_kernel, p.conv_dim()});
     w.dt_bias = ld.vec(pre + "ssm_dt.bias", p.n_v);
@@ -39,7 +44,7 @@ state::RecurrentShape Layer::shape() const {
 void Layer::recur(backend::Backend& be, state::RecurrentSlot& slot, Rows qkv, Rows a, Rows b, Rows o) const {
     const Rows mixed = be.arena().rows(qkv.n, qkv.dim);
     be.ssm_conv(qkv, w_.conv, p_.conv_kernel, slot.conv(), mixed);
-    const backend::DeltaParams dp{p_.n_k, p_.n_v, p_.d_k, p_.d_v};
+    const backend::DeltaParams dp{p_.n_k, p_.n_v, p_.d_k, p_.d_v, p_.tiled};
     be.gated_delta(mixed, a, b, w_.a, w_.dt_bias, dp, slot.matrices(), o);
 }
 
@@ -47,13 +52,18 @@ void Layer::run(backend::Backend& be, const Pass& p, int layer, Rows x, Rows out
     const int64_t n = p.n;
     backend::Arena& arena = be.arena();
     const Rows qkv = arena.rows(n, p_.conv_dim()), z = arena.rows(n, p_.value_dim());
-    const Rows ba = arena.rows(n, 2 * p_.n_v);
     be.matmul(w_.qkv, x, qkv);
     be.matmul(w_.gate, x, z);
-    be.matmul(w_.ba, x, ba);
-    // ssm_ba holds (b, a) per key-head group, n_v / n_k values each: split into b and a
     const Rows b = arena.rows(n, p_.n_v), a = arena.rows(n, p_.n_v);
-    blocks::unzip(be, ba, p_.n_v / p_.n_k, b, a, idx_);
+    if (w_.ba.data) {
+        // ssm_ba holds (b, a) per key-head group, n_v / n_k values each: split into b and a
+        const Rows ba = arena.rows(n, 2 * p_.n_v);
+        be.matmul(w_.ba, x, ba);
+        blocks::unzip(be, ba, p_.n_v / p_.n_k, b, a, idx_);
+    } else {
+        be.matmul(w_.beta, x, b);
+        be.matmul(w_.alpha, x, a);
+    }
     const Rows o = arena.rows(n, p_.value_dim());
     for (int s = 0; s < p.req.n_seqs; ++s) {
         const int64_t f = p.first[s], m = p.first[s + 1] - f;

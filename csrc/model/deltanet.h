@@ -4,9 +4,10 @@
 // sequence's recurrent slot (state/recurrent_slot.h); this layer is also what replays that slot
 // after a rejected draft.
 //
-// GGUF tensors (llama.cpp's qwen3next): attn_qkv [n_embd -> q | k | v], attn_gate [-> z],
-// ssm_ba [-> (b, a) per key-head group], ssm_conv1d [conv_kernel per channel], ssm_dt.bias,
-// ssm_a (-exp(A_log)), ssm_norm [d_v], ssm_out [value_dim -> n_embd].
+// GGUF tensors (llama.cpp's qwen3next, qwen35): attn_qkv [n_embd -> q | k | v], attn_gate
+// [-> z], ssm_ba [-> (b, a) per key-head group] (qwen3next) or ssm_beta and ssm_alpha [-> n_v]
+// (qwen35), ssm_conv1d [conv_kernel per channel], ssm_dt.bias, ssm_a (-exp(A_log)), ssm_norm
+// [d_v], ssm_out [value_dim -> n_embd].
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,9 @@ namespace ds4::model::deltanet {
 constexpr int64_t kLogRows = 64;
 
 struct Weights {
-    backend::Weight qkv, gate, ba, out;
+    backend::Weight qkv, gate, out;
+    backend::Weight ba;               // b and a fused per key-head group (qwen3next), or
+    backend::Weight beta, alpha;      // apart (qwen35)
     backend::Vec conv, dt_bias, a, norm;
 
     static Weights load(const blocks::Loader& ld, int64_t n_embd, const DeltaNetParams& p, int il);

@@ -93,8 +93,11 @@ HParams read_hparams(const gguf::File& file, const ArchDefaults& d) {
     } else if (d.n_head_kv > 0) {
         n_head_kv.assign(n_head.size(), d.n_head_kv);
     }
-    const std::vector<int64_t> n_ff =
-        get_layer_ints(file, a, "feed_forward_length", hp.n_layer, 0, true, int64_t{1} << 24);
+    // Absent from MoE-only files (qwen35moe); a dense FFN then fails to load, naming the key.
+    std::vector<int64_t> n_ff(static_cast<size_t>(hp.n_layer), 0);
+    if (find_key(file, a, "feed_forward_length")) {
+        n_ff = get_layer_ints(file, a, "feed_forward_length", hp.n_layer, 0, true, int64_t{1} << 24);
+    }
     const auto head_dim = static_cast<int>(
         get_int(file, a, "attention.key_length", d.head_dim > 0 ? d.head_dim : hp.n_embd / n_head[0], false));
     const int64_t v_dim = get_int(file, a, "attention.value_length", head_dim, false);
@@ -163,7 +166,7 @@ void read_moe(const gguf::File& file, HParams& hp, bool norm_default) {
     }
 }
 
-void read_hybrid(const gguf::File& file, HParams& hp) {
+void read_hybrid(const gguf::File& file, HParams& hp, bool tiled) {
     const std::string& a = hp.arch;
     const int64_t interval = get_int(file, a, "full_attention_interval", 4, false, 1 << 16);
     DeltaNetParams d;
@@ -178,6 +181,7 @@ void read_hybrid(const gguf::File& file, HParams& hp) {
                     std::to_string(inner) + ")");
     }
     d.d_v = static_cast<int>(inner / d.n_v);
+    d.tiled = tiled;
     for (int il = 0; il < hp.n_layer; ++il) {
         LayerParams& L = hp.layers[static_cast<size_t>(il)];
         if ((il + 1) % interval == 0) {

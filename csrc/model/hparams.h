@@ -36,6 +36,7 @@ struct DeltaNetParams {
     int n_v = 0;                      // ssm.time_step_rank: value heads
     int d_k = 0, d_v = 0;             // ssm.state_size (both), ssm.inner_size / n_v (value)
     int conv_kernel = 0;              // ssm.conv_kernel
+    bool tiled = false;               // value head h reads key head h % n_k (qwen35), else h / (n_v / n_k)
     int64_t key_dim() const { return static_cast<int64_t>(n_k) * d_k; }
     int64_t value_dim() const { return static_cast<int64_t>(n_v) * d_v; }
     int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
@@ -101,9 +102,9 @@ double get_float(const gguf::File& file, const std::string& arch, const std::str
 // expert_gating_func (default softmax).
 void read_moe(const gguf::File& file, HParams& hp, bool norm_default);
 
-// Hybrid models (qwen3next): every full_attention_interval-th layer (default 4) is gated
+// Hybrid models (qwen3next, qwen35): every full_attention_interval-th layer (default 4) is gated
 // attention, the others gated DeltaNet layers of {arch}.ssm.conv_kernel, state_size,
-// group_count, time_step_rank, inner_size (all required).
-void read_hybrid(const gguf::File& file, HParams& hp);
+// group_count, time_step_rank, inner_size (all required); `tiled`: their value heads' order.
+void read_hybrid(const gguf::File& file, HParams& hp, bool tiled);
 
 }  // namespace ds4::model

@@ -22,6 +22,8 @@ constexpr Arch kArchs[] = {
     {"qwen3", make_qwen3},
     {"qwen3moe", make_qwen3moe},
     {"qwen3next", make_qwen3next},
+    {"qwen35", make_qwen35},
+    {"qwen35moe", make_qwen35moe},
     {"gemma3", make_gemma3},
 };
 

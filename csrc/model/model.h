@@ -137,6 +137,8 @@ std::unique_ptr<Model> make_qwen2(std::shared_ptr<const gguf::File> file, const 
 std::unique_ptr<Model> make_qwen3(std::shared_ptr<const gguf::File> file, const Options& opts);
 std::unique_ptr<Model> make_qwen3moe(std::shared_ptr<const gguf::File> file, const Options& opts);
 std::unique_ptr<Model> make_qwen3next(std::shared_ptr<const gguf::File> file, const Options& opts);
+std::unique_ptr<Model> make_qwen35(std::shared_ptr<const gguf::File> file, const Options& opts);
+std::unique_ptr<Model> make_qwen35moe(std::shared_ptr<const gguf::File> file, const Options& opts);
 std::unique_ptr<Model> make_gemma3(std::shared_ptr<const gguf::File> file, const Options& opts);
 
 }  // namespace ds4::model

@@ -105,11 +105,11 @@ void Router::run(backend::Backend& be, const Weights& w, const MoeParams& m, bac
     }
     // 3. the shared expert, added last (as transformers adds it to the experts' sum)
     if (m.n_ff_shared > 0) {
-        const Rows shared = arena.rows(n, d), gate = arena.rows(n, 1);
+        const Rows shared = arena.rows(n, d), shared_logit = arena.rows(n, 1);
         blocks::ffn(be, w.shared, act, x, shared);
-        be.matmul(w.shared_gate, x, gate);
+        be.matmul(w.shared_gate, x, shared_logit);
         shared_w_.resize(static_cast<size_t>(n));
-        be.download(shared_w_.data(), gate);
+        be.download(shared_w_.data(), shared_logit);
         all_.resize(static_cast<size_t>(n));
         for (int64_t r = 0; r < n; ++r) {
             shared_w_[static_cast<size_t>(r)] = 1.0f / (1.0f + std::exp(-shared_w_[static_cast<size_t>(r)]));

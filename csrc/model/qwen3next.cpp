@@ -13,7 +13,7 @@ namespace ds4::model {
 namespace {
 
 void read_qwen3next_keys(const gguf::File& file, HParams& hp) {
-    read_hybrid(file, hp);
+    read_hybrid(file, hp, false);
     read_moe(file, hp, true);
 }
 

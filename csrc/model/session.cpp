@@ -160,6 +160,13 @@ void Session::truncate(int64_t n) {
     if (n < st_->n_past()) rewind_locked(n);
 }
 
+bool Session::can_truncate(int64_t n) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t held = st_->n_past() + (pending_ >= 0 ? 1 : 0);
+    if (n < 0 || n > held) return false;
+    return n >= st_->n_past() || st_->reachable(n);
+}
+
 void Session::checkpoint() {
     std::lock_guard<std::mutex> lock(mu_);
     st_->checkpoint();

@@ -66,6 +66,9 @@ public:
     // checkpoint on it never re-evaluates the context (recurrent slots replay only the tokens
     // after the checkpoint).
     void truncate(int64_t n);
+    // Whether truncate(n) can go there without re-evaluating (always, for attention-only
+    // models; for recurrent layers 0, n_past(), or from the last checkpoint on).
+    bool can_truncate(int64_t n) const;
     // Marks the positions evaluated so far (a pending token not included) as where truncate()
     // returns to without re-evaluating: taken before a pass that may be partly rejected.
     void checkpoint();

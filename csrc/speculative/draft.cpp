@@ -60,10 +60,13 @@ public:
         if (ctx.empty() || n_max < 1) return;
         // Keep the common prefix with what the draft session holds (at least one position to
         // feed, whose prediction is the first draft token), feed the rest.
-        const size_t common = common_prefix(ctx);
+        size_t common = common_prefix(ctx);
         const int64_t room = session_.n_ctx() - static_cast<int64_t>(ctx.size());
         if (room < 1) return;
         n_max = static_cast<int>(std::min<int64_t>(n_max, room));
+        // A draft model with recurrent layers goes back only to its checkpoint (taken below,
+        // where drafting began) or to the start.
+        if (!session_.can_truncate(static_cast<int64_t>(common))) common = 0;
         session_.truncate(static_cast<int64_t>(common));
         const int32_t* feed = ctx.data() + common;
         int64_t n_feed = static_cast<int64_t>(ctx.size() - common);
@@ -82,6 +85,7 @@ public:
                     feed_per_token_ = feed_per_token_ > 0 ? feed_per_token_ + 0.2 * (f - feed_per_token_) : f;
                 }
             }
+            if (i == 0) session_.checkpoint();  // the draft's tokens may be rejected from here on
             if (next < 0 || next >= vocab_) break;  // low confidence, or a padding row of the draft's embedding
             draft->tokens.push_back(next);
             feed = &draft->tokens.back();

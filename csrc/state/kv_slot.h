@@ -28,6 +28,7 @@ public:
     void reserve(int64_t n) override;
     void checkpoint(int64_t) override {}
     int64_t rewind(int64_t n, int64_t, int64_t) override { return n; }
+    bool reachable(int64_t, int64_t) const override { return true; }
     std::unique_ptr<SlotSnapshot> snapshot(int64_t n_past) const override;
     void check(const SlotSnapshot& snap, int64_t n_past) const override;
     void restore(const SlotSnapshot& snap, int64_t n_past) override;

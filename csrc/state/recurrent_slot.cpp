@@ -52,8 +52,18 @@ bool RecurrentSlot::logging(int64_t pos, int64_t n) {
     return true;
 }
 
+bool RecurrentSlot::reachable(int64_t n, int64_t n_past) const {
+    return n == n_past || n == 0 || (ckpt_ >= 0 && ckpt_ <= n && n <= ckpt_ + logged_);
+}
+
 int64_t RecurrentSlot::rewind(int64_t n, int64_t, int64_t n_past) {
     if (n == n_past) return n;
+    if (n == 0) {  // the state before the first position
+        be_->fill(conv(), 0.0f);
+        be_->fill(matrices(), 0.0f);
+        ckpt_ = -1;
+        return 0;
+    }
     if (ckpt_ < 0 || n < ckpt_ || n > ckpt_ + logged_) {
         throw std::out_of_range("a recurrent layer cannot go back to position " + std::to_string(n) +
                                 (ckpt_ < 0 ? std::string(" without a checkpoint")

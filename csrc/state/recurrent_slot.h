@@ -46,9 +46,10 @@ public:
     SlotKind kind() const override { return SlotKind::recurrent; }
     void reserve(int64_t) override {}
     void checkpoint(int64_t n_past) override;
-    // Back to n in [checkpoint, n_past] when the rows since the checkpoint were logged (else
-    // std::out_of_range); returns n: nothing needs feeding again.
+    // Back to n in [checkpoint, n_past] when the rows since the checkpoint were logged, or to 0
+    // (the zero state), else std::out_of_range; returns n: nothing needs feeding again.
     int64_t rewind(int64_t n, int64_t checkpoint, int64_t n_past) override;
+    bool reachable(int64_t n, int64_t n_past) const override;
     std::unique_ptr<SlotSnapshot> snapshot(int64_t n_past) const override;
     void check(const SlotSnapshot& snap, int64_t n_past) const override;
     void restore(const SlotSnapshot& snap, int64_t n_past) override;

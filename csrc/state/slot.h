@@ -35,6 +35,8 @@ public:
     // be fed through this slot again to reach n (n itself when nothing must be replayed). Throws
     // std::out_of_range when the slot cannot reach n.
     virtual int64_t rewind(int64_t n, int64_t checkpoint, int64_t n_past) = 0;
+    // Whether rewind(n, ..) would succeed (n <= n_past).
+    virtual bool reachable(int64_t n, int64_t n_past) const = 0;
 
     virtual std::unique_ptr<SlotSnapshot> snapshot(int64_t n_past) const = 0;
     // Throws std::invalid_argument if `snap` is not a snapshot of a slot like this one holding

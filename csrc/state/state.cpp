@@ -71,13 +71,24 @@ void State::truncate(int64_t n) {
     }
     if (n == n_past_) return;
     for (auto& s : slots_) {
-        if (s && s->kind() != SlotKind::kv) {
+        if (s && s->kind() != SlotKind::kv && n != 0) {
             throw std::out_of_range("truncate(" + std::to_string(n) +
                                     "): a recurrent layer cannot go back without a checkpoint; use a snapshot");
         }
     }
+    for (auto& s : slots_) {
+        if (s && s->kind() != SlotKind::kv) s->rewind(0, checkpoint_, n_past_);
+    }
     n_past_ = n;
     if (checkpoint_ > n) checkpoint_ = -1;
+}
+
+bool State::reachable(int64_t n) const {
+    if (n < 0 || n > n_past_) return false;
+    for (const auto& s : slots_) {
+        if (s && !s->reachable(n, n_past_)) return false;
+    }
+    return true;
 }
 
 Snapshot State::snapshot() const {

@@ -63,9 +63,12 @@ public:
     // Back to n positions, checkpoint_pos() <= n <= n_past(); returns how many tokens before n
     // the caller must feed again (0 when every slot is KV). Throws std::out_of_range otherwise.
     int64_t rollback(int64_t n);
-    // Back to any n in [0, n_past] that every slot can reach without a replay; throws
-    // std::out_of_range for a position out of range or one only a replay could reach.
+    // Back to any n in [0, n_past] that every slot can reach without a replay (recurrent
+    // slots: 0 only); throws std::out_of_range for a position out of range or one only a replay
+    // could reach.
     void truncate(int64_t n);
+    // Whether going back to n (rollback or truncate) is possible.
+    bool reachable(int64_t n) const;
 
     Snapshot snapshot() const;
     // Throws std::invalid_argument if the snapshot comes from a state of another shape.

@@ -11,7 +11,8 @@ is spelled out here.
 Families (``model_type`` / ``architectures`` -> ``general.architecture``):
 ``llama`` / LlamaForCausalLM -> llama, ``qwen2`` / Qwen2ForCausalLM -> qwen2,
 ``qwen3`` / Qwen3ForCausalLM -> qwen3, ``qwen3_moe`` / Qwen3MoeForCausalLM -> qwen3moe,
-``qwen3_next`` / Qwen3NextForCausalLM -> qwen3next, ``gemma3_text`` / Gemma3ForCausalLM -> gemma3.
+``qwen3_next`` / Qwen3NextForCausalLM -> qwen3next, ``qwen3_5_text`` / Qwen3_5ForCausalLM -> qwen35,
+``qwen3_5_moe_text`` / Qwen3_5MoeForCausalLM -> qwen35moe, ``gemma3_text`` / Gemma3ForCausalLM -> gemma3.
 
 Tensor transforms (as llama.cpp's converter does, so its files and ours agree):
 
@@ -21,7 +22,9 @@ Tensor transforms (as llama.cpp's converter does, so its files and ours agree):
 - qwen3next: its gated DeltaNet tensors as ``convert_hybrid.py`` says; its norms are
   zero-centered (``1 + weight``) like Gemma's and stored with the 1 added, except the DeltaNet's
   gated norm (``ssm_norm``); the q projection of its attention layers holds each head's q then
-  its gate, stored as it is; the MTP weights (``mtp.*``) are not converted yet.
+  its gate, stored as it is; the MTP weights (``mtp.*``) are not converted yet. qwen35 and
+  qwen35moe likewise, their DeltaNet projections already apart in the checkpoint, value heads
+  tiled over the key heads as llama.cpp stores them (``convert_hybrid.py``).
 - gemma3: Gemma3RMSNorm scales by ``1 + weight``; every norm weight (``attn_norm``,
   ``attn_q_norm``, ``attn_k_norm``, ``post_attention_norm``, ``ffn_norm``, ``post_ffw_norm``,
   ``output_norm``) is stored with the 1 added, so a GGUF RMSNorm multiplies by the stored weight.
@@ -56,7 +59,7 @@ Metadata written, ``{arch}`` being the GGUF architecture:
 - qwen3next: ``{arch}.ssm.conv_kernel``, ``.ssm.state_size`` (d_k = d_v), ``.ssm.group_count``
   (key heads), ``.ssm.time_step_rank`` (value heads), ``.ssm.inner_size``,
   ``.full_attention_interval`` (layer_types must follow it), ``.rope.dimension_count`` from
-  ``partial_rotary_factor``
+  ``partial_rotary_factor``; qwen35 also ``.rope.dimension_sections`` (mrope_section, padded to 4)
 - gemma3 only: ``gemma3.attention.sliding_window``; ``gemma3.final_logit_softcapping`` and
   ``gemma3.attn_logit_softcapping`` when set. llama.cpp hard-codes the rest in C++ (local RoPE
   base 10000, every 6th layer global, scale 1/sqrt(head_dim) except 27B); the forward pass needs
@@ -208,10 +211,15 @@ _FAMILIES: dict[str, _Family] = {
                 10000.0),
         _Family("qwen3_next", "Qwen3NextForCausalLM", "QWEN3NEXT", "silu", False, 1.0, True, False, False, False, 256,
                 10000.0),
+        _Family("qwen3_5_text", "Qwen3_5ForCausalLM", "QWEN35", "silu", False, 1.0, True, False, False, False, 256,
+                10000.0),
+        _Family("qwen3_5_moe_text", "Qwen3_5MoeForCausalLM", "QWEN35MOE", "silu", False, 1.0, True, False, False, False,
+                256, 10000.0),
         _Family("gemma3_text", "Gemma3ForCausalLM", "GEMMA3", "gelu_pytorch_tanh", False, 1.0, True, True, False, True,
                 256, 1_000_000.0),
     )
 }
+_HYBRID = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")  # gated DeltaNet + gated attention
 SUPPORTED: tuple[str, ...] = tuple(f"{f.model_type} ({f.hf_arch})" for f in _FAMILIES.values())
 
 
@@ -310,16 +318,16 @@ def _hparams(cfg: dict[str, Any], fam: _Family, where: Path) -> _HParams:
             rope = _rope({"rope_theta": cfg.get("rope_theta", fam.rope_theta_default), **(cfg.get("rope_scaling") or {})},
                          fam.rope_theta_default, where)
         types = cfg.get("layer_types") or []
-        allowed = {"full_attention", "linear_attention"} if fam.model_type == "qwen3_next" else {"full_attention"}
+        allowed = {"full_attention", "linear_attention"} if fam.model_type in _HYBRID else {"full_attention"}
         if cfg.get("use_sliding_window") or any(t not in allowed for t in types):
             raise ConvertError(f"{where}: sliding-window attention is not supported for {fam.model_type}")
 
     attn_bias = bool(cfg.get("attention_bias", False))
     # num_experts in the hub's configs, num_local_experts as transformers 5 saves them
-    moe = fam.model_type in ("qwen3_moe", "qwen3_next")
+    moe = fam.model_type in ("qwen3_moe", "qwen3_next", "qwen3_5_moe_text")
     experts = int(cfg.get("num_experts") or cfg.get("num_local_experts") or 0) if moe else 0
     interval, linear = 0, (0, 0, 0, 0, 0)
-    if fam.model_type == "qwen3_next":
+    if fam.model_type in _HYBRID:
         interval = int(cfg.get("full_attention_interval") or 4)
         want = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
         if cfg.get("layer_types") and list(cfg["layer_types"]) != want:
@@ -339,7 +347,8 @@ def _hparams(cfg: dict[str, Any], fam: _Family, where: Path) -> _HParams:
         vocab=need("vocab_size"),
         hidden=hidden,
         layers=layers,
-        ffn=need("intermediate_size"),
+        # a MoE-only config (qwen3_5_moe_text) has no dense width: the experts' stands for it
+        ffn=need("intermediate_size") if cfg.get("intermediate_size") or not experts else need("moe_intermediate_size"),
         heads=heads,
         kv_heads=int(cfg.get("num_key_value_heads") or heads),
         head_dim=int(head_dim),
@@ -356,8 +365,9 @@ def _hparams(cfg: dict[str, Any], fam: _Family, where: Path) -> _HParams:
         experts=experts,
         experts_used=need("num_experts_per_tok") if experts else 0,
         expert_ffn=need("moe_intermediate_size") if experts else 0,
-        norm_topk=bool(cfg.get("norm_topk_prob", False)),
-        shared_ffn=int(cfg.get("shared_expert_intermediate_size") or 0) if fam.model_type == "qwen3_next" else 0,
+        # Qwen3.5's router always rescales its chosen weights
+        norm_topk=bool(cfg.get("norm_topk_prob", False)) or fam.model_type == "qwen3_5_moe_text",
+        shared_ffn=int(cfg.get("shared_expert_intermediate_size") or 0) if fam.model_type in _HYBRID else 0,
         rope_dims=int(int(head_dim) * partial),
         interval=interval,
         linear=linear,
@@ -393,7 +403,11 @@ def _expected(fam: _Family, hp: _HParams) -> dict[str, tuple[int, ...]]:
             conv = 2 * n_k * d_k + n_v * d_v
             add(T.ATTN_QKV, "weight", (conv, H), i)
             add(T.ATTN_GATE, "weight", (n_v * d_v, H), i)
-            add(T.SSM_BETA_ALPHA, "weight", (2 * n_v, H), i)
+            if fam.model_type == "qwen3_next":
+                add(T.SSM_BETA_ALPHA, "weight", (2 * n_v, H), i)
+            else:
+                add(T.SSM_BETA, "weight", (n_v, H), i)
+                add(T.SSM_ALPHA, "weight", (n_v, H), i)
             add(T.SSM_CONV1D, "weight", (conv, k), i)
             add(T.SSM_DT, "bias", (n_v,), i)
             add(T.SSM_A, "", (n_v,), i)
@@ -587,7 +601,7 @@ def convert(hf_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], ou
     if hp.experts:
         tensors = expert_views(tensors, hp.experts, hf_dir, ConvertError)
     if hp.interval:
-        tensors = deltanet_views(tensors, *hp.linear[:4])
+        tensors = deltanet_views(tensors, *hp.linear[:4], tiled=fam.model_type != "qwen3_next")
         tensors = {n: t for n, t in tensors.items() if not n.startswith("mtp.")}
     arch = gguf.MODEL_ARCH[fam.gguf_arch]
     name_map = gguf.TensorNameMap(arch, hp.layers)
@@ -701,6 +715,9 @@ def _write_metadata(w: Any, fam: _Family, hp: _HParams, cfg: dict[str, Any], hf_
         w.add_ssm_time_step_rank(n_v)
         w.add_ssm_inner_size(n_v * d_v)
         w.add_full_attention_interval(hp.interval)
+        if fam.model_type != "qwen3_next":
+            sections = list((cfg.get("rope_parameters") or {}).get("mrope_section") or [11, 11, 10])
+            w.add_rope_dimension_sections((sections + [0] * 4)[:4])
     if fam.model_type == "gemma3_text":
         assert hp.rope_swa is not None and hp.sliding is not None
         w.add_sliding_window(int(cfg.get("sliding_window", 4096)))

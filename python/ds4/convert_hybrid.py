@@ -1,5 +1,5 @@
-"""Gated DeltaNet tensors for the converter (``convert.py``): Qwen3-Next's linear-attention
-weights seen as llama.cpp's ``qwen3next`` GGUF stores them.
+"""Gated DeltaNet tensors for the converter (``convert.py``): Qwen3-Next's and Qwen3.5's
+linear-attention weights seen as llama.cpp's ``qwen3next`` / ``qwen35`` GGUFs store them.
 
 - ``in_proj_qkvz`` holds, per key-head group, ``[q (d_k), k (d_k), v (r d_v), z (r d_v)]``
   (``r`` value heads per key head): split into ``in_proj_qkv`` (all q, all k, all v: the
@@ -7,6 +7,12 @@ weights seen as llama.cpp's ``qwen3next`` GGUF stores them.
 - ``in_proj_ba`` (per group ``[b (r), a (r)]``) is kept as it is (``ssm_ba``).
 - ``A_log`` becomes ``-exp(A_log)`` (``ssm_a``), ``dt_bias`` is ``ssm_dt.bias``, the depthwise
   ``conv1d.weight`` ``[channels, 1, k]`` drops its middle axis.
+- Qwen3.5 has ``in_proj_qkv``, ``in_proj_z``, ``in_proj_b``, ``in_proj_a`` apart already; with
+  ``tiled`` (llama.cpp's qwen35) the value heads, grouped by key head in the checkpoint (head
+  ``g r + j`` reads key head ``g``), are reordered tiled (position ``j n_k + g``, reading key
+  head ``h % n_k``) in every tensor indexed by value head: the v rows of ``in_proj_qkv`` and of
+  the convolution, ``in_proj_z``, ``in_proj_b``, ``in_proj_a``, ``A_log``, ``dt_bias`` and the
+  columns of ``out_proj``.
 """
 
 from __future__ import annotations
@@ -29,10 +35,27 @@ class Derived:
         return np.ascontiguousarray(self.fn(self.src.load()), dtype=np.float32)
 
 
-def deltanet_views(tensors: dict[str, Any], n_k: int, n_v: int, d_k: int, d_v: int) -> dict[str, Any]:
+def deltanet_views(tensors: dict[str, Any], n_k: int, n_v: int, d_k: int, d_v: int, tiled: bool = False) -> dict[str, Any]:
     """``tensors`` with each DeltaNet layer's checkpoint tensors replaced by the GGUF's."""
     out: dict[str, Any] = {}
     r = n_v // n_k
+    # tiled position j n_k + g holds grouped head g r + j
+    order = np.array([g * r + j for j in range(r) for g in range(n_k)])
+
+    def heads(axis: int, start: int, width: int) -> Callable[[np.ndarray], np.ndarray]:
+        """Reorders the n_v blocks of `width` along `axis` from `start` on (the value heads)."""
+        def fn(a: np.ndarray) -> np.ndarray:
+            a = np.moveaxis(a, axis, 0)
+            v = a[start : start + n_v * width].reshape(n_v, width, *a.shape[1:])[order]
+            return np.moveaxis(np.concatenate([a[:start], v.reshape(n_v * width, *a.shape[1:])]), 0, axis)
+        return fn
+
+    def tile(t: Any, axis: int, start: int, width: int, then: Callable[[np.ndarray], np.ndarray] = lambda a: a) -> Any:
+        if not tiled or r == 1:
+            return Derived(t, t.shape, then) if then is not None else t
+        reorder = heads(axis, start, width)
+        return Derived(t, t.shape, lambda a: then(reorder(a)))
+
     widths = [d_k, d_k, r * d_v, r * d_v]  # one group of in_proj_qkvz: q, k, v, z
     bounds = np.cumsum([0, *widths])
 
@@ -54,11 +77,20 @@ def deltanet_views(tensors: dict[str, Any], n_k: int, n_v: int, d_k: int, d_v: i
             out[f"{prefix}.linear_attn.in_proj_qkv.weight"] = qkv
             out[f"{prefix}.linear_attn.in_proj_z.weight"] = Derived(t, (n_v * d_v, hidden), part(3))
         elif leaf == "A_log":
-            out[name] = Derived(t, t.shape, lambda a: -np.exp(a.astype(np.float32)))
+            out[name] = tile(t, 0, 0, 1, lambda a: -np.exp(a.astype(np.float32)))
         elif leaf == "dt_bias":
-            out[f"{prefix}.linear_attn.dt_proj.bias"] = t
+            out[f"{prefix}.linear_attn.dt_proj.bias"] = tile(t, 0, 0, 1)
         elif leaf == "conv1d.weight":
-            out[name] = Derived(t, (t.shape[0], t.shape[-1]), lambda a: a.reshape(a.shape[0], a.shape[-1]))
+            squeezed = Derived(t, (t.shape[0], t.shape[-1]), lambda a: a.reshape(a.shape[0], a.shape[-1]))
+            out[name] = tile(squeezed, 0, 2 * n_k * d_k, d_v)
+        elif leaf == "in_proj_qkv.weight":
+            out[name] = tile(t, 0, 2 * n_k * d_k, d_v)
+        elif leaf == "in_proj_z.weight":
+            out[name] = tile(t, 0, 0, d_v)
+        elif leaf in ("in_proj_b.weight", "in_proj_a.weight"):
+            out[name] = tile(t, 0, 0, 1)
+        elif leaf == "out_proj.weight":
+            out[name] = tile(t, 1, 0, d_v)
         else:
             out[name] = t
     return out

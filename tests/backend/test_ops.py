@@ -284,7 +284,7 @@ def test_ssm_conv(be: _core.Backend) -> None:
 
 
 def delta_ref(qkv: np.ndarray, a: np.ndarray, b: np.ndarray, a_coef: np.ndarray, dt_bias: np.ndarray, n_k: int,
-              n_v: int, d_k: int, d_v: int, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+              n_v: int, d_k: int, d_v: int, state: np.ndarray, tiled: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """transformers' torch_recurrent_gated_delta_rule (Qwen3-Next), in float64."""
     x = qkv.astype(np.float64)
     S = state.astype(np.float64).reshape(n_v, d_k, d_v).copy()
@@ -292,7 +292,7 @@ def delta_ref(qkv: np.ndarray, a: np.ndarray, b: np.ndarray, a_coef: np.ndarray,
     kd = n_k * d_k
     for t in range(len(x)):
         for h in range(n_v):
-            kh = h // (n_v // n_k)
+            kh = h % n_k if tiled else h // (n_v // n_k)
             q = x[t, kh * d_k : (kh + 1) * d_k]
             k = x[t, kd + kh * d_k : kd + (kh + 1) * d_k]
             v = x[t, 2 * kd + h * d_v : 2 * kd + (h + 1) * d_v]
@@ -307,8 +307,8 @@ def delta_ref(qkv: np.ndarray, a: np.ndarray, b: np.ndarray, a_coef: np.ndarray,
     return out, S.reshape(n_v * d_k, d_v)
 
 
-@pytest.mark.parametrize("n_k,n_v", [(2, 2), (2, 4)])
-def test_gated_delta(be: _core.Backend, n_k: int, n_v: int) -> None:
+@pytest.mark.parametrize("n_k,n_v,tiled", [(2, 2, False), (2, 4, False), (2, 4, True)])
+def test_gated_delta(be: _core.Backend, n_k: int, n_v: int, tiled: bool) -> None:
     rng = np.random.default_rng(14)
     d_k, d_v, n = 16, 8, 7
     qkv = rng.standard_normal((n, 2 * n_k * d_k + n_v * d_v)).astype(np.float32)
@@ -316,12 +316,12 @@ def test_gated_delta(be: _core.Backend, n_k: int, n_v: int) -> None:
     a_coef = -np.exp(rng.uniform(-1, 1, n_v)).astype(np.float32)
     dt_bias = rng.standard_normal(n_v).astype(np.float32)
     state = (0.1 * rng.standard_normal((n_v * d_k, d_v))).astype(np.float32)
-    out, st = be.gated_delta(qkv, a, b, a_coef, dt_bias, n_k, n_v, d_k, d_v, state)
-    ref, ref_st = delta_ref(qkv, a, b, a_coef, dt_bias, n_k, n_v, d_k, d_v, state)
+    out, st = be.gated_delta(qkv, a, b, a_coef, dt_bias, n_k, n_v, d_k, d_v, state, tiled)
+    ref, ref_st = delta_ref(qkv, a, b, a_coef, dt_bias, n_k, n_v, d_k, d_v, state, tiled)
     assert rel(out, ref) < 1e-5 and rel(st, ref_st) < 1e-5
     s, rows = state, []
     for t in range(n):  # row by row: the same bits
-        o, s = be.gated_delta(qkv[t : t + 1], a[t : t + 1], b[t : t + 1], a_coef, dt_bias, n_k, n_v, d_k, d_v, s)
+        o, s = be.gated_delta(qkv[t : t + 1], a[t : t + 1], b[t : t + 1], a_coef, dt_bias, n_k, n_v, d_k, d_v, s, tiled)
         rows.append(o[0])
     np.testing.assert_array_equal(np.stack(rows), out)
     np.testing.assert_array_equal(s, st)

@@ -19,7 +19,7 @@ import ds4
 Q = gguf.GGMLQuantizationType
 QTYPE = {"f32": Q.F32, "f16": Q.F16, "bf16": Q.BF16, "q8_0": Q.Q8_0}
 GGUF_ARCH = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe", "qwen3_next": "qwen3next",
-             "gemma3_text": "gemma3"}
+             "qwen3_5_text": "qwen35", "qwen3_5_moe_text": "qwen35moe", "gemma3_text": "gemma3"}
 F32_ALWAYS = (".ffn_gate_inp", ".ssm_conv1d.")  # routers and convolutions stay f32 (llama.cpp's policy)
 
 
@@ -27,31 +27,50 @@ def hf_tensors(family: str) -> dict[str, np.ndarray]:
     return load_file(tiny.build(family) / "model.safetensors")
 
 
-def deltanet_reference(cfg: dict, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Qwen3-Next's DeltaNet tensors as llama.cpp's qwen3next GGUF holds them, under HF-style
+def deltanet_reference(cfg: dict, tensors: dict[str, np.ndarray], tiled: bool) -> dict[str, np.ndarray]:
+    """The DeltaNet tensors as llama.cpp's qwen3next / qwen35 GGUFs hold them, under HF-style
     names the gguf package maps: in_proj_qkvz's rows per key-head group (q, k, v, z) regrouped
-    as all q, all k, all v (in_proj_qkv) and z (in_proj_z); -exp(A_log); the conv's taps."""
+    as all q, all k, all v (in_proj_qkv) and z (in_proj_z); -exp(A_log); the conv's taps; and
+    when tiled (qwen35), value head j * n_k + g taken from the checkpoint's g * r + j."""
+    n_k, n_v = cfg.get("linear_num_key_heads", 1), cfg.get("linear_num_value_heads", 1)
+    dk, dv, r = cfg.get("linear_key_head_dim", 0), cfg.get("linear_value_head_dim", 0), n_v // n_k
+
+    def v_index(length: int, start: int, width: int) -> list[int]:
+        """Source index of each position of an axis whose value-head blocks begin at start."""
+        idx = list(range(length))
+        if tiled:
+            for j in range(r):
+                for g in range(n_k):
+                    for i in range(width):
+                        idx[start + (j * n_k + g) * width + i] = start + (g * r + j) * width + i
+        return idx
+
     out = {}
     for name, a in tensors.items():
         if name.endswith("in_proj_qkvz.weight"):
-            n_k, n_v = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
-            dk, dv = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"]
-            group = 2 * dk + 2 * dv * n_v // n_k
-            rows = {"q": [], "k": [], "v": [], "z": []}
+            group = 2 * dk + 2 * dv * r
+            rows: dict[str, list[int]] = {"q": [], "k": [], "v": [], "z": []}
             for g in range(n_k):
                 base = g * group
                 rows["q"] += range(base, base + dk)
                 rows["k"] += range(base + dk, base + 2 * dk)
-                rows["v"] += range(base + 2 * dk, base + 2 * dk + dv * n_v // n_k)
-                rows["z"] += range(base + 2 * dk + dv * n_v // n_k, base + group)
+                rows["v"] += range(base + 2 * dk, base + 2 * dk + dv * r)
+                rows["z"] += range(base + 2 * dk + dv * r, base + group)
             out[name.replace("qkvz", "qkv")] = a[rows["q"] + rows["k"] + rows["v"]]
             out[name.replace("qkvz", "z")] = a[rows["z"]]
+        elif name.endswith(("in_proj_qkv.weight", "conv1d.weight")):
+            a = a[v_index(len(a), 2 * n_k * dk, dv)]
+            out[name] = a[:, 0, :] if a.ndim == 3 else a
+        elif name.endswith("in_proj_z.weight"):
+            out[name] = a[v_index(len(a), 0, dv)]
+        elif name.endswith(("in_proj_b.weight", "in_proj_a.weight")):
+            out[name] = a[v_index(len(a), 0, 1)]
+        elif name.endswith("out_proj.weight"):
+            out[name] = a[:, v_index(a.shape[1], 0, dv)]
         elif name.endswith("A_log"):
-            out[name] = -np.exp(a)
+            out[name] = -np.exp(a[v_index(len(a), 0, 1)])
         elif name.endswith("dt_bias"):
-            out[name.replace("dt_bias", "dt_proj.bias")] = a
-        elif name.endswith("conv1d.weight"):
-            out[name] = a[:, 0, :]
+            out[name.replace("dt_bias", "dt_proj.bias")] = a[v_index(len(a), 0, 1)]
         else:
             out[name] = a
     return out
@@ -79,7 +98,8 @@ def reference(family: str) -> dict[str, np.ndarray]:
     names = gguf.TensorNameMap(gguf.MODEL_ARCH[GGUF_ARCH[family].upper()], cfg["num_hidden_layers"])
     hd = cfg["head_dim"]
     out: dict[str, np.ndarray] = {}
-    for hf_name, a in deltanet_reference(cfg, stack_experts(hf_tensors(family))).items():
+    tiled = family in ("qwen3_5_text", "qwen3_5_moe_text")
+    for hf_name, a in deltanet_reference(cfg, stack_experts(hf_tensors(family)), tiled).items():
         name = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
         assert name is not None, hf_name
         a = a.astype(np.float32)
@@ -91,7 +111,7 @@ def reference(family: str) -> dict[str, np.ndarray]:
             a = p.reshape(a.shape)
         if family == "gemma3_text" and name.endswith("norm.weight"):
             a = a + 1.0  # Gemma3RMSNorm multiplies by 1 + w
-        if family == "qwen3_next" and name.endswith("norm.weight") and "linear_attn" not in hf_name:
+        if family in tiny.HYBRID and name.endswith("norm.weight") and "linear_attn" not in hf_name:
             a = a + 1.0  # Qwen3NextRMSNorm too, but the DeltaNet's gated norm
         out[name] = a
     return out
@@ -169,14 +189,17 @@ def test_metadata(family: str) -> None:
         assert md[K.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=arch)] == cfg["moe_intermediate_size"]
         assert md[K.LLM.EXPERT_WEIGHTS_NORM.format(arch=arch)] is True
         assert md[K.LLM.EXPERT_GATING_FUNC.format(arch=arch)] == gguf.ExpertGatingFuncType.SOFTMAX
-    if family == "qwen3_next":
+    if family in tiny.HYBRID:
         assert md[K.SSM.CONV_KERNEL.format(arch=arch)] == cfg["linear_conv_kernel_dim"]
         assert md[K.SSM.STATE_SIZE.format(arch=arch)] == cfg["linear_key_head_dim"]
         assert md[K.SSM.GROUP_COUNT.format(arch=arch)] == cfg["linear_num_key_heads"]
         assert md[K.SSM.TIME_STEP_RANK.format(arch=arch)] == cfg["linear_num_value_heads"]
         assert md[K.SSM.INNER_SIZE.format(arch=arch)] == cfg["linear_num_value_heads"] * cfg["linear_value_head_dim"]
         assert md[K.LLM.FULL_ATTENTION_INTERVAL.format(arch=arch)] == 4
-        assert md[K.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch=arch)] == cfg["shared_expert_intermediate_size"]
+        if "shared_expert_intermediate_size" in cfg:
+            assert md[K.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch=arch)] == cfg["shared_expert_intermediate_size"]
+        if family != "qwen3_next":
+            assert md[K.Rope.DIMENSION_SECTIONS.format(arch=arch)] == [2, 1, 1, 0]
     if family == "gemma3_text":
         rp = cfg["rope_parameters"]
         assert md["gemma3.rope.freq_base"] == rp["full_attention"]["rope_theta"]

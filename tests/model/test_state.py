@@ -15,7 +15,6 @@ import tiny
 import ds4
 
 PREFIX, AHEAD, BACK_TO = 20, 8, 23
-HYBRID = {"qwen3_next"}  # gated DeltaNet layers: recurrent slots
 
 
 @pytest.fixture(scope="module", params=tiny.FAMILIES)
@@ -51,7 +50,7 @@ def test_rollback_replays_nothing_and_is_bit_identical(fam: dict[str, Any], back
 def test_truncate_below_the_checkpoint(fam: dict[str, Any]) -> None:
     m, ids = fam["model"], fam["ids"]
     s = gone_ahead(m, ids)
-    if fam["name"] in HYBRID:  # a recurrence holds only its last position: below the checkpoint, a snapshot
+    if fam["name"] in tiny.HYBRID:  # a recurrence holds only its last position: below the checkpoint, a snapshot
         with pytest.raises(ds4.ModelError, match="recurrent layer cannot go back.*use a snapshot"):
             s.truncate(5)
         return
@@ -94,7 +93,7 @@ def test_block_pass_commits_nothing(fam: dict[str, Any]) -> None:
     s = m.session()
     s.eval(ids[:PREFIX])
     block = ids[PREFIX : PREFIX + AHEAD]
-    if fam["name"] in HYBRID:  # rows that see the rows after them have no meaning in a recurrence
+    if fam["name"] in tiny.HYBRID:  # rows that see the rows after them have no meaning in a recurrence
         with pytest.raises(ds4.ModelError, match="block pass.*recurrent layers"):
             s._s.eval_block(block)
         assert s.n_past == PREFIX
@@ -126,7 +125,7 @@ def block_mask(name: str, n_past: int, n: int, window: int) -> np.ndarray:
 def test_block_pass_matches_transformers_with_the_same_mask(fam: dict[str, Any]) -> None:
     torch = pytest.importorskip("torch")
     m, ids, name = fam["model"], fam["ids"], fam["name"]
-    if name in HYBRID:
+    if name in tiny.HYBRID:
         pytest.skip("no block pass through recurrent layers (test_block_pass_commits_nothing)")
     hf = tiny.load_hf(name)
     seq = torch.tensor(ids[None, : PREFIX + AHEAD])

@@ -1,7 +1,7 @@
 """Tiny randomly initialised HF models, built offline with transformers, and their GGUFs.
 
     import tiny
-    tiny.FAMILIES                       # ("llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "gemma3_text")
+    tiny.FAMILIES                       # ("llama", ..., "qwen3_next", "qwen3_5_text", ..., "gemma3_text")
     hf_dir = tiny.build("qwen3")        # Path of a save_pretrained directory (cached)
     gguf = tiny.convert("qwen3", "f32") # Path of ds4.convert's output (cached)
     model = tiny.load_hf("qwen3")       # the transformers model, eval mode, float32
@@ -11,7 +11,8 @@ a 32-token trained context no longer than TEST_LEN; gemma3 has sliding and full 
 sliding window (SLIDING_WINDOW) shorter than TEST_LEN; qwen3_moe has 8 routed experts of width 32,
 2 per token; qwen3_next has three gated DeltaNet layers (2 key and 4 value heads of 16, a
 4-tap convolution) and a gated attention layer with half the head rotated, and routed experts
-with a shared one. All weights, norms included, are drawn from a seeded normal, so a norm offset or a
+with a shared one; qwen3_5_text the same hybrid with dense FFNs and qwen3_5_moe_text with experts
+(their value heads reordered by the converter). All weights, norms included, are drawn from a seeded normal, so a norm offset or a
 permutation bug shows; the routers' weights are drawn wider, so that the experts a token picks
 are decided by margins far above any rounding (a near-tie would flip with the last bit). Directories live in a cache keyed
 by a hash of the config and the seed (``DS4_TINY_CACHE`` or ~/.cache/ds4/tiny), written to a
@@ -29,7 +30,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-FAMILIES: tuple[str, ...] = ("llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "gemma3_text")
+FAMILIES: tuple[str, ...] = ("llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text",
+                             "gemma3_text")
+HYBRID: tuple[str, ...] = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")  # gated DeltaNet layers
 OUTTYPES: tuple[str, ...] = ("f32", "f16", "bf16", "q8_0")
 SEED = 1234
 TEST_LEN = 64  # the sequence length oracle tests should use
@@ -64,6 +67,18 @@ _EXTRA: dict[str, dict[str, Any]] = {
                        linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
                        linear_conv_kernel_dim=4, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
                        shared_expert_intermediate_size=32, norm_topk_prob=True),
+    "qwen3_5_text": dict(tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 500000.0,
+                                                                   "partial_rotary_factor": 0.5, "mrope_section": [2, 1, 1]},
+                         layer_types=["linear_attention"] * 3 + ["full_attention"], linear_num_key_heads=2,
+                         linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
+                         linear_conv_kernel_dim=4),
+    "qwen3_5_moe_text": dict(tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": 600000.0,
+                                                                         "partial_rotary_factor": 0.5,
+                                                                         "mrope_section": [2, 1, 1]},
+                             layer_types=["linear_attention"] * 3 + ["full_attention"], linear_num_key_heads=2,
+                             linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
+                             linear_conv_kernel_dim=4, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                             shared_expert_intermediate_size=32),
     "gemma3_text": dict(
         tie_word_embeddings=True,
         sliding_window=SLIDING_WINDOW,
@@ -106,6 +121,8 @@ def _make_model(family: str) -> Any:
         "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
         "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
         "qwen3_next": ("Qwen3NextConfig", "Qwen3NextForCausalLM"),
+        "qwen3_5_text": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM"),
+        "qwen3_5_moe_text": ("Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM"),
         "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
     }[family]
     cfg = getattr(transformers, cls_config)(**config_dict(family))
@@ -117,7 +134,7 @@ def _make_model(family: str) -> Any:
             # norms near their working point (1, or 0 for Gemma's 1 + w), everything else small
             if p.ndim == 1 and "norm" in name:
                 # Gemma's and Qwen3-Next's norms scale by 1 + w (but the DeltaNet's gated norm)
-                zero_centered = family == "gemma3_text" or (family == "qwen3_next" and "linear_attn" not in name)
+                zero_centered = family == "gemma3_text" or (family in HYBRID and "linear_attn" not in name)
                 base = 0.0 if zero_centered else 1.0
                 p.copy_(base + 0.1 * torch.randn(p.shape, generator=gen))
             elif name.endswith("mlp.gate.weight"):  # a router

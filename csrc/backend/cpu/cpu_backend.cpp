@@ -216,7 +216,7 @@ public:
 
     void gated_delta(Rows qkv, Rows a, Rows b, const Vec& a_coef, const Vec& dt_bias, const DeltaParams& p,
                      Rows state, Rows out) override {
-        const int64_t dk = p.d_k, dv = p.d_v, kd = p.key_dim(), ratio = p.n_v / p.n_k;
+        const int64_t dk = p.d_k, dv = p.d_v, kd = p.key_dim();
         const float* A = a_coef.data();
         const float* dt = dt_bias.data();
         const double q_scale = 1.0 / std::sqrt(static_cast<double>(dk));
@@ -226,7 +226,7 @@ public:
             float* kv = thread_scratch(th);  // [d_v]: S^T k^, then the delta
             {
                 float* S = state.data + h * dk * dv;  // [d_k, d_v]
-                const int64_t kh = h / ratio;
+                const int64_t kh = p.key_head(static_cast<int>(h));
                 for (int64_t t = 0; t < qkv.n; ++t) {
                     const float* row = qkv.data + t * qkv.dim;
                     const float* q = row + kh * dk;
