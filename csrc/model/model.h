@@ -2,10 +2,10 @@
 // runs its forward pass. One Model is shared by any number of sequences, each a state::State
 // (a slot per layer) that new_state() makes.
 //
-// Model::load dispatches on general.architecture to one short file per architecture
-// (llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp) that says how it differs from the shared
-// decoder (decoder.h), which binds the tensors per layer and runs forward requests
-// (request.h) from the blocks in blocks.h.
+// Model::load dispatches on general.architecture to one short file per architecture (llama.cpp,
+// qwen2.cpp, qwen3.cpp, qwen3moe.cpp, qwen3next.cpp for the hybrids, gemma3.cpp) that says how
+// it differs from the shared decoder (decoder.h), which binds the tensors per layer and runs
+// forward requests (request.h) from the blocks in blocks.h, moe.h and deltanet.h.
 #pragma once
 
 #include <cstdint>

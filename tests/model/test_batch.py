@@ -79,9 +79,11 @@ def test_refused_options(gemma: ds4.Model) -> None:
         list(g)
 
 
-@pytest.mark.parametrize("family,outtype", [("gemma3_text", "f32"), ("qwen3_moe", "f32"), ("qwen3_moe", "q8_0")])
+@pytest.mark.parametrize("family,outtype", [("gemma3_text", "f32"), ("qwen3_moe", "f32"), ("qwen3_moe", "q8_0"),
+                                            ("qwen3_next", "f32"), ("qwen3_5_moe_text", "q8_0")])
 def test_prefill_decode_and_verify_rows_in_one_pass(family: str, outtype: str) -> None:
-    """Also with routed experts, whose rows of every sequence are grouped by expert in one pass."""
+    """Also with routed experts, whose rows of every sequence are grouped by expert in one pass,
+    and with recurrent layers, each sequence's rows running through its own state."""
     m = ds4.Model(str(tiny.convert(family, outtype)), threads=2, kv_type="f32")
     rng = np.random.default_rng(3)
     a_ids, b_ids, c_ids = (rng.integers(3, m.n_vocab, size=n) for n in (30, 21, 26))
@@ -101,6 +103,19 @@ def test_prefill_decode_and_verify_rows_in_one_pass(family: str, outtype: str) -
     assert (a.n_past, b.n_past, c.n_past) == (12, 21, 26)
     # and they go on as if alone
     np.testing.assert_array_equal(a.eval(a_ids[12:30]), m.session().eval(a_ids[:30])[12:])
+
+
+@pytest.mark.parametrize("sampling", [{}, {"temperature": 0.8, "seed": 4}])
+def test_hybrid_sessions_together_equal_each_alone(sampling: dict) -> None:
+    m = ds4.Model(str(tiny.convert("qwen3_next", "q8_0")), threads=2)
+    rng = np.random.default_rng(8)
+    prompts = [[int(t) for t in rng.integers(3, 320, size=n)] for n in (5, 17, 9, 30)]
+    lengths = [12, 7, 20, 3]
+    b = m.batch()
+    together = [b.add(p, max_tokens=n, stop_at_eog=False, **sampling) for p, n in zip(prompts, lengths)]
+    b.run()
+    for p, n, g in zip(prompts, lengths, together):
+        assert g.tokens == m.session().generate(p, max_tokens=n, stop_at_eog=False, **sampling).tokens
 
 
 def test_one_state_twice_in_a_pass_is_refused() -> None:
