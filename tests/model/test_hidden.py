@@ -9,14 +9,17 @@ import tiny
 
 import ds4
 
-# Measured on the exact path (f32 GGUF, f32 KV, f32 activations): below 2e-6 for every family.
+# Measured on the exact path (f32 GGUF, f32 KV, f32 activations): below 2e-6 for every
+# attention-only family. The hybrids are held to transformers in float64: its float32 prefill
+# runs the DeltaNet recurrence in chunks, whose rounding (1.4e-5 of the truth by the last layer)
+# exceeds ds4's per-token recurrence's (4.5e-6).
 REL_TOL = 1e-5
 
 
 @pytest.mark.parametrize("name", tiny.FAMILIES)
 def test_hidden_states_match_transformers(name: str) -> None:
     torch = pytest.importorskip("torch")
-    hf = tiny.load_hf(name)
+    hf = tiny.load_hf(name, dtype="float64" if name in tiny.HYBRID else "float32")
     m = ds4.Model(str(tiny.convert(name, "f32")), threads=2, kv_type="f32", precision="f32")
     ids = np.random.default_rng(5).integers(3, m.n_vocab, size=tiny.TEST_LEN)
     with torch.no_grad():
@@ -26,7 +29,7 @@ def test_hidden_states_match_transformers(name: str) -> None:
     got = m.session().eval_hidden(ids, layers)
     assert got.shape == (len(layers), len(ids), ref[0].shape[-1]) and got.dtype == np.float32
     for i in layers:
-        r = ref[i][0].float().numpy()
+        r = ref[i][0].numpy()
         ratio = float(np.abs(got[i] - r).max() / np.abs(r).max())
         print(f"{name} hidden state {i}: {ratio:.2e}")
         assert ratio <= REL_TOL, i

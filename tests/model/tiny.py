@@ -184,8 +184,10 @@ def _converter_mtime() -> float:
     return max(Path(importlib.import_module(m).__file__ or "").stat().st_mtime for m in modules)
 
 
-def load_hf(family: str, cache_dir: str | os.PathLike[str] | None = None) -> Any:
-    """The transformers model of ``family``'s tiny checkpoint, float32, eval mode."""
+def load_hf(family: str, cache_dir: str | os.PathLike[str] | None = None, dtype: str = "float32") -> Any:
+    """The transformers model of ``family``'s tiny checkpoint, float32 (or ``dtype``), eval mode.
+    In float64 the experts run eagerly (the grouped matmul has no float64 kernel)."""
     import transformers
 
-    return transformers.AutoModelForCausalLM.from_pretrained(build(family, cache_dir), dtype="float32").eval()
+    extra = {"experts_implementation": "eager"} if dtype == "float64" else {}
+    return transformers.AutoModelForCausalLM.from_pretrained(build(family, cache_dir), dtype=dtype, **extra).eval()

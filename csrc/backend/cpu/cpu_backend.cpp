@@ -38,6 +38,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/attn.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/delta.h"
 #include "backend/cpu/thread_pool.h"
 #include "backend/cpu/vmath.h"
 #include "quant/int16_gemm.h"
@@ -216,59 +217,45 @@ public:
 
     void gated_delta(Rows qkv, Rows a, Rows b, const Vec& a_coef, const Vec& dt_bias, const DeltaParams& p,
                      Rows state, Rows out) override {
-        const int64_t dk = p.d_k, dv = p.d_v, kd = p.key_dim();
+        const int64_t dk = p.d_k, dv = p.d_v, kd = p.key_dim(), n = qkv.n;
         const float* A = a_coef.data();
         const float* dt = dt_bias.data();
         const double q_scale = 1.0 / std::sqrt(static_cast<double>(dk));
-        // Value heads are independent: a unit per head, through every row.
-        reserve_scratch(static_cast<size_t>(dv));
+        const cpu::DeltaKernels& kern = cpu::delta_kernels(dv);
+        // Value heads are independent: a unit per head, through every row. Per head, the rows'
+        // normalised q^ and k^, decays and betas first, then the kernel (delta.h).
+        reserve_scratch(static_cast<size_t>(n * (2 * dk + 2) + 3 * dv));
         const auto head = [&](int th, int64_t h) {
-            float* kv = thread_scratch(th);  // [d_v]: S^T k^, then the delta
-            {
-                float* S = state.data + h * dk * dv;  // [d_k, d_v]
-                const int64_t kh = p.key_head(static_cast<int>(h));
-                for (int64_t t = 0; t < qkv.n; ++t) {
-                    const float* row = qkv.data + t * qkv.dim;
-                    const float* q = row + kh * dk;
-                    const float* k = row + kd + kh * dk;
-                    const float* v = row + 2 * kd + h * dv;
-                    double qq = 0.0, kk = 0.0;
-                    for (int64_t i = 0; i < dk; ++i) {
-                        qq += static_cast<double>(q[i]) * q[i];
-                        kk += static_cast<double>(k[i]) * k[i];
-                    }
-                    const auto qn = static_cast<float>(q_scale / std::sqrt(qq + 1e-6));
-                    const auto kn = static_cast<float>(1.0 / std::sqrt(kk + 1e-6));
-                    const float bt = 1.0f / (1.0f + std::exp(-b.data[t * b.dim + h]));
-                    const float x = a.data[t * a.dim + h] + dt[h];
-                    const float softplus = x > 20.0f ? x : std::log1p(std::exp(x));
-                    const float decay = std::exp(A[h] * softplus);
-                    // S = e^g S, and kv = S^T k^ from the decayed state
-                    std::fill(kv, kv + dv, 0.0f);
-                    for (int64_t i = 0; i < dk; ++i) {
-                        float* Si = S + i * dv;
-                        const float ki = k[i] * kn;
-                        for (int64_t j = 0; j < dv; ++j) {
-                            Si[j] *= decay;
-                            kv[j] += Si[j] * ki;
-                        }
-                    }
-                    // delta = beta (v - kv); S += k^ delta^T; out = S^T q^
-                    float* o = out.data + t * out.dim + h * dv;
-                    std::fill(o, o + dv, 0.0f);
-                    for (int64_t j = 0; j < dv; ++j) kv[j] = bt * (v[j] - kv[j]);
-                    for (int64_t i = 0; i < dk; ++i) {
-                        float* Si = S + i * dv;
-                        const float ki = k[i] * kn, qi = q[i] * qn;
-                        for (int64_t j = 0; j < dv; ++j) {
-                            Si[j] += ki * kv[j];
-                            o[j] += Si[j] * qi;
-                        }
-                    }
+            float* qk = thread_scratch(th);  // [n, 2 d_k]
+            float* decay = qk + n * 2 * dk;
+            float* beta = decay + n;
+            const int64_t kh = p.key_head(static_cast<int>(h));
+            for (int64_t t = 0; t < n; ++t) {
+                const float* row = qkv.data + t * qkv.dim;
+                const float* q = row + kh * dk;
+                const float* k = row + kd + kh * dk;
+                double qq = 0.0, kk = 0.0;
+                for (int64_t i = 0; i < dk; ++i) {
+                    qq += static_cast<double>(q[i]) * q[i];
+                    kk += static_cast<double>(k[i]) * k[i];
                 }
+                const auto qn = static_cast<float>(q_scale / std::sqrt(qq + 1e-6));
+                const auto kn = static_cast<float>(1.0 / std::sqrt(kk + 1e-6));
+                float* qkt = qk + t * 2 * dk;
+                for (int64_t i = 0; i < dk; ++i) {
+                    qkt[i] = q[i] * qn;
+                    qkt[dk + i] = k[i] * kn;
+                }
+                const float x = a.data[t * a.dim + h] + dt[h];
+                const float softplus = x > 20.0f ? x : std::log1p(std::exp(x));
+                decay[t] = std::exp(A[h] * softplus);
+                beta[t] = 1.0f / (1.0f + std::exp(-b.data[t * b.dim + h]));
             }
+            cpu::DeltaRows r{state.data + h * dk * dv, dk, dv, n, qk, qkv.data + 2 * kd + h * dv, qkv.dim,
+                             decay, beta, out.data + h * dv, out.dim, beta + n};
+            kern.rows(r);
         };
-        if (qkv.n * p.n_v * dk * dv < kParallelMin) {
+        if (n * p.n_v * dk * dv < kParallelMin) {
             for (int64_t h = 0; h < p.n_v; ++h) head(0, h);
         } else {
             pool_.for_each_unit(p.n_v, head);
