@@ -22,7 +22,8 @@ Tensor transforms (as llama.cpp's converter does, so its files and ours agree):
 - qwen3next: its gated DeltaNet tensors as ``convert_hybrid.py`` says; its norms are
   zero-centered (``1 + weight``) like Gemma's and stored with the 1 added, except the DeltaNet's
   gated norm (``ssm_norm``); the q projection of its attention layers holds each head's q then
-  its gate, stored as it is; the MTP weights (``mtp.*``) are not converted yet. qwen35 and
+  its gate, stored as it is; the built-in MTP block (``mtp.*``) becomes layer ``n_layer``
+  as llama.cpp stores it (``convert_hybrid.py``), its norms with the 1 added. qwen35 and
   qwen35moe likewise, their DeltaNet projections already apart in the checkpoint, value heads
   tiled over the key heads as llama.cpp stores them (``convert_hybrid.py``).
 - gemma3: Gemma3RMSNorm scales by ``1 + weight``; every norm weight (``attn_norm``,
@@ -82,6 +83,7 @@ them U+2581 (SentencePiece's space), so any text tokenizes (byte by byte) and ro
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -92,7 +94,7 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 
-from ds4.convert_hybrid import deltanet_views
+from ds4.convert_hybrid import deltanet_views, mtp_layers, mtp_views
 from ds4.convert_moe import Tensor, expert_views
 
 OutType = Literal["f32", "f16", "bf16", "q8_0"]
@@ -274,6 +276,7 @@ class _HParams:
     rope_dims: int = 0  # rotated dimensions of a head (partial_rotary_factor)
     interval: int = 0  # qwen3next: every interval-th layer is full attention, the others DeltaNet
     linear: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)  # DeltaNet n_k, n_v, d_k, d_v, conv kernel
+    mtp: int = 0  # built-in MTP blocks after the trunk (hybrids)
 
 
 def _hparams(cfg: dict[str, Any], fam: _Family, where: Path) -> _HParams:
@@ -396,9 +399,13 @@ def _expected(fam: _Family, hp: _HParams) -> dict[str, tuple[int, ...]]:
     add(T.OUTPUT_NORM, "weight", (H,))
     if not hp.tied:
         add(T.OUTPUT, "weight", (hp.vocab, H))
-    for i in range(hp.layers):
+    for i in range(hp.layers + hp.mtp):
         add(T.ATTN_NORM, "weight", (H,), i)
-        if hp.interval and (i + 1) % hp.interval:
+        if i >= hp.layers:  # an MTP block: fc joins the normed embedding and hidden state (llama.cpp's nextn.*)
+            out[f"blk.{i}.nextn.eh_proj.weight"] = (H, 2 * H)
+            for norm in ("enorm", "hnorm", "shared_head_norm"):
+                out[f"blk.{i}.nextn.{norm}.weight"] = (H,)
+        if hp.interval and i < hp.layers and (i + 1) % hp.interval:
             n_k, n_v, d_k, d_v, k = hp.linear
             conv = 2 * n_k * d_k + n_v * d_v
             add(T.ATTN_QKV, "weight", (conv, H), i)
@@ -598,19 +605,22 @@ def convert(hf_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], ou
     hp = _hparams(cfg, fam, cfg_path)
     expected = _expected(fam, hp)
     tensors: dict[str, Any] = _read_checkpoint(hf_dir)
+    if hp.interval:
+        hp = dataclasses.replace(hp, mtp=mtp_layers(tensors))
+        expected = _expected(fam, hp)
     if hp.experts:
         tensors = expert_views(tensors, hp.experts, hf_dir, ConvertError)
     if hp.interval:
-        tensors = deltanet_views(tensors, *hp.linear[:4], tiled=fam.model_type != "qwen3_next")
-        tensors = {n: t for n, t in tensors.items() if not n.startswith("mtp.")}
+        tensors = deltanet_views(mtp_views(tensors, hp.layers), *hp.linear[:4], tiled=fam.model_type != "qwen3_next")
     arch = gguf.MODEL_ARCH[fam.gguf_arch]
-    name_map = gguf.TensorNameMap(arch, hp.layers)
+    name_map = gguf.TensorNameMap(arch, hp.layers + hp.mtp)
 
     plan: dict[str, _Planned] = {}
     for hf_name, st in sorted(tensors.items()):
         if hf_name.endswith("rotary_emb.inv_freq") or (hp.tied and hf_name == "lm_head.weight"):
             continue  # recomputed / shared with the embedding
-        name = name_map.get_name(hf_name, try_suffixes=(".weight", ".bias"))
+        # mtp_views names the MTP block's own tensors as the GGUF does already
+        name = hf_name if hf_name.startswith("blk.") else name_map.get_name(hf_name, try_suffixes=(".weight", ".bias"))
         if name is None or name not in expected:
             raise ConvertError(f"{hf_dir}: unexpected tensor {hf_name!r} for {fam.model_type} with this config")
         if st.shape != expected[name]:
@@ -678,7 +688,7 @@ def _write_metadata(w: Any, fam: _Family, hp: _HParams, cfg: dict[str, Any], hf_
     w.add_vocab_size(hp.vocab)
     w.add_context_length(hp.ctx)
     w.add_embedding_length(hp.hidden)
-    w.add_block_count(hp.layers)
+    w.add_block_count(hp.layers + hp.mtp)
     w.add_feed_forward_length(hp.ffn)
     w.add_head_count(hp.heads)
     w.add_head_count_kv(hp.kv_heads)
@@ -715,6 +725,8 @@ def _write_metadata(w: Any, fam: _Family, hp: _HParams, cfg: dict[str, Any], hf_
         w.add_ssm_time_step_rank(n_v)
         w.add_ssm_inner_size(n_v * d_v)
         w.add_full_attention_interval(hp.interval)
+        if hp.mtp:
+            w.add_nextn_predict_layers(hp.mtp)
         if fam.model_type != "qwen3_next":
             sections = list((cfg.get("rope_parameters") or {}).get("mrope_section") or [11, 11, 10])
             w.add_rope_dimension_sections((sections + [0] * 4)[:4])

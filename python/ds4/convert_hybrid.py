@@ -7,6 +7,10 @@ linear-attention weights seen as llama.cpp's ``qwen3next`` / ``qwen35`` GGUFs st
 - ``in_proj_ba`` (per group ``[b (r), a (r)]``) is kept as it is (``ssm_ba``).
 - ``A_log`` becomes ``-exp(A_log)`` (``ssm_a``), ``dt_bias`` is ``ssm_dt.bias``, the depthwise
   ``conv1d.weight`` ``[channels, 1, k]`` drops its middle axis.
+- The built-in MTP block (``mtp.*``, which transformers drops on load) becomes layer ``n_layer``
+  as llama.cpp stores it: ``mtp.layers.0.*`` that layer's tensors, ``mtp.fc`` its
+  ``nextn.eh_proj``, ``mtp.pre_fc_norm_embedding`` / ``pre_fc_norm_hidden`` / ``norm`` its
+  ``nextn.enorm`` / ``hnorm`` / ``shared_head_norm``.
 - Qwen3.5 has ``in_proj_qkv``, ``in_proj_z``, ``in_proj_b``, ``in_proj_a`` apart already; with
   ``tiled`` (llama.cpp's qwen35) the value heads, grouped by key head in the checkpoint (head
   ``g r + j`` reads key head ``g``), are reordered tiled (position ``j n_k + g``, reading key
@@ -33,6 +37,32 @@ class Derived:
 
     def load(self) -> np.ndarray:
         return np.ascontiguousarray(self.fn(self.src.load()), dtype=np.float32)
+
+
+_MTP_EXTRAS = {"fc.weight": "eh_proj.weight", "pre_fc_norm_embedding.weight": "enorm.weight",
+               "pre_fc_norm_hidden.weight": "hnorm.weight", "norm.weight": "shared_head_norm.weight"}
+
+
+def mtp_layers(tensors: dict[str, Any]) -> int:
+    """How many MTP blocks the checkpoint holds (``mtp.layers.{i}.*``)."""
+    return len({n.split(".")[2] for n in tensors if n.startswith("mtp.layers.")})
+
+
+def mtp_views(tensors: dict[str, Any], n_layer: int) -> dict[str, Any]:
+    """``tensors`` with the MTP block's under the names its GGUF layer takes: its decoder layer's
+    as HF would name layer ``n_layer``, the rest as their final GGUF names (``blk.{n}.nextn.*``)."""
+    out: dict[str, Any] = {}
+    for name, t in tensors.items():
+        if not name.startswith("mtp."):
+            out[name] = t
+        elif name.startswith("mtp.layers."):
+            _, _, i, rest = name.split(".", 3)
+            out[f"model.layers.{n_layer + int(i)}.{rest}"] = t
+        elif name[4:] in _MTP_EXTRAS:
+            out[f"blk.{n_layer}.nextn.{_MTP_EXTRAS[name[4:]]}"] = t
+        else:
+            out[name] = t  # refused as unexpected, naming it
+    return out
 
 
 def deltanet_views(tensors: dict[str, Any], n_k: int, n_v: int, d_k: int, d_v: int, tiled: bool = False) -> dict[str, Any]:

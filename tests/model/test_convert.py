@@ -412,3 +412,33 @@ def test_error_moe_dense_layers(tmp_path: Path) -> None:
     d = copy_model("qwen3_moe", tmp_path / "m")
     edit_config(d, mlp_only_layers=[0])
     assert_fails(d, tmp_path, ds4.ConvertError, r"dense layers among MoE ones")
+
+
+def test_mtp_block_in_llamacpp_layout(tmp_path: Path) -> None:
+    """Qwen3-Next's built-in MTP block (mtp.*, dropped by transformers on load) is kept as
+    llama.cpp stores it: layer n_layer with nextn.* tensors, zero-centered norms with 1 added,
+    block_count counting it and nextn_predict_layers 1; the trunk loads and runs as before."""
+    d = copy_model("qwen3_next", tmp_path / "m")
+    t = load_file(d / "model.safetensors")
+    cfg = tiny.config_dict("qwen3_next")
+    H, n = cfg["hidden_size"], cfg["num_hidden_layers"]
+    rng = np.random.default_rng(4)
+    mtp = {name.replace(f"model.layers.{n - 1}.", "mtp.layers.0."): rng.standard_normal(a.shape).astype(np.float32)
+           for name, a in t.items() if name.startswith(f"model.layers.{n - 1}.")}  # a full-attention layer
+    mtp["mtp.fc.weight"] = rng.standard_normal((H, 2 * H)).astype(np.float32)
+    for norm in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
+        mtp[f"mtp.{norm}.weight"] = rng.standard_normal(H).astype(np.float32)
+    save_file({**t, **mtp}, d / "model.safetensors")
+    with pytest.warns(UserWarning, match="placeholder"):
+        out = ds4.convert(d, tmp_path / "m.gguf", "f32")
+    md = ds4.inspect(out)["metadata"]
+    assert md["qwen3next.block_count"] == n + 1 and md["qwen3next.nextn_predict_layers"] == 1
+    np.testing.assert_array_equal(read_tensor(out, f"blk.{n}.nextn.eh_proj.weight"), mtp["mtp.fc.weight"])
+    for norm, gguf_name in (("pre_fc_norm_embedding", "enorm"), ("pre_fc_norm_hidden", "hnorm"), ("norm", "shared_head_norm")):
+        np.testing.assert_array_equal(read_tensor(out, f"blk.{n}.nextn.{gguf_name}.weight"), mtp[f"mtp.{norm}.weight"] + 1)
+    np.testing.assert_array_equal(read_tensor(out, f"blk.{n}.attn_q.weight"), mtp["mtp.layers.0.self_attn.q_proj.weight"])
+    np.testing.assert_array_equal(read_tensor(out, f"blk.{n}.attn_norm.weight"), mtp["mtp.layers.0.input_layernorm.weight"] + 1)
+    ids = np.random.default_rng(2).integers(3, 320, size=24)
+    with_mtp = ds4.Model(str(out), threads=2, kv_type="f32", precision="f32")
+    plain = ds4.Model(str(tiny.convert("qwen3_next", "f32")), threads=2, kv_type="f32", precision="f32")
+    np.testing.assert_array_equal(with_mtp.session().eval(ids), plain.session().eval(ids))
