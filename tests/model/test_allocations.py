@@ -61,11 +61,16 @@ def counter(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return lib
 
 
-def test_decode_steps_allocate_nothing(counter: Path, gemma_path: Path) -> None:
+@pytest.mark.parametrize("which", ["gemma", "hybrid"])
+def test_decode_steps_allocate_nothing(counter: Path, gemma_path: Path, which: str) -> None:
+    """The embedded Gemma, and the tiny Qwen3-Next (recurrent slots, routed experts)."""
     if "libasan" in os.environ.get("LD_PRELOAD", ""):
         pytest.skip("ASan replaces the allocator")
+    import tiny
+
+    path = gemma_path if which == "gemma" else tiny.convert("qwen3_next", "q8_0")
     env = dict(os.environ, LD_PRELOAD=str(counter))
-    proc = subprocess.run([sys.executable, __file__, str(gemma_path)], env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, __file__, str(path)], env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     extra = json.loads(proc.stdout.strip().splitlines()[-1])
