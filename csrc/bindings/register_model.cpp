@@ -128,6 +128,26 @@ void register_session(py::module_& m) {
             },
             py::arg("tokens"), py::arg("layers"))
         .def(
+            "mtp_step",
+            [](model::Session& s, int64_t pos0, const IdArray& tokens,
+               const py::array_t<float, py::array::c_style | py::array::forcecast>& hidden) {
+                const std::vector<int32_t> ids = token_ids(tokens, s.model().hparams().n_vocab);
+                const auto n = static_cast<int64_t>(ids.size());
+                const int64_t d = s.model().hparams().n_embd, vocab = s.model().hparams().n_vocab;
+                if (hidden.ndim() != 2 || hidden.shape(0) != n || hidden.shape(1) != d) {
+                    throw model::Error("mtp_step: hidden must be [" + std::to_string(n) + ", " + std::to_string(d) + "]");
+                }
+                py::array_t<float> logits({n, vocab}), out({n, d});
+                float* lp = logits.mutable_data();
+                float* op = out.mutable_data();
+                {
+                    py::gil_scoped_release release;
+                    s.mtp_step(pos0, ids.data(), hidden.data(), n, lp, op);
+                }
+                return py::make_tuple(logits, out);
+            },
+            py::arg("pos0"), py::arg("tokens"), py::arg("hidden"))
+        .def(
             "eval_block",
             [](model::Session& s, const IdArray& tokens) {
                 return logits_of(s, tokens,
@@ -209,6 +229,9 @@ void register_model(py::module_& m) {
         .def_property_readonly("forward_rows", [](const Model& self) { return self.net->forward_rows(); })
         .def_property_readonly("macs_per_token", [](const Model& self) { return self.net->work().macs(); })
         .def_property_readonly("repack_pending", [](const Model& self) { return self.net->repack_pending(); })
+        .def_property_readonly("n_layer", [](const Model& self) { return self.net->hparams().n_layer; })
+        .def_property_readonly("n_embd", [](const Model& self) { return self.net->hparams().n_embd; })
+        .def_property_readonly("has_mtp", [](const Model& self) { return self.net->has_mtp(); })
         .def(
             "extra_row_seconds",
             [](const Model& self, int max_rows) {

@@ -9,6 +9,7 @@
 //   rope.scaling.type            = none
 #include "model/hparams.h"
 
+#include <algorithm>
 #include <string>
 
 #include "model/model.h"
@@ -77,7 +78,8 @@ HParams read_hparams(const gguf::File& file, const ArchDefaults& d) {
     const std::string where = file.path() + ": ";
     hp.n_embd = get_int(file, a, "embedding_length", 0, true);
     // block_count includes the MTP blocks that follow the trunk (nextn_predict_layers).
-    hp.n_layer = static_cast<int>(get_int(file, a, "block_count", 0, true) - get_int(file, a, "nextn_predict_layers", 0, false));
+    hp.n_mtp = static_cast<int>(get_int(file, a, "nextn_predict_layers", 0, false, 16));
+    hp.n_layer = static_cast<int>(get_int(file, a, "block_count", 0, true) - hp.n_mtp);
     if (hp.n_layer < 1) throw Error(where + a + ".block_count leaves no layer besides the MTP blocks");
     if (static_cast<size_t>(hp.n_layer) > file.tensors().size()) {
         throw Error(where + a + ".block_count (" + std::to_string(hp.n_layer) + ") exceeds the " +
@@ -148,9 +150,9 @@ HParams read_hparams(const gguf::File& file, const ArchDefaults& d) {
 
 void read_moe(const gguf::File& file, HParams& hp, bool norm_default) {
     const std::string& a = hp.arch;
-    for (int il = 0; il < hp.n_layer; ++il) {
+    for (int il = 0; il < hp.n_layer + std::min(hp.n_mtp, 1); ++il) {
         if (!file.find_tensor("blk." + std::to_string(il) + ".ffn_gate_inp.weight")) continue;
-        LayerParams& L = hp.layers[static_cast<size_t>(il)];
+        LayerParams& L = il < hp.n_layer ? hp.layers[static_cast<size_t>(il)] : hp.mtp;
         MoeParams& m = L.moe;
         m.n_expert = static_cast<int>(get_int(file, a, "expert_count", 0, true, 1 << 16));
         m.n_used = static_cast<int>(get_int(file, a, "expert_used_count", 0, true, m.n_expert));
@@ -190,6 +192,10 @@ void read_hybrid(const gguf::File& file, HParams& hp, bool tiled) {
             L.kind = LayerKind::delta;
             L.delta = d;
         }
+    }
+    // The MTP block's layer is a gated-attention layer like the trunk's (read_moe may add experts).
+    for (const LayerParams& L : hp.layers) {
+        if (L.kind == LayerKind::attention) hp.mtp = L;
     }
 }
 

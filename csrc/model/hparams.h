@@ -86,6 +86,8 @@ struct HParams {
     float norm_eps = 0.0f;            // attention.layer_norm_rms_epsilon
     float final_softcap = 0.0f;       // on the logits; 0: none
     std::vector<LayerParams> layers;  // [n_layer]
+    int n_mtp = 0;                    // nextn_predict_layers: MTP blocks after the trunk (block n_layer)
+    LayerParams mtp;                  // the MTP block's decoder layer (when n_mtp > 0)
 };
 
 // Reads the keys every supported architecture shares. n_vocab comes from the token_embd

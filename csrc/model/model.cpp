@@ -57,8 +57,32 @@ std::unique_ptr<state::Slot> Model::make_slot(int layer) const {
 
 std::unique_ptr<state::State> Model::new_state() const {
     std::vector<std::unique_ptr<state::Slot>> slots;
-    for (int il = 0; il < hp_.n_layer; ++il) slots.push_back(make_slot(il));
+    for (int il = 0; il < n_slots(); ++il) slots.push_back(make_slot(il));
     return std::make_unique<state::State>(std::move(slots), n_ctx_, this);
+}
+
+void Model::run_mtp(state::State&, int64_t, const int32_t*, const float*, int64_t, float*, float*) {
+    throw Error(file_->path() + ": the model has no MTP block");
+}
+
+void Model::mtp_step(state::State& st, int64_t pos0, const int32_t* tokens, const float* hidden, int64_t n,
+                     float* logits, float* hidden_out) {
+    if (!has_mtp()) throw Error(file_->path() + ": the model has no MTP block");
+    if (st.owner() != this) throw Error("mtp_step: the state belongs to another model");
+    if (n < 1 || pos0 < 0 || pos0 + n > n_ctx_) {
+        throw Error("mtp_step: positions " + std::to_string(pos0) + ".." + std::to_string(pos0 + n - 1) +
+                    " must lie in the context [0, " + std::to_string(n_ctx_) + ")");
+    }
+    for (int64_t i = 0; i < n; ++i) {
+        if (tokens[i] < 0 || tokens[i] >= hp_.n_vocab) {
+            throw Error("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                        " is outside the vocabulary [0, " + std::to_string(hp_.n_vocab) + ")");
+        }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    st.slot(hp_.n_layer)->reserve(pos0 + n);
+    backend_->arena().reset();
+    run_mtp(st, pos0, tokens, hidden, n, logits, hidden_out);
 }
 
 int64_t Model::rollback(state::State& st, int64_t n) {

@@ -59,6 +59,18 @@ public:
     // logged rows: serialised with the passes. Returns the tokens to feed again.
     int64_t rollback(state::State& st, int64_t n);
 
+    // Whether the file holds a built-in MTP block (hparams().n_mtp, its tensors present).
+    virtual bool has_mtp() const { return false; }
+    // One pass of the MTP block over n rows at positions pos0 .. pos0 + n - 1 of st's MTP slot:
+    // row i joins token tokens[i] (the token at that position) with hidden[i] (the target's
+    // hidden state after its final norm at the position before; zeros before the first), runs
+    // the block's layer (attending to the slot's positions up to its own) and the shared output
+    // head: logits[n, n_vocab] predict the token after tokens[i], hidden_out[n, n_embd] is the
+    // block's output after its head norm (what the next, chained step takes as hidden). Writes
+    // the slot's rows, nothing else of st. Throws Error without an MTP block or for bad ids.
+    void mtp_step(state::State& st, int64_t pos0, const int32_t* tokens, const float* hidden, int64_t n,
+                  float* logits, float* hidden_out);
+
     // Runs one forward pass over the request's rows (request.h). Checks everything first (ids,
     // states, outputs, context: Error / state::ContextOverflow) and changes nothing on error;
     // then writes the outputs and commits each causal run's rows to its state. Passes are
@@ -104,6 +116,10 @@ protected:
     virtual void run(const Pass& p) = 0;
     // Layer `layer`'s slot of a new state: a KV slot unless the architecture says otherwise.
     virtual std::unique_ptr<state::Slot> make_slot(int layer) const;
+    // Slots of a state: one per layer, and one for an MTP block's layer (index n_layer).
+    virtual int n_slots() const { return hp_.n_layer; }
+    virtual void run_mtp(state::State& st, int64_t pos0, const int32_t* tokens, const float* hidden, int64_t n,
+                         float* logits, float* hidden_out);
 
     backend::Backend& be() { return *backend_; }
 

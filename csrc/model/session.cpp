@@ -71,6 +71,12 @@ void Session::argmax_locked(const int32_t* tokens, int64_t n, int32_t* ids, int6
     last_logits_.clear();  // not computed; last_logits() re-runs the last position if asked
 }
 
+void Session::mtp_step(int64_t pos0, const int32_t* tokens, const float* hidden, int64_t n, float* logits,
+                       float* hidden_out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    model_->mtp_step(*st_, pos0, tokens, hidden, n, logits, hidden_out);
+}
+
 void Session::eval_hidden(const int32_t* tokens, int64_t n, const int* layers, int n_layers, float* hidden) {
     std::lock_guard<std::mutex> lock(mu_);
     const std::vector<int32_t>& feed = with_pending(tokens, n);

@@ -53,6 +53,9 @@ public:
     // embeddings, i: after layer i, n_layer: after the final norm). Throws Error for a layer
     // outside [0, n_layer]; the pending token, if any, is fed first and not returned.
     void eval_hidden(const int32_t* tokens, int64_t n, const int* layers, int n_layers, float* hidden);
+    // The model's MTP block over rows at positions pos0.. of this session's MTP slot
+    // (Model::mtp_step); the positions the session holds are untouched.
+    void mtp_step(int64_t pos0, const int32_t* tokens, const float* hidden, int64_t n, float* logits, float* hidden_out);
     // Appends n rows given as input embeddings embd[n, n_embd] (what layer 0 of the stack
     // reads: after any embedding scale) instead of token ids, writing logits[n, n_vocab]; the
     // positions hold no token id (-1 in tokens()). Throws Error if a token is pending.

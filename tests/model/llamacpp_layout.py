@@ -5,10 +5,13 @@ converter's tests (test_convert.py) and the test of files written to llama.cpp's
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import gguf
 import numpy as np
 import tiny
-from safetensors.numpy import load_file
+from safetensors.numpy import load_file, save_file
 
 GGUF_ARCH = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe", "qwen3_next": "qwen3next",
              "qwen3_5_text": "qwen35", "qwen3_5_moe_text": "qwen35moe", "gemma3_text": "gemma3"}
@@ -106,3 +109,21 @@ def reference(family: str) -> dict[str, np.ndarray]:
             a = a + 1.0  # Qwen3NextRMSNorm too, but the DeltaNet's gated norm
         out[name] = a
     return out
+
+
+def add_mtp(hf_dir: Path, seed: int = 4) -> dict[str, np.ndarray]:
+    """Writes a random built-in MTP block (mtp.*: what Qwen3-Next checkpoints hold and
+    transformers drops) into the tiny hybrid checkpoint at hf_dir; returns its tensors. Its
+    decoder layer has the shapes of the trunk's last (full-attention) layer."""
+    path = hf_dir / "model.safetensors"
+    t = load_file(path)
+    cfg = json.loads((hf_dir / "config.json").read_text())
+    H, last = cfg["hidden_size"], f"model.layers.{cfg['num_hidden_layers'] - 1}."
+    rng = np.random.default_rng(seed)
+    mtp = {name.replace(last, "mtp.layers.0."): (0.08 * rng.standard_normal(a.shape)).astype(np.float32)
+           for name, a in t.items() if name.startswith(last)}
+    mtp["mtp.fc.weight"] = (0.08 * rng.standard_normal((H, 2 * H))).astype(np.float32)
+    for norm in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
+        mtp[f"mtp.{norm}.weight"] = (0.1 * rng.standard_normal(H)).astype(np.float32)
+    save_file({**t, **mtp}, path)
+    return mtp

@@ -15,7 +15,7 @@ import tiny
 from safetensors.numpy import load_file, save_file
 
 import ds4
-from llamacpp_layout import GGUF_ARCH, hf_tensors, reference, stack_experts
+from llamacpp_layout import GGUF_ARCH, add_mtp, hf_tensors, reference, stack_experts
 
 Q = gguf.GGMLQuantizationType
 QTYPE = {"f32": Q.F32, "f16": Q.F16, "bf16": Q.BF16, "q8_0": Q.Q8_0}
@@ -419,16 +419,8 @@ def test_mtp_block_in_llamacpp_layout(tmp_path: Path) -> None:
     llama.cpp stores it: layer n_layer with nextn.* tensors, zero-centered norms with 1 added,
     block_count counting it and nextn_predict_layers 1; the trunk loads and runs as before."""
     d = copy_model("qwen3_next", tmp_path / "m")
-    t = load_file(d / "model.safetensors")
-    cfg = tiny.config_dict("qwen3_next")
-    H, n = cfg["hidden_size"], cfg["num_hidden_layers"]
-    rng = np.random.default_rng(4)
-    mtp = {name.replace(f"model.layers.{n - 1}.", "mtp.layers.0."): rng.standard_normal(a.shape).astype(np.float32)
-           for name, a in t.items() if name.startswith(f"model.layers.{n - 1}.")}  # a full-attention layer
-    mtp["mtp.fc.weight"] = rng.standard_normal((H, 2 * H)).astype(np.float32)
-    for norm in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
-        mtp[f"mtp.{norm}.weight"] = rng.standard_normal(H).astype(np.float32)
-    save_file({**t, **mtp}, d / "model.safetensors")
+    mtp = add_mtp(d)
+    n = tiny.config_dict("qwen3_next")["num_hidden_layers"]
     with pytest.warns(UserWarning, match="placeholder"):
         out = ds4.convert(d, tmp_path / "m.gguf", "f32")
     md = ds4.inspect(out)["metadata"]
