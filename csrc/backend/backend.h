@@ -231,6 +231,8 @@ public:
     Vec upload(const float* host, int64_t n);
     void upload(Rows dst, const float* host) { write(dst.data, host, bytes_of(dst)); }
     void download(float* host, Rows src) { read(host, src.data, bytes_of(src)); }
+    // dst = src (the same number of values; dst's rows may be wider slices of a wider tensor's)
+    void copy(Rows dst, Rows src) { copy(dst.data, src.data, bytes_of(src)); }
     // Rows for a pass's output into host memory `host`: that memory itself where the backend can
     // address it, else arena rows that finish_output() then downloads.
     Rows output_rows(float* host, int64_t n, int64_t dim);

@@ -166,9 +166,9 @@ private:
         be.rms_norm(e, m.enorm, eps, e);
         be.rms_norm(hs, m.hnorm, eps, hs);
         for (int64_t r = 0; r < n; ++r) {  // [embedding | hidden] per row
-            const size_t bytes = static_cast<size_t>(d) * sizeof(float);
-            be.copy(joined.rows(r, 1).data, e.rows(r, 1).data, bytes);
-            be.copy(joined.rows(r, 1).data + d, hs.rows(r, 1).data, bytes);
+            const backend::Rows row = joined.rows(r, 1).as(2, d);
+            be.copy(row.rows(0, 1), e.rows(r, 1));
+            be.copy(row.rows(1, 1), hs.rows(r, 1));
         }
         const backend::Rows x = arena.rows(n, d), h = arena.rows(n, d), y = arena.rows(n, d);
         be.matmul(m.eh_proj, joined, x);

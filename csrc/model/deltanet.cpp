@@ -71,9 +71,9 @@ void Layer::run(backend::Backend& be, const Pass& p, int layer, Rows x, Rows out
         const bool log = slot.logging(p.n_past[s], m);
         if (log) {
             const int64_t at = slot.logged();
-            be.copy(slot.log(0).rows(at, m).data, qkv.rows(f, m).data, static_cast<size_t>(m * qkv.dim) * sizeof(float));
-            be.copy(slot.log(1).rows(at, m).data, a.rows(f, m).data, static_cast<size_t>(m * a.dim) * sizeof(float));
-            be.copy(slot.log(2).rows(at, m).data, b.rows(f, m).data, static_cast<size_t>(m * b.dim) * sizeof(float));
+            be.copy(slot.log(0).rows(at, m), qkv.rows(f, m));
+            be.copy(slot.log(1).rows(at, m), a.rows(f, m));
+            be.copy(slot.log(2).rows(at, m), b.rows(f, m));
         }
         recur(be, slot, qkv.rows(f, m), a.rows(f, m), b.rows(f, m), o.rows(f, m));
         if (log) slot.add_logged(m);

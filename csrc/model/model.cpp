@@ -73,12 +73,7 @@ void Model::mtp_step(state::State& st, int64_t pos0, const int32_t* tokens, cons
         throw Error("mtp_step: positions " + std::to_string(pos0) + ".." + std::to_string(pos0 + n - 1) +
                     " must lie in the context [0, " + std::to_string(n_ctx_) + ")");
     }
-    for (int64_t i = 0; i < n; ++i) {
-        if (tokens[i] < 0 || tokens[i] >= hp_.n_vocab) {
-            throw Error("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
-                        " is outside the vocabulary [0, " + std::to_string(hp_.n_vocab) + ")");
-        }
-    }
+    check_tokens(tokens, n);
     std::lock_guard<std::mutex> lock(mu_);
     st.slot(hp_.n_layer)->reserve(pos0 + n);
     backend_->arena().reset();
@@ -89,6 +84,15 @@ int64_t Model::rollback(state::State& st, int64_t n) {
     std::lock_guard<std::mutex> lock(mu_);
     backend_->arena().reset();
     return st.rollback(n);
+}
+
+void Model::check_tokens(const int32_t* tokens, int64_t n) const {
+    for (int64_t i = 0; i < n; ++i) {
+        if (tokens[i] < 0 || tokens[i] >= hp_.n_vocab) {
+            throw Error("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                        " is outside the vocabulary [0, " + std::to_string(hp_.n_vocab) + ")");
+        }
+    }
 }
 
 int64_t Model::check(const Request& req) const {
@@ -107,14 +111,7 @@ int64_t Model::check(const Request& req) const {
     const int64_t n = req.rows();
     if (n == 0) return 0;
     if (!req.tokens == !req.embeddings) throw Error("forward: give either token ids or input embeddings");
-    if (req.tokens) {
-        for (int64_t i = 0; i < n; ++i) {
-            if (req.tokens[i] < 0 || req.tokens[i] >= hp_.n_vocab) {
-                throw Error("token id " + std::to_string(req.tokens[i]) + " at index " + std::to_string(i) +
-                            " is outside the vocabulary [0, " + std::to_string(hp_.n_vocab) + ")");
-            }
-        }
-    }
+    if (req.tokens) check_tokens(req.tokens, n);
     int64_t n_logits = req.out ? 0 : n, n_argmax = 0;
     for (int64_t i = 0; req.out && i < n; ++i) {
         n_logits += req.out[i] == Out::logits;

@@ -134,6 +134,8 @@ private:
                   int64_t head_rows);
     // Checks a request before anything runs (Model::forward); returns its rows.
     int64_t check(const Request& req) const;
+    // Throws Error naming the first id outside the vocabulary.
+    void check_tokens(const int32_t* tokens, int64_t n) const;
     void forward_locked(const Request& req);  // forward() with mu_ held
 
     std::mutex mu_;

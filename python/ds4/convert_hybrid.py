@@ -82,7 +82,7 @@ def deltanet_views(tensors: dict[str, Any], n_k: int, n_v: int, d_k: int, d_v: i
 
     def tile(t: Any, axis: int, start: int, width: int, then: Callable[[np.ndarray], np.ndarray] = lambda a: a) -> Any:
         if not tiled or r == 1:
-            return Derived(t, t.shape, then) if then is not None else t
+            return Derived(t, t.shape, then)
         reorder = heads(axis, start, width)
         return Derived(t, t.shape, lambda a: then(reorder(a)))
 
