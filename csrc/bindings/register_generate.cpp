@@ -116,6 +116,12 @@ void register_options(py::module_& m) {
             "spec_draft_vocab", [](const Options& o) { return o.params.spec.draft_vocab; },
             [](Options& o, int64_t v) { o.params.spec.draft_vocab = v; })
         .def_property(
+            "spec_mtp_draft", [](const Options& o) { return o.params.spec.mtp_draft; },
+            [](Options& o, int v) { o.params.spec.mtp_draft = v; })
+        .def_property(
+            "spec_mtp_depth", [](const Options& o) { return o.params.spec.mtp_depth; },
+            [](Options& o, int v) { o.params.spec.mtp_depth = v; })
+        .def_property(
             "draft", [](const Options& o) { return o.draft; },
             [](Options& o, const py::object& v) {
                 if (v.is_none()) {

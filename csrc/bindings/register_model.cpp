@@ -147,6 +147,26 @@ void register_session(py::module_& m) {
                 return py::make_tuple(logits, out);
             },
             py::arg("pos0"), py::arg("tokens"), py::arg("hidden"))
+        .def("track_mtp", &model::Session::track_mtp, py::call_guard<py::gil_scoped_release>())
+        .def_property_readonly("tracks_mtp", &model::Session::tracks_mtp)
+        .def_property_readonly("mtp_lag", &model::Session::mtp_lag)
+        .def(
+            "mtp_draft",
+            [](model::Session& s, int32_t tok) -> py::object {
+                const int64_t d = s.model().hparams().n_embd, vocab = s.model().hparams().n_vocab;
+                py::array_t<float> logits(vocab), hidden(d);
+                model::MtpOut out;
+                out.logits = logits.mutable_data();
+                out.hidden = hidden.mutable_data();
+                bool ok;
+                {
+                    py::gil_scoped_release release;
+                    ok = s.mtp_draft(tok, out);
+                }
+                if (!ok) return py::none();
+                return py::make_tuple(logits, hidden);
+            },
+            py::arg("token"))
         .def(
             "eval_block",
             [](model::Session& s, const IdArray& tokens) {

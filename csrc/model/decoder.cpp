@@ -151,40 +151,48 @@ private:
     }
 
     // The MTP block over rows at pos0..: x = eh_proj([enorm(embed(token)), hnorm(hidden)]), its
-    // layer on the MTP slot (index n_layer), then the head norm and the shared output head.
-    void run_mtp(state::State& st, int64_t pos0, const int32_t* tokens, const float* hidden, int64_t n,
-                 float* logits, float* hidden_out) override {
+    // layer on the MTP slot (index n_layer), then, for the last n_out rows, the head norm and the
+    // shared output head.
+    void run_mtp(state::State& st, const MtpRows& r) override {
         backend::Backend& be = this->be();
-        const int64_t d = hp_.n_embd;
+        const int64_t n = r.n, d = hp_.n_embd;
+        const int64_t n_out = r.n_out < 0 ? n : r.n_out;
         const float eps = hp_.norm_eps;
         const Mtp& m = *mtp_;
         backend::Arena& arena = be.arena();
         const backend::Rows e = arena.rows(n, d), hs = arena.rows(n, d), joined = arena.rows(n, 2 * d);
-        be.get_rows(tok_embd_, tokens, e);
+        be.get_rows(tok_embd_, r.tokens, e);
         if (fam_.scale_embeddings) be.scale(e, embed_scale_);
-        be.upload(hs, hidden);
+        be.upload(hs, r.hidden);
         be.rms_norm(e, m.enorm, eps, e);
         be.rms_norm(hs, m.hnorm, eps, hs);
-        for (int64_t r = 0; r < n; ++r) {  // [embedding | hidden] per row
-            const backend::Rows row = joined.rows(r, 1).as(2, d);
-            be.copy(row.rows(0, 1), e.rows(r, 1));
-            be.copy(row.rows(1, 1), hs.rows(r, 1));
+        for (int64_t i = 0; i < n; ++i) {  // [embedding | hidden] per row
+            const backend::Rows row = joined.rows(i, 1).as(2, d);
+            be.copy(row.rows(0, 1), e.rows(i, 1));
+            be.copy(row.rows(1, 1), hs.rows(i, 1));
         }
         const backend::Rows x = arena.rows(n, d), h = arena.rows(n, d), y = arena.rows(n, d);
         be.matmul(m.eh_proj, joined, x);
         mtp_pos_.resize(static_cast<size_t>(n));
-        for (int64_t i = 0; i < n; ++i) mtp_pos_[static_cast<size_t>(i)] = static_cast<int32_t>(pos0 + i);
+        for (int64_t i = 0; i < n; ++i) mtp_pos_[static_cast<size_t>(i)] = static_cast<int32_t>(r.pos0 + i);
         const SeqRows seq{&st, n, Attend::causal};
-        const Request req = Request::of(seq, tokens);
+        const Request req = Request::of(seq, r.tokens);
         const int64_t first[2] = {0, n};
-        const Pass p{req, n, mtp_pos_.data(), mtp_pos_.data(), first, &pos0, nullptr, 0, nullptr, 0, nullptr, 0};
+        const Pass p{req, n, mtp_pos_.data(), mtp_pos_.data(), first, &r.pos0, nullptr, 0, nullptr, 0, nullptr, 0};
         layer(p, m.layer, hp_.mtp, hp_.n_layer, x, h, y);
-        const backend::Rows out = be.output_rows(hidden_out, n, d);
-        be.rms_norm(x, m.head_norm, eps, out);
-        be.finish_output(out, hidden_out);
-        mtp_rows_.resize(static_cast<size_t>(n));
-        for (int64_t i = 0; i < n; ++i) mtp_rows_[static_cast<size_t>(i)] = i;
-        blocks::head(be, output_, m.head_norm, eps, hp_.final_softcap, x, mtp_rows_.data(), n, logits, nullptr);
+        if (n_out == 0) return;
+        const backend::Rows last = x.rows(n - n_out, n_out);
+        if (r.hidden_out) {
+            const backend::Rows out = be.output_rows(r.hidden_out, n_out, d);
+            be.rms_norm(last, m.head_norm, eps, out);
+            be.finish_output(out, r.hidden_out);
+        }
+        mtp_rows_.resize(static_cast<size_t>(n_out));
+        for (int64_t i = 0; i < n_out; ++i) mtp_rows_[static_cast<size_t>(i)] = n - n_out + i;
+        if (r.logits || r.argmax) {
+            blocks::head(be, output_, m.head_norm, eps, hp_.final_softcap, x, mtp_rows_.data(), n_out, r.logits, r.argmax,
+                         r.head_rows);
+        }
     }
 
     // Writes the captured rows of x into every capture of hidden-state index `index`.

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "speculative/draft.h"
+#include "speculative/mtp.h"
 #include "speculative/verify.h"
 #include "state/state.h"
 
@@ -53,7 +54,11 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
             throw std::invalid_argument("spec n_min must be in [0, n_max], got " + std::to_string(params_.spec.n_min));
         }
         for (const std::string& t : params_.spec.types) {
-            if (t != "draft") {
+            if (t == "mtp") {
+                proposers_.push_back(speculative::make_mtp_proposer(session_, tok_.vocab_size(), params_.spec.mtp_draft,
+                                                                    params_.spec.mtp_depth, params_.spec.confidence,
+                                                                    params_.spec.draft_vocab));
+            } else if (t != "draft") {
                 proposers_.push_back(speculative::make_proposer(t));
             } else if (!params_.spec.draft || !params_.spec.draft_tok) {
                 throw std::invalid_argument("the 'draft' proposer needs a draft model");
@@ -130,17 +135,21 @@ int32_t Generator::speculate(int32_t tok) {
         speculative::Proposer& prop = *proposers_[i];
         const int p = static_cast<int>(i);
         draft_.clear();
-        const int floor = std::min(params_.spec.n_min, cap);
+        // A proposer's own bounds: at most max_draft(), and a draft that runs at least min_draft().
+        const int pcap = std::min(cap, prop.max_draft());
+        const int floor = std::min(params_.spec.n_min, pcap);
         if (prop.costs()) {
-            const int want = std::max(floor, scheduler_->pick(p, cap, prop.cost_per_token(target),
-                                                              prop.catch_up_seconds(context_, target)));
+            int want = std::max(floor, scheduler_->pick(p, pcap, prop.cost_per_token(target),
+                                                        prop.catch_up_seconds(context_, target)));
+            if (want > 0) want = std::max(want, std::min(prop.min_draft(), pcap));
             if (want > 0) prop.propose(context_, want, &draft_);
             stats_.catch_up_seconds += draft_.catch_up_seconds;
             k = std::min(want, static_cast<int>(draft_.tokens.size()));
         } else {
-            prop.propose(context_, cap, &draft_);
-            const int avail = std::min(cap, static_cast<int>(draft_.tokens.size()));
+            prop.propose(context_, pcap, &draft_);
+            const int avail = std::min(pcap, static_cast<int>(draft_.tokens.size()));
             k = avail == 0 ? 0 : std::max(std::min(floor, avail), scheduler_->pick(p, avail));
+            if (k > 0) k = std::max(k, std::min(prop.min_draft(), avail));
         }
         if (k > 0) winner = p;
     }
@@ -215,6 +224,7 @@ int32_t Generator::speculate(int32_t tok) {
     if (j < k) session_.truncate(p + 1 + j);
     // The pass as the scheduler should judge it: drafting, verifying, the acceptance's per-row
     // probabilities and the draw that follows (as a plain step's, timed_pass(1) above).
+    proposers_[static_cast<size_t>(winner)]->verified(k, j);
     scheduler_->verified(winner, k, j, now() - t0 + (next < 0 && !fused_greedy_ ? last_sample_seconds_ : 0.0),
                          draft_.catch_up_seconds);
     ++stats_.n_spec_passes;

@@ -36,6 +36,8 @@ struct SpecParams {
     bool exact = false;                // temperature > 0: exact instead of opportunistic
     float confidence = 0.0f;           // a model proposer ends its draft below this probability (0: off)
     int64_t draft_vocab = -1;          // the draft model scores the first draft_vocab ids (0: all; < 0: speculative/draft.h's default)
+    int mtp_draft = 2;                 // the built-in MTP proposer drafts at most this many tokens (speculative/mtp.h)
+    int mtp_depth = 0;                 // ... or, > 0, exactly this many (0: the adaptive depth)
     // The "draft" proposer's model and its tokenizer (which must be the target's).
     std::shared_ptr<Model> draft;
     const tok::Tokenizer* draft_tok = nullptr;

@@ -61,23 +61,24 @@ std::unique_ptr<state::State> Model::new_state() const {
     return std::make_unique<state::State>(std::move(slots), n_ctx_, this);
 }
 
-void Model::run_mtp(state::State&, int64_t, const int32_t*, const float*, int64_t, float*, float*) {
+void Model::run_mtp(state::State&, const MtpRows&) {
     throw Error(file_->path() + ": the model has no MTP block");
 }
 
-void Model::mtp_step(state::State& st, int64_t pos0, const int32_t* tokens, const float* hidden, int64_t n,
-                     float* logits, float* hidden_out) {
+void Model::mtp(state::State& st, const MtpRows& r) {
     if (!has_mtp()) throw Error(file_->path() + ": the model has no MTP block");
-    if (st.owner() != this) throw Error("mtp_step: the state belongs to another model");
-    if (n < 1 || pos0 < 0 || pos0 + n > n_ctx_) {
-        throw Error("mtp_step: positions " + std::to_string(pos0) + ".." + std::to_string(pos0 + n - 1) +
+    if (st.owner() != this) throw Error("mtp: the state belongs to another model");
+    if (r.n < 1 || r.pos0 < 0 || r.pos0 + r.n > n_ctx_) {
+        throw Error("mtp: positions " + std::to_string(r.pos0) + ".." + std::to_string(r.pos0 + r.n - 1) +
                     " must lie in the context [0, " + std::to_string(n_ctx_) + ")");
     }
-    check_tokens(tokens, n);
+    if (r.n_out > r.n) throw Error("mtp: n_out " + std::to_string(r.n_out) + " exceeds the " + std::to_string(r.n) + " rows");
+    check_tokens(r.tokens, r.n);
     std::lock_guard<std::mutex> lock(mu_);
-    st.slot(hp_.n_layer)->reserve(pos0 + n);
+    if (backend_->packing_pending()) backend_->finish_packing();
+    st.slot(hp_.n_layer)->reserve(r.pos0 + r.n);
     backend_->arena().reset();
-    run_mtp(st, pos0, tokens, hidden, n, logits, hidden_out);
+    run_mtp(st, r);
 }
 
 int64_t Model::rollback(state::State& st, int64_t n) {
@@ -179,17 +180,18 @@ void Model::forward_locked(const Request& req) {
     rows_ += static_cast<uint64_t>(n);
 }
 
-void Model::eval(state::State& st, const int32_t* tokens, int64_t n, float* logits, int64_t n_out, int64_t head_rows) {
-    eval_one(st, tokens, n, n_out, logits, nullptr, head_rows);
+void Model::eval(state::State& st, const int32_t* tokens, int64_t n, float* logits, int64_t n_out, int64_t head_rows,
+                 float* hidden) {
+    eval_one(st, tokens, n, n_out, logits, nullptr, head_rows, hidden);
 }
 
 void Model::eval_argmax(state::State& st, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out,
-                        int64_t head_rows) {
-    eval_one(st, tokens, n, n_out, nullptr, ids, head_rows);
+                        int64_t head_rows, float* hidden) {
+    eval_one(st, tokens, n, n_out, nullptr, ids, head_rows, hidden);
 }
 
 void Model::eval_one(state::State& st, const int32_t* tokens, int64_t n, int64_t n_out, float* logits, int32_t* ids,
-                     int64_t head_rows) {
+                     int64_t head_rows, float* hidden) {
     if (n == 0) return;
     if (n_out < 0) n_out = n;
     if (n_out == 0 || n_out > n) throw Error("n_out must be in [1, " + std::to_string(n) + "], got " + std::to_string(n_out));
@@ -202,6 +204,12 @@ void Model::eval_one(state::State& st, const int32_t* tokens, int64_t n, int64_t
     req.logits = logits;
     req.argmax = ids;
     req.head_rows = head_rows;
+    const int final_norm = hp_.n_layer;
+    if (hidden) {
+        req.capture_layers = &final_norm;
+        req.n_capture = 1;
+        req.hidden = hidden;
+    }
     forward_locked(req);
 }
 

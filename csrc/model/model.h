@@ -49,6 +49,7 @@ public:
     Model& operator=(const Model&) = delete;
 
     const HParams& hparams() const { return hp_; }
+    const std::string& path() const { return file_->path(); }
     int64_t n_ctx() const { return n_ctx_; }
     backend::KvType kv_type() const { return opts_.kv_type; }
 
@@ -61,15 +62,14 @@ public:
 
     // Whether the file holds a built-in MTP block (hparams().n_mtp, its tensors present).
     virtual bool has_mtp() const { return false; }
-    // One pass of the MTP block over n rows at positions pos0 .. pos0 + n - 1 of st's MTP slot:
-    // row i joins token tokens[i] (the token at that position) with hidden[i] (the target's
-    // hidden state after its final norm at the position before; zeros before the first), runs
-    // the block's layer (attending to the slot's positions up to its own) and the shared output
-    // head: logits[n, n_vocab] predict the token after tokens[i], hidden_out[n, n_embd] is the
-    // block's output after its head norm (what the next, chained step takes as hidden). Writes
-    // the slot's rows, nothing else of st. Throws Error without an MTP block or for bad ids.
-    void mtp_step(state::State& st, int64_t pos0, const int32_t* tokens, const float* hidden, int64_t n,
-                  float* logits, float* hidden_out);
+    // One pass of the MTP block (MtpRows) on st's MTP slot: row i joins tokens[i] (the token at
+    // position pos0 + i) with hidden[i] (the target's hidden state after its final norm at the
+    // position before; zeros before the first), runs the block's layer (attending to the slot's
+    // positions up to its own) and, for the last n_out rows, the shared output head: logits
+    // predict the token after tokens[i]; hidden_out is the block's output after its head norm
+    // (what a chained step takes as hidden). Writes the slot's rows, nothing else of st. Throws
+    // Error without an MTP block or for bad ids or positions.
+    void mtp(state::State& st, const MtpRows& rows);
 
     // Runs one forward pass over the request's rows (request.h). Checks everything first (ids,
     // states, outputs, context: Error / state::ContextOverflow) and changes nothing on error;
@@ -81,13 +81,15 @@ public:
     // (logits[n_out, n_vocab]; n_out < 0 means all n).
     // head_rows > 0 scores only the first head_rows vocabulary ids, the rest reading as -inf (a
     // drafter's shortlist: the output projection is most of a small model's bytes).
+    // hidden: when given, hidden[n, n_embd] gets every row's hidden state after the final norm
+    // (what the built-in MTP block conditions on).
     void eval(state::State& st, const int32_t* tokens, int64_t n, float* logits, int64_t n_out = -1,
-              int64_t head_rows = 0);
+              int64_t head_rows = 0, float* hidden = nullptr);
     // The same, writing for each of the last n_out rows the id of its largest logit (lowest id
     // on ties) instead of the logits: what greedy decoding and greedy verification need, without
     // the n_out x n_vocab rows. Bit-consistent with eval: argmax of the very same logits.
     void eval_argmax(state::State& st, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out = -1,
-                     int64_t head_rows = 0);
+                     int64_t head_rows = 0, float* hidden = nullptr);
 
     // Per row of a forward pass: multiply-adds and weight bytes by format (model/pass_cost.h).
     const PassWork& work() const { return work_; }
@@ -118,8 +120,7 @@ protected:
     virtual std::unique_ptr<state::Slot> make_slot(int layer) const;
     // Slots of a state: one per layer, and one for an MTP block's layer (index n_layer).
     virtual int n_slots() const { return hp_.n_layer; }
-    virtual void run_mtp(state::State& st, int64_t pos0, const int32_t* tokens, const float* hidden, int64_t n,
-                         float* logits, float* hidden_out);
+    virtual void run_mtp(state::State& st, const MtpRows& rows);
 
     backend::Backend& be() { return *backend_; }
 
@@ -131,7 +132,7 @@ protected:
 
 private:
     void eval_one(state::State& st, const int32_t* tokens, int64_t n, int64_t n_out, float* logits, int32_t* ids,
-                  int64_t head_rows);
+                  int64_t head_rows, float* hidden);
     // Checks a request before anything runs (Model::forward); returns its rows.
     int64_t check(const Request& req) const;
     // Throws Error naming the first id outside the vocabulary.

@@ -38,9 +38,11 @@ void Session::eval_locked(const int32_t* tokens, int64_t n, float* logits, int64
         scratch_.resize(static_cast<size_t>(n_vocab));
         out = scratch_.data();
     }
-    model_->eval(*st_, feed.data(), m, out, n_out, head_rows_);
+    const int64_t at = st_->n_past();
+    model_->eval(*st_, feed.data(), m, out, n_out, head_rows_, mtp_ ? mtp_->before(at, m) : nullptr);
     tokens_.insert(tokens_.end(), feed.begin(), feed.end());
     pending_ = -1;
+    if (mtp_) mtp_->committed(*st_, tokens_, at, m);
     const float* last = out + (n_out - 1) * n_vocab;
     last_logits_.assign(last, last + n_vocab);
 }
@@ -65,16 +67,25 @@ void Session::argmax_locked(const int32_t* tokens, int64_t n, int32_t* ids, int6
     const auto m = static_cast<int64_t>(feed.size());
     if (m == 0) return;
     if (out < 1 || n_out == 0) throw Error("eval_argmax: n_out must be >= 1 or < 0 (all), got " + std::to_string(n_out));
-    model_->eval_argmax(*st_, feed.data(), m, ids, out, head_rows_);
+    const int64_t at = st_->n_past();
+    model_->eval_argmax(*st_, feed.data(), m, ids, out, head_rows_, mtp_ ? mtp_->before(at, m) : nullptr);
     tokens_.insert(tokens_.end(), feed.begin(), feed.end());
     pending_ = -1;
+    if (mtp_) mtp_->committed(*st_, tokens_, at, m);
     last_logits_.clear();  // not computed; last_logits() re-runs the last position if asked
 }
 
 void Session::mtp_step(int64_t pos0, const int32_t* tokens, const float* hidden, int64_t n, float* logits,
                        float* hidden_out) {
     std::lock_guard<std::mutex> lock(mu_);
-    model_->mtp_step(*st_, pos0, tokens, hidden, n, logits, hidden_out);
+    MtpRows r;
+    r.pos0 = pos0;
+    r.n = n;
+    r.tokens = tokens;
+    r.hidden = hidden;
+    r.logits = logits;
+    r.hidden_out = hidden_out;
+    model_->mtp(*st_, r);
 }
 
 void Session::eval_hidden(const int32_t* tokens, int64_t n, const int* layers, int n_layers, float* hidden) {
@@ -96,6 +107,7 @@ void Session::eval_hidden(const int32_t* tokens, int64_t n, const int* layers, i
     tokens_.insert(tokens_.end(), feed.begin(), feed.end());
     pending_ = -1;
     last_logits_.clear();
+    if (mtp_) mtp_->lost();
 }
 
 void Session::eval_embeddings(const float* embd, int64_t n, float* logits) {
@@ -109,6 +121,7 @@ void Session::eval_embeddings(const float* embd, int64_t n, float* logits) {
     req.head_rows = head_rows_;
     model_->forward(req);
     tokens_.insert(tokens_.end(), static_cast<size_t>(n), -1);
+    if (mtp_) mtp_->lost();
     const int64_t n_vocab = model_->hparams().n_vocab;
     last_logits_.assign(logits + (n - 1) * n_vocab, logits + n * n_vocab);
 }
@@ -153,6 +166,7 @@ void Session::rewind_locked(int64_t n) {
         throw Error(e.what());
     }
     last_logits_.clear();
+    if (mtp_) mtp_->rewound(n);
 }
 
 void Session::truncate(int64_t n) {
@@ -219,6 +233,7 @@ void Session::appended(const int32_t* rows, int64_t n, const float* last_logits)
     std::lock_guard<std::mutex> lock(mu_);
     pending_ = -1;  // the first of the rows, if the session held one
     tokens_.insert(tokens_.end(), rows, rows + n);
+    if (mtp_) mtp_->lost();  // a batched pass keeps no hidden states
     if (last_logits) {
         last_logits_.assign(last_logits, last_logits + model_->hparams().n_vocab);
     } else {
@@ -234,6 +249,7 @@ std::shared_ptr<const Session::Snapshot> Session::snapshot() const {
     snap->tokens = tokens_;
     snap->pending = pending_;
     snap->last_logits = last_logits_;
+    if (mtp_) snap->mtp = std::make_shared<const MtpFeed>(*mtp_);
     return snap;
 }
 
@@ -248,6 +264,43 @@ void Session::restore(const Snapshot& snap) {
     tokens_ = snap.tokens;
     pending_ = snap.pending;
     last_logits_ = snap.last_logits;
+    if (mtp_ && snap.mtp) {
+        *mtp_ = *snap.mtp;
+    } else if (mtp_) {
+        mtp_->lost();
+    }
+}
+
+void Session::track_mtp() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!model_->has_mtp()) throw Error(model_->path() + ": the model has no MTP block to draft with");
+    if (mtp_) return;
+    mtp_ = std::make_unique<MtpFeed>(*model_);
+    if (st_->n_past() > 0) mtp_->lost();  // the positions held were evaluated without keeping hidden states
+}
+
+bool Session::tracks_mtp() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return mtp_ != nullptr;
+}
+
+int64_t Session::mtp_lag() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!mtp_) throw Error("mtp_lag: the session does not track MTP (track_mtp)");
+    return mtp_->lag(st_->n_past()) + (pending_ >= 0 ? 1 : 0);
+}
+
+bool Session::mtp_draft(int32_t tok, const MtpOut& out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!mtp_) throw Error("mtp_draft: the session does not track MTP (track_mtp)");
+    if (pending_ >= 0) return false;  // its hidden state, which tok's row needs, is not known yet
+    return mtp_->draft(*st_, tokens_, tok, out);
+}
+
+void Session::mtp_chain(int64_t pos, int32_t tok, const float* hidden, const MtpOut& out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!mtp_) throw Error("mtp_chain: the session does not track MTP (track_mtp)");
+    mtp_->chain(*st_, pos, tok, hidden, out);
 }
 
 }  // namespace ds4::model

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "model/mtp_feed.h"
 #include "state/state.h"
 
 namespace ds4::model {
@@ -27,6 +28,7 @@ public:
         std::vector<int32_t> tokens;         // ids of the positions held in the state
         int32_t pending = -1;
         std::vector<float> last_logits;      // of the last position held, when known
+        std::shared_ptr<const MtpFeed> mtp;  // the MTP feed, when the session tracked it
         int64_t n_past() const { return state.n_past + (pending >= 0 ? 1 : 0); }
     };
 
@@ -53,8 +55,21 @@ public:
     // embeddings, i: after layer i, n_layer: after the final norm). Throws Error for a layer
     // outside [0, n_layer]; the pending token, if any, is fed first and not returned.
     void eval_hidden(const int32_t* tokens, int64_t n, const int* layers, int n_layers, float* hidden);
-    // The model's MTP block over rows at positions pos0.. of this session's MTP slot
-    // (Model::mtp_step); the positions the session holds are untouched.
+    // Built-in MTP drafting (model().has_mtp(); model/mtp_feed.h). From track_mtp() on (Error
+    // without an MTP block), the session's passes keep what the block needs to draft.
+    void track_mtp();
+    bool tracks_mtp() const;
+    // Rows the block must take before drafting after the positions held (the whole context
+    // when the feed lost track of it and must re-evaluate).
+    int64_t mtp_lag() const;
+    // The first step of a draft after tok, the token to be evaluated next at n_past(): feeds the
+    // block what it lacks and tok's row, writing `out`. False (nothing done) while a token is
+    // pending (its hidden state is not known yet) or where positions were given as embeddings.
+    bool mtp_draft(int32_t tok, const MtpOut& out);
+    // A chained step: tok's row at pos, with the previous step's output hidden state.
+    void mtp_chain(int64_t pos, int32_t tok, const float* hidden, const MtpOut& out);
+    // The model's MTP block over rows at positions pos0.. of this session's MTP slot (every
+    // row's outputs; Model::mtp); the positions the session holds are untouched.
     void mtp_step(int64_t pos0, const int32_t* tokens, const float* hidden, int64_t n, float* logits, float* hidden_out);
     // Appends n rows given as input embeddings embd[n, n_embd] (what layer 0 of the stack
     // reads: after any embedding scale) instead of token ids, writing logits[n, n_vocab]; the
@@ -120,6 +135,7 @@ private:
     std::vector<float> scratch_;       // logits rows nobody asked for
     std::vector<int32_t> feed_;        // with_pending()'s rows
     int64_t head_rows_ = 0;
+    std::unique_ptr<MtpFeed> mtp_;     // built-in MTP drafting, once tracked
     mutable std::mutex mu_;
 };
 

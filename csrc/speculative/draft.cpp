@@ -3,12 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <limits>
 #include <stdexcept>
 #include <string>
 
 #include "model/session.h"
+#include "speculative/draw.h"
 
 namespace ds4::speculative {
 
@@ -18,7 +17,7 @@ class DraftProposer final : public Proposer {
 public:
     DraftProposer(std::shared_ptr<model::Model> m, const model::Model& target, int32_t vocab, float confidence,
                   int64_t shortlist)
-        : session_(m), vocab_(vocab), confidence_(confidence) {
+        : session_(m), vocab_(vocab), draw_(confidence) {
         session_.set_head_rows(shortlist);
         // Priors until its own steps are timed, from what each model's pass reads and computes:
         // a decode step streams the weights (bytes), a batched feed adds multiply-adds per row.
@@ -30,7 +29,7 @@ public:
     const char* name() const override { return "draft"; }
     bool costs() const override { return true; }
     double cost_per_token(const TargetCost& target) const override {
-        return per_token_ > 0 ? per_token_ : step_share_ * target.step;
+        return per_token_.or_else(step_share_ * target.step);
     }
 
     double catch_up_seconds(const std::vector<int32_t>& ctx, const TargetCost& target) const override {
@@ -39,21 +38,12 @@ public:
         // one-token step it pays anyway
         constexpr int64_t kFree = 4;
         if (lag <= kFree) return 0.0;
-        const double per_token = feed_per_token_ > 0 ? feed_per_token_ : row_share_ * target.row;
+        const double per_token = feed_per_token_.or_else(row_share_ * target.row);
         return cost_per_token(target) + static_cast<double>(lag - 1) * per_token;
     }
 
     void sample_drafts(const sample::SamplingParams& params, int32_t n_vocab) override {
-        sample::SamplingParams sp = params;
-        // q may be any distribution the drafts are really drawn from; the penalties would need
-        // the target's history, so the draft's q goes without them.
-        sp.repeat_last_n = 0;
-        if (sp.has_seed) sp.seed ^= 0xD1B54A32D192ED03ull;  // its own stream, reproducible with the target's seed
-        sp.logit_bias.erase(std::remove_if(sp.logit_bias.begin(), sp.logit_bias.end(),
-                                           [&](const auto& b) { return b.first >= session_.n_vocab(); }),
-                            sp.logit_bias.end());
-        sampler_ = std::make_unique<sample::Sampler>(sp, session_.n_vocab());
-        n_target_ = n_vocab;
+        draw_.sample(params, session_.n_vocab(), n_vocab);
     }
 
     void propose(const std::vector<int32_t>& ctx, int n_max, Draft* draft) override {
@@ -77,12 +67,12 @@ public:
             const int32_t next = plain() ? session_.next_argmax(feed, n_feed) : drawn(feed, n_feed, draft);
             const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             if (n_feed == 1) {
-                per_token_ = per_token_ > 0 ? per_token_ + 0.2 * (s - per_token_) : s;
+                per_token_.add(s);
             } else {
                 draft->catch_up_seconds += s;
                 if (n_feed >= 8) {  // a batched feed: its cost per token, for catch_up_seconds
                     const double f = s / static_cast<double>(n_feed);
-                    feed_per_token_ = feed_per_token_ > 0 ? feed_per_token_ + 0.2 * (f - feed_per_token_) : f;
+                    feed_per_token_.add(f);
                 }
             }
             if (i == 0) session_.checkpoint();  // the draft's tokens may be rejected from here on
@@ -94,7 +84,7 @@ public:
     }
 
 private:
-    bool plain() const { return !sampler_ && confidence_ <= 0.0f; }
+    bool plain() const { return draw_.argmax_only(); }
 
     // Positions the draft session holds that match ctx, leaving at least one of ctx to feed
     // (its prediction is the first draft token).
@@ -105,43 +95,20 @@ private:
         return common;
     }
 
-    // Evaluates feed and returns the next draft token from its logits: greedy, or drawn from q
-    // with q appended to draft->q; -1 (no draft) where the draft's confidence, its probability of
-    // its most likely token, is below the cut-off. The cut-off reads the distribution before the
-    // draw, never the draw itself, so it does not bias exact acceptance.
+    // Evaluates feed and returns the next draft token from its logits (DraftDraw::pick).
     int32_t drawn(const int32_t* feed, int64_t n_feed, Draft* draft) {
         const int32_t n = session_.n_vocab();
         row_.resize(static_cast<size_t>(n));
         session_.eval(feed, n_feed, row_.data(), 1);
-        // Ids past the tokenizer's vocabulary (padding rows of the draft's embedding) are never drafted.
-        std::fill(row_.begin() + std::min(n, vocab_), row_.end(), -std::numeric_limits<float>::infinity());
-        if (!sampler_) {
-            const auto best = std::max_element(row_.begin(), row_.end());
-            if (confidence_ > 0.0f) {
-                double z = 0.0;
-                for (float l : row_) z += std::exp(static_cast<double>(l - *best));
-                if (1.0 / z < confidence_) return -1;
-            }
-            return static_cast<int32_t>(best - row_.begin());
-        }
-        q_.resize(static_cast<size_t>(n));
-        sampler_->probs(row_.data(), n, q_.data());
-        if (*std::max_element(q_.begin(), q_.end()) < confidence_) return -1;
-        const int32_t d = sampler_->sample_from(q_.data(), n);
-        const size_t at = draft->q.size();
-        draft->q.resize(at + static_cast<size_t>(n_target_), 0.0f);
-        std::copy(q_.begin(), q_.begin() + std::min(n, n_target_), draft->q.begin() + static_cast<std::ptrdiff_t>(at));
-        return d;
+        return draw_.pick(row_.data(), n, vocab_, draft);
     }
 
     model::Session session_;
     int32_t vocab_;
-    float confidence_;                          // 0: off
-    std::unique_ptr<sample::Sampler> sampler_;  // sampled drafts (exact mode), else greedy
-    int32_t n_target_ = 0;                      // row length of Draft::q
-    std::vector<float> row_, q_;
-    double per_token_ = 0;       // seconds per drafted token, running (0: not timed yet)
-    double feed_per_token_ = 0;  // seconds per token of a catch-up (a batched feed), running
+    DraftDraw draw_;
+    std::vector<float> row_;
+    RunningSeconds per_token_;       // seconds per drafted token
+    RunningSeconds feed_per_token_;  // seconds per token of a catch-up (a batched feed)
     double step_share_ = 0;      // the draft's step / the target's, by weight bytes read (prior)
     double row_share_ = 0;       // the draft's extra row / the target's, by multiply-adds (prior)
 };

@@ -84,7 +84,7 @@ std::unique_ptr<Proposer> make_ngram_mod(int n_match) {
 std::unique_ptr<Proposer> make_proposer(const std::string& type) {
     if (type == "ngram-simple") return make_ngram_simple();
     if (type == "ngram-mod") return make_ngram_mod();
-    throw std::invalid_argument("unknown speculative proposer type '" + type + "' (available: ngram-simple, ngram-mod, draft)");
+    throw std::invalid_argument("unknown speculative proposer type '" + type + "' (available: ngram-simple, ngram-mod, draft, mtp)");
 }
 
 }  // namespace ds4::speculative

@@ -3,6 +3,7 @@
 // chain is shown the context as it grows, accepted drafts included.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +35,19 @@ struct TargetCost {
     double row = 0;   // seconds one more row adds to a batched pass
 };
 
+// A proposer's running seconds per step: the first two samples set it, the faster counting (the
+// first step after a load runs cold), later ones move it by 0.2, clamped to [1/2, 2] x the
+// estimate so that one stall does not move it alone. 0 until timed.
+struct RunningSeconds {
+    double value = 0;
+    int seen = 0;
+    void add(double s) {
+        value = seen == 0 ? s : seen == 1 ? std::min(value, s) : value + 0.2 * (std::clamp(s, 0.5 * value, 2.0 * value) - value);
+        ++seen;
+    }
+    double or_else(double prior) const { return seen > 0 ? value : prior; }
+};
+
 class Proposer {
 public:
     virtual ~Proposer() = default;
@@ -56,6 +70,12 @@ public:
     // `params` and report it in Draft::q (rows of n_vocab, the target's). A deterministic
     // proposer ignores this; its q stays one-hot.
     virtual void sample_drafts(const sample::SamplingParams& params, int32_t n_vocab) {}
+    // Bounds of its own on the tokens of one draft: at most max_draft(), and, when the scheduler
+    // (or n_min) has it draft at all, at least min_draft() (a depth policy's draft length).
+    virtual int max_draft() const { return 1 << 30; }
+    virtual int min_draft() const { return 0; }
+    // Its draft of k tokens had its first `accepted` accepted by the target.
+    virtual void verified(int k, int accepted) {}
 };
 
 // Prompt lookup: the most recent earlier occurrence of the context's last n tokens, n from

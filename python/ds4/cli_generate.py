@@ -43,7 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ignore-eos", action="store_true", help="keep going past end-of-generation tokens")
     p.add_argument("--json", action="store_true", help="print the generation and its stats as one JSON object")
     s = p.add_argument_group("speculative decoding (at --temp 0 the same text as plain decoding)")
-    s.add_argument("--spec-type", help="proposers chained in order, comma-separated: ngram-simple, ngram-mod, draft")
+    s.add_argument("--spec-type", help="proposers chained in order, comma-separated: ngram-simple, ngram-mod, draft, mtp")
+    s.add_argument("--mtp", action="store_true",
+                   help="draft with the model's built-in MTP block (Qwen3-Next / Qwen3.5 GGUFs that keep it), first in the chain")
+    s.add_argument("--mtp-draft", type=int, default=None,
+                   help="most tokens an MTP draft chains (default 2; DS4_QWEN4_MTP_DEPTH=N fixes the depth)")
     s.add_argument("-md", "--draft-model", help="draft model GGUF (same tokenizer) for the 'draft' proposer")
     s.add_argument("--mtp-exact-sampling", action="store_true",
                    help="at temperature > 0, rejection sampling that keeps the sampling distribution exact")
@@ -51,13 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--draft-p-min", "--spec-draft-p-min", "--dspark-confidence", dest="draft_p_min", type=float,
                    default=None, help="a draft model ends its draft where its best token's probability is below this")
     s.add_argument("--spec-draft-n-min", type=int, default=None, help="least drafted tokens verified when a draft exists (default 0)")
-    s.add_argument("--mtp-timing", action="store_true", help="print acceptance and timing counters at the end")
+    s.add_argument("--mtp-timing", action="store_true",
+                   help="print acceptance per draft position and time per phase at the end (also turns --mtp on "
+                        "for a model with an MTP block)")
     s.add_argument("--quality", "--dspark-strict", dest="quality", action="store_true",
                    help="target-only decoding: speculation off")
     return p
 
 
-def _sampling(args: argparse.Namespace) -> dict[str, Any]:
+def _sampling(args: argparse.Namespace, model: Any) -> dict[str, Any]:
     return dict(
         max_tokens=args.n_predict,
         temperature=args.temp,
@@ -71,20 +77,25 @@ def _sampling(args: argparse.Namespace) -> dict[str, Any]:
         seed=args.seed,
         stop=args.stop,
         stop_at_eog=not args.ignore_eos,
-        spec=_spec(args),
+        spec=_spec(args, model),
     )
 
 
-def _spec(args: argparse.Namespace) -> Any:
+def _spec(args: argparse.Namespace, model: Any) -> Any:
     from ds4 import Spec
 
-    if not args.spec_type and not args.draft_model:
-        if args.spec_draft_n_max is not None:
-            raise SystemExit("ds4: --spec-draft-n-max needs --spec-type or --draft-model")
-        return None
     types = [t.strip() for t in (args.spec_type or "").split(",") if t.strip()]
+    mtp = args.mtp or (args.mtp_timing and model.has_mtp)
+    if mtp and "mtp" not in types and "draft-mtp" not in types:
+        types.insert(0, "mtp")
+    if not types and not args.draft_model:
+        if args.spec_draft_n_max is not None:
+            raise SystemExit("ds4: --spec-draft-n-max needs --spec-type, --mtp or --draft-model")
+        if args.mtp_draft is not None:
+            raise SystemExit("ds4: --mtp-draft needs --mtp")
+        return None
     return Spec(types=types, draft_model=args.draft_model, n_max=args.spec_draft_n_max,
-                n_min=args.spec_draft_n_min,
+                n_min=args.spec_draft_n_min, mtp_draft=args.mtp_draft,
                 confidence=args.draft_p_min, strict=args.quality,
                 sampling="exact" if args.mtp_exact_sampling else "opportunistic")
 
@@ -137,12 +148,12 @@ def run_prompt(args: argparse.Namespace) -> int:
     model, load_s = _load(args)
     session = model.session()
     if args.json:
-        g = session.generate(args.prompt, **_sampling(args))
+        g = session.generate(args.prompt, **_sampling(args, model))
         out = {"model": model.path, "prompt": args.prompt, "text": g.text, "tokens": g.tokens,
                "stats": {**g.stats, "load_seconds": load_s}}
         print(json.dumps(out, ensure_ascii=False))
         return 0
-    g = session.generate(args.prompt, stream=True, **_sampling(args))
+    g = session.generate(args.prompt, stream=True, **_sampling(args, model))
     sys.stdout.write(args.prompt)
     sys.stdout.flush()
     for piece in g:
@@ -185,7 +196,7 @@ def run_chat(args: argparse.Namespace) -> int:
         while common < min(len(held), len(ids) - 1) and held[common] == ids[common]:
             common += 1
         session.truncate(common)
-        g = session.generate(ids[common:], stream=True, **_sampling(args))
+        g = session.generate(ids[common:], stream=True, **_sampling(args, model))
         for piece in g:
             sys.stdout.write(piece)
             sys.stdout.flush()

@@ -64,6 +64,11 @@ class Model:
         return self._m.vocab_size
 
     @property
+    def has_mtp(self) -> bool:
+        """Whether the file keeps a built-in MTP block to draft with (``Spec(types=["mtp"])``)."""
+        return self._m.has_mtp
+
+    @property
     def n_vocab(self) -> int:
         """Width of a logits row (rows of the embedding; may exceed ``vocab_size``)."""
         return self._m.n_vocab

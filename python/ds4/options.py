@@ -66,5 +66,6 @@ def generate_options(
         opts.spec_exact = spec.sampling == "exact"
         opts.spec_confidence = spec.confidence or 0.0
         opts.spec_draft_vocab = spec.draft_vocab if spec.draft_vocab is not None else -1
+        opts.spec_mtp_draft, opts.spec_mtp_depth = spec.mtp_depths()
         opts.draft = spec.draft(model.threads)
     return opts

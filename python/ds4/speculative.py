@@ -11,8 +11,9 @@ if TYPE_CHECKING:
 
 # llama.cpp's spellings of the same proposers
 ALIASES = {"draft-simple": "draft", "draft-mtp": "mtp", "draft-dflash": "dflash", "draft-dspark": "dspark"}
-AVAILABLE = ("ngram-simple", "ngram-mod", "draft")
-PLANNED = ("mtp", "dflash", "dspark")
+AVAILABLE = ("ngram-simple", "ngram-mod", "draft", "mtp")
+PLANNED = ("dflash", "dspark")
+DEPTH_ENV = "DS4_QWEN4_MTP_DEPTH"  # the seeds' variable fixing the MTP depth (0: adaptive)
 _draft_models: dict[tuple[str, int | None], Any] = {}
 
 
@@ -25,8 +26,13 @@ class Spec:
     or 2 tokens and what followed them), ``"ngram-mod"`` (llama.cpp's hashed pool of 8-grams
     over the whole session) and ``"draft"`` (``draft_model``: a smaller GGUF with the same
     tokenizer, a path or a loaded :class:`ds4.Model`, drafting in its own session; given a draft
-    model, ``"draft"`` is appended to ``types`` unless named there). ``confidence`` (0 to 1) ends
-    a draft model's draft where its most likely next token has a lower probability (llama.cpp's
+    model, ``"draft"`` is appended to ``types`` unless named there) and ``"mtp"`` (the target's own
+    built-in MTP block, in GGUFs of Qwen3-Next / Qwen3.5 that keep it: one token ahead, a second
+    chained step engaged while recent drafts are accepted whole and dropped after repeated
+    rejections of the deeper token, up to ``mtp_draft`` tokens, 2 by default; ``mtp_depth`` > 0,
+    or the environment variable ``DS4_QWEN4_MTP_DEPTH``, fixes the depth instead).
+    ``confidence`` (0 to 1) ends
+    a model proposer's draft where its most likely next token has a lower probability (llama.cpp's
     ``--draft-p-min``; the seeds' ``--dspark-confidence``). ``draft_vocab``: the draft model
     scores only the first ``draft_vocab`` token ids (BPE vocabularies number tokens in merge
     order, a proxy for frequency: the first 32768 cover ~93-96 % of code and prose), which spares
@@ -46,14 +52,14 @@ class Spec:
     not: faster, but *not* distribution-preserving (more deterministic than plain sampling).
     ``sampling="exact"`` is Leviathan et al.'s rejection sampling (accept with probability
     p(token) under the sampler's distribution, else draw from p without it): every token is
-    distributed exactly as plain sampling's. A draft model then samples its drafts from its own
-    distribution q under the same settings (penalties aside) and the rule uses q: accept with
+    distributed exactly as plain sampling's. A draft model (or the MTP block) then samples its drafts
+    from its own distribution q under the same settings (penalties aside) and the rule uses q: accept with
     probability min(1, p/q), else draw from max(0, p - q). A ``seed`` then fixes the distribution, not the
     exact tokens: how many tokens the scheduler drafts follows measured timings, and that changes
     which random draws go where.
 
-    Not yet available (``NotImplementedError``): the ``"mtp"``, ``"dflash"`` and ``"dspark"``
-    proposers (``mtp_model``).
+    Not yet available (``NotImplementedError``): the ``"dflash"`` and ``"dspark"`` proposers
+    (``mtp_model``).
     """
 
     types: list[str] = field(default_factory=lambda: ["ngram-mod"])
@@ -64,6 +70,8 @@ class Spec:
     sampling: Literal["opportunistic", "exact"] = "opportunistic"
     confidence: float | None = None
     draft_vocab: int | None = None
+    mtp_draft: int | None = None
+    mtp_depth: int | None = None
     strict: bool = False
 
     def resolved_types(self) -> list[str]:
@@ -96,11 +104,27 @@ class Spec:
             raise ValueError(f"Spec.confidence must be in [0, 1), got {self.confidence}")
         if self.draft_vocab is not None and self.draft_vocab < 0:
             raise ValueError(f"Spec.draft_vocab must be >= 0 (0: the whole vocabulary), got {self.draft_vocab}")
-        if self.confidence is not None and "draft" not in out:
-            raise ValueError("Spec.confidence cuts a model proposer's drafts: it needs the 'draft' proposer")
+        if self.confidence is not None and "draft" not in out and "mtp" not in out:
+            raise ValueError("Spec.confidence cuts a model proposer's drafts: it needs the 'draft' or 'mtp' proposer")
+        self.mtp_depths()
         if self.mtp_model is not None:
             raise NotImplementedError("MTP models (mtp_model) are not available in this version of ds4")
         return out
+
+    def mtp_depths(self) -> tuple[int, int]:
+        """(most tokens, fixed depth or 0) of the MTP proposer's drafts; ValueError if invalid."""
+        most = 2 if self.mtp_draft is None else self.mtp_draft
+        if most < 1:
+            raise ValueError(f"Spec.mtp_draft must be >= 1, got {most}")
+        fixed = self.mtp_depth
+        if fixed is None:
+            env = os.environ.get(DEPTH_ENV, "0").strip() or "0"
+            if not env.isdigit():
+                raise ValueError(f"{DEPTH_ENV} must be 0 (adaptive) or a depth >= 1, got {env!r}")
+            fixed = int(env)
+        if fixed < 0:
+            raise ValueError(f"Spec.mtp_depth must be >= 1 (0 or None: adaptive), got {fixed}")
+        return max(most, fixed), fixed
 
     def draft(self, threads: int | None) -> Any:
         """The draft model's core object (loaded once per path and thread count), or None.

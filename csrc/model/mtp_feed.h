@@ -1,0 +1,81 @@
+// The built-in MTP block's side of a session (Model::has_mtp). Before the block can draft after
+// position P, its slot must hold, for every position p < P, the row joining the token at p with
+// the target's hidden state (after its final norm) at p - 1, zeros before the first. A session
+// that tracks MTP keeps the hidden states its passes produce until the block has taken them, and
+// feeds them lazily: the rows a verify pass accepted go in with the next draft's first step, in
+// one pass of the block. More than kEager rows behind (a prompt) are fed at once, with the pass
+// that committed them: a prompt's share of the block's work is paid in the prefill (about one
+// layer's in n_layer), not by the first draft, which the scheduler would judge by it.
+//
+// A pass whose hidden states were not kept (rows given as embeddings, a batched step, a
+// snapshot taken before tracking) leaves the feed stale: the next draft first re-evaluates the
+// context in a scratch state to recover them, the one case that pays a prefill (lag() counts it).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "model/model.h"
+#include "state/state.h"
+
+namespace ds4::model {
+
+// What an MTP step returns for its last row.
+struct MtpOut {
+    float* logits = nullptr;   // [n_vocab] or null
+    int32_t* argmax = nullptr;  // the largest logit's id, or null
+    float* hidden = nullptr;   // [n_embd] after the head norm (a chained step's input), or null
+    int64_t head_rows = 0;     // > 0: score only the first head_rows ids
+};
+
+class MtpFeed {
+public:
+    // Rows behind past which the block takes them at once (a prompt, not a verify pass).
+    static constexpr int64_t kEager = 32;
+    // Rows a re-evaluation of the context feeds per pass.
+    static constexpr int64_t kChunk = 512;
+
+    explicit MtpFeed(Model& model);
+
+    // Around a pass committing n rows from position `at` (the state's n_past): where the pass
+    // writes their hidden states (null when stale: nothing to keep), then, once it committed,
+    // their tokens (the session's, [0, at + n)). committed() may feed the block.
+    float* before(int64_t at, int64_t n);
+    void committed(state::State& st, const std::vector<int32_t>& tokens, int64_t at, int64_t n);
+    // Rows were committed without their hidden states.
+    void lost() { stale_ = true; }
+    // The state went back to n positions.
+    void rewound(int64_t n);
+
+    // Rows the block must take before drafting after position p (the state's n_past): the rows
+    // it lacks, or p itself, a re-evaluation of the context, when stale.
+    int64_t lag(int64_t p) const { return stale_ ? p : std::max<int64_t>(0, p - fed_); }
+    // The first step of a draft after `tok`, the token the target evaluates next at p (the
+    // state's n_past; tokens: the session's [0, p)): feeds the rows the block lacks and tok's
+    // row, writing `out` for tok's. Returns false, writing nothing, where the context cannot be
+    // fed (positions given as embeddings).
+    bool draft(state::State& st, const std::vector<int32_t>& tokens, int32_t tok, const MtpOut& out);
+    // A chained step: tok's row at pos, with a previous step's hidden (its `out.hidden`).
+    void chain(state::State& st, int64_t pos, int32_t tok, const float* hidden, const MtpOut& out);
+
+private:
+    // Feeds rows [fed_, p) and, when tok >= 0, tok's row at p (outputs for the last row).
+    void feed(state::State& st, const std::vector<int32_t>& tokens, int64_t p, int32_t tok, const MtpOut* out);
+    // Recovers the hidden states of [0, p) by evaluating tokens in a scratch state and feeds them.
+    bool resync(state::State& st, const std::vector<int32_t>& tokens, int64_t p);
+    // Keeps only the hidden states the next rows need.
+    void trim();
+
+    Model* model_;
+    int64_t d_;
+    int64_t fed_ = 0;        // the block's slot holds rows [0, fed_)
+    int32_t fed_tok_ = -1;   // the token of row fed_ - 1 when a draft fed it ahead of the target
+    bool stale_ = false;
+    int64_t h0_ = -1;        // hid_ holds the hidden states of positions [h0_, h0_ + rows) (-1: zeros)
+    std::vector<float> hid_;
+    std::vector<float> pass_;     // the current pass's hidden states
+    std::vector<int32_t> toks_;   // a feed's tokens
+};
+
+}  // namespace ds4::model
