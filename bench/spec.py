@@ -28,7 +28,8 @@ Each row also gives the largest share of CPU time the hypervisor stole in a roun
 shared machine's noise): a round above --max-steal is run again, and the reruns are counted.
 
 Usage: PYTHONPATH=python python bench/spec.py [--rounds 3] [--threads 2] [--tokens 320] [--no-llama]
-       [--qwen | --qwen-only | --fresh [--models gemma,qwen15] [--lengths 64,256] [--temps 0,0.7]]
+       [--qwen | --qwen-only | --fresh [--models gemma,qwen15] [--lengths 64,256] [--temps 0,0.7]
+        | --mtp [--prompts 20]]
 """
 
 from __future__ import annotations
@@ -217,9 +218,16 @@ def main() -> None:
     ap.add_argument("--models", type=lambda v: v.split(","), default=["gemma", "qwen15"])
     ap.add_argument("--lengths", type=lambda v: [int(x) for x in v.split(",")], default=[64, 256])
     ap.add_argument("--temps", type=lambda v: [float(x) for x in v.split(",")], default=[0.0, 0.7])
+    ap.add_argument("--mtp", action="store_true", help="the built-in MTP proposer on the tiny hybrid (bench/spec_mtp.py)")
+    ap.add_argument("--prompts", type=int, default=20, help="--mtp: prompts per set")
     ap.add_argument("--max-steal", type=float, default=0.05,
                     help="--fresh: rerun a round whose stolen CPU share exceeds this (at most 2 x rounds reruns)")
     args = ap.parse_args()
+    if args.mtp:
+        from spec_mtp import mtp
+
+        mtp(args)
+        return
     if args.fresh:
         fresh(args)
         return

@@ -1,13 +1,13 @@
 """The built-in MTP proposer on the tiny hybrid target with its trained MTP block
-(tests/speculative/mtp_target.py): plain greedy decoding against MTP at depth 1, 2 and 3 and the
-adaptive depth, on an easy prompt set (the phrase language the target learnt: its continuations
+(tests/speculative/mtp_target.py): plain greedy decoding against MTP at depth 1 and 2 and the
+adaptive depth, drafting at every step, and the default (the scheduler deciding whether to draft), on an easy prompt set (the phrase language the target learnt: its continuations
 are what the block was trained on) and a hard one (random tokens: the first continuations are
 unlike anything seen). Per setting: decode tokens/s over the whole set (end to end after each
 prefill, drafting and catch-up included), the median over rounds of its ratio to the same
 round's plain run, acceptance per draft position and tokens per verify pass. Greedy output is
 checked identical to plain on every prompt.
 
-Usage: PYTHONPATH=python python bench/spec_mtp.py [--rounds 5] [--prompts 20] [--tokens 128] [--threads 2]
+Run through ``bench/spec.py --mtp [--rounds 5] [--prompts 20] [--tokens 128] [--threads 2]``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "speculative"))
 import mtp_target  # noqa: E402
-from spec import cpu_line  # noqa: E402
 
 import ds4  # noqa: E402
 
@@ -52,21 +51,19 @@ def run(model: ds4.Model, prompts: list[list[int]], tokens: int, spec: ds4.Spec 
     return n / seconds, outs, sums
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--prompts", type=int, default=20)
-    ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
-    model = ds4.Model(str(mtp_target.gguf()), threads=args.threads)
+def mtp(args: argparse.Namespace) -> None:
+    model = ds4.Model(str(mtp_target.gguf()), threads=args.threads, n_ctx=args.tokens + 64)
+    # every step drafting (n_min=1) compares the depth policies alone; the default is what a user
+    # gets, the scheduler deciding whether a draft pays
     settings: dict[str, ds4.Spec | None] = {
         "plain": None,
-        "mtp depth 1": ds4.Spec(types=["mtp"], mtp_depth=1),
-        "mtp depth 2": ds4.Spec(types=["mtp"], mtp_depth=2),
-        "mtp depth 3": ds4.Spec(types=["mtp"], mtp_depth=3),
-        "mtp adaptive (default)": ds4.Spec(types=["mtp"]),
+        "mtp depth 1, every step": ds4.Spec(types=["mtp"], mtp_depth=1, n_min=1),
+        "mtp depth 2, every step": ds4.Spec(types=["mtp"], mtp_depth=2, n_min=1),
+        "mtp adaptive, every step": ds4.Spec(types=["mtp"], n_min=1),
+        "mtp (the default: adaptive, the scheduler deciding)": ds4.Spec(types=["mtp"]),
     }
+    from spec import cpu_line
+
     print(f"# {cpu_line()}\n# tiny Qwen3-Next target (f32 GGUF, its MTP block {mtp_target.accuracy()['accuracy_after']:.0%} "
           f"right held out), {args.prompts} prompts x {args.tokens} tokens, {args.threads} threads, median of {args.rounds}")
     for name, prompts in prompt_sets(args.prompts).items():
@@ -91,6 +88,3 @@ def main() -> None:
             tpp = (c["n_accepted"] + c["n_spec_passes"]) / c["n_spec_passes"] if c["n_spec_passes"] else 1.0
             print(f"| {s} | {statistics.median(rates[s]):.0f} | {statistics.median(ratios[s]):.2f} | {per_pos} | {tpp:.2f} |")
 
-
-if __name__ == "__main__":
-    main()

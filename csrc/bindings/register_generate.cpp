@@ -212,6 +212,15 @@ void register_generator(py::module_& m) {
                 return utf8_str(piece);
             },
             "The next piece of text, or None once generation has ended.")
+        .def(
+            "set_sampling",
+            [](GeneratorHandle& h, const sample::SamplingParams& p) {
+                h.locked([&p](model::Generator& g) {
+                    p.validate(g.session().n_vocab());
+                    g.set_sampling(p);
+                });
+            },
+            py::arg("sampling"), "The sampling-mode boundary: sample with these settings from the next token on.")
         .def("run", [](GeneratorHandle& h) { h.locked([](model::Generator& g) { g.run(); }); })
         .def_property_readonly("done", [](GeneratorHandle& h) { return h.locked([](model::Generator& g) { return g.done(); }); })
         .def_property_readonly("tokens", [](GeneratorHandle& h) { return h.locked([](model::Generator& g) { return g.tokens(); }); })

@@ -47,7 +47,6 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
     if (prompt_.empty() && session_.n_past() == 0)
         throw std::invalid_argument("empty prompt and an empty session: there is nothing to continue from");
     if (params_.stop_at_eog) eog_ = eog_tokens(tok_);
-    fused_greedy_ = params_.sampling.plain_greedy();
     if (!params_.spec.types.empty()) {
         if (params_.spec.n_max < 1) throw std::invalid_argument("spec n_max must be >= 1, got " + std::to_string(params_.spec.n_max));
         if (params_.spec.n_min < 0 || params_.spec.n_min > params_.spec.n_max) {
@@ -68,11 +67,36 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
                                                                params_.spec.draft_vocab));
             }
         }
-        // Exact sampling: proposers that can sample draw their drafts and report q.
-        if (params_.spec.exact && !params_.sampling.plain_greedy() && params_.sampling.temperature > 0.0f) {
-            for (auto& p : proposers_) p->sample_drafts(params_.sampling, session_.n_vocab());
-        }
     }
+    start_sampling();
+}
+
+void Generator::start_sampling() {
+    sampler_ = sample::Sampler(params_.sampling, session_.n_vocab());
+    fused_greedy_ = params_.sampling.plain_greedy();
+    // Exact sampling: proposers that can sample draw their drafts and report q; otherwise greedy.
+    const bool drawn = params_.spec.exact && !fused_greedy_ && params_.sampling.temperature > 0.0f;
+    for (auto& p : proposers_) p->sample_drafts(drawn ? params_.sampling : sample::SamplingParams{}, session_.n_vocab());
+    if (!started_) return;  // start() feeds the penalties the context once the prompt is in
+    const std::vector<int32_t> context = session_.tokens();
+    const size_t window = static_cast<size_t>(std::max(0, params_.sampling.repeat_last_n));
+    for (size_t i = context.size() - std::min(context.size(), window); i < context.size(); ++i)
+        sampler_.accept(context[i]);
+}
+
+void Generator::set_sampling(const sample::SamplingParams& sampling) {
+    if (batched_) throw std::logic_error("set_sampling: a batched generation runs without speculation; restart it instead");
+    params_.sampling = sampling;
+    if (started_ && !done_ && !tokens_.empty()) {
+        // The session holds the last token taken, then the accepted draft tokens not taken yet.
+        const int64_t last = session_.n_past() - 1 - static_cast<int64_t>(queue_.size());
+        queue_.clear();
+        next_ = -1;
+        session_.truncate(last);
+        hold(tokens_.back());
+        reeval_ = true;
+    }
+    start_sampling();
 }
 
 void Generator::start() {
@@ -337,6 +361,17 @@ void Generator::flush(std::string* piece) {
 
 bool Generator::step(std::string* piece) {
     if (!started_) start();
+    if (reeval_ && !done_) {
+        reeval_ = false;
+        const double t0 = now();
+        if (fused_greedy_) {
+            next_ = session_.next_argmax(nullptr, 0);
+        } else {
+            logits_ = session_.last_logits();
+        }
+        stats_.decode_seconds += now() - t0;
+        ++stats_.n_forward;
+    }
     while (!done_) {
         const size_t before = text_.size();
         int32_t tok;

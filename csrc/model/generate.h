@@ -105,6 +105,15 @@ public:
     // The context cannot take rows(): generation ends as when a plain pass overflows.
     void overflow() { feed_.clear(); finish("context"); flush(nullptr); }
 
+    // The sampling-mode boundary (the server calls it when output enters tool-call syntax): from
+    // the next token on, sample with `sampling`. Draft tokens a verify pass accepted under the old
+    // settings and not yet taken are dropped: the session rewinds to the last token taken (from
+    // the checkpoint taken before that pass: recurrent slots restore their copy and replay the
+    // accepted rows, the context is never evaluated again) and evaluates it again, so the next
+    // token is drawn from its logits under the new settings, as a fresh session that evaluated
+    // the same tokens and sampled with them would. Throws std::logic_error on a batched generator.
+    void set_sampling(const sample::SamplingParams& sampling);
+
     bool done() const { return done_; }
     const std::vector<int32_t>& tokens() const { return tokens_; }
     const std::string& text() const { return text_; }
@@ -120,6 +129,9 @@ private:
     void emit(std::string* piece);   // batched: the next token into rows(), or the end
     void hold(int32_t tok);
     void reserve_output();            // room for max_tokens ids in tokens_
+    // A new sampler for params_.sampling, its penalties seeded with the context, and the
+    // proposers' draws set to match (exact sampling: from their own distributions).
+    void start_sampling();
     // Evaluates tok (pending in the session) together with a draft, if a proposer has one and the
     // scheduler finds it pays, queueing the accepted draft tokens; returns the target's next token.
     int32_t speculate(int32_t tok);
@@ -140,6 +152,7 @@ private:
     // projection (Session::eval_argmax) instead of a logits row: next_ holds it, or -1.
     bool fused_greedy_ = false;
     int32_t next_ = -1;
+    bool reeval_ = false;  // set_sampling(): the last token taken, pending again, is evaluated before the next draw
     double last_sample_seconds_ = 0;  // the last draw from logits_: a plain step pays it besides its pass
     // Speculation: the proposers, the scheduler, the context they see (every token of the
     // session, the last emitted one included) and the accepted draft tokens still to emit, with

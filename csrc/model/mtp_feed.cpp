@@ -11,6 +11,15 @@ namespace {
 // re-running the last position) does not make the feed stale.
 constexpr int64_t kKeep = 8;
 
+// The rows' outputs for their last row.
+void set_outputs(MtpRows& r, const MtpOut& out) {
+    r.n_out = 1;
+    r.logits = out.logits;
+    r.argmax = out.argmax;
+    r.hidden_out = out.hidden;
+    r.head_rows = out.head_rows;
+}
+
 }  // namespace
 
 MtpFeed::MtpFeed(Model& model) : model_(&model), d_(model.hparams().n_embd), hid_(static_cast<size_t>(d_), 0.0f) {}
@@ -30,7 +39,7 @@ void MtpFeed::committed(state::State& st, const std::vector<int32_t>& tokens, in
     hid_.insert(hid_.end(), pass_.begin(), pass_.begin() + n * d_);
     // A draft fed the row at `at` ahead of the target; another token went there.
     if (fed_ == at + 1 && tokens[static_cast<size_t>(at)] != fed_tok_) fed_ = at;
-    if (at + n - fed_ > kEager) feed(st, tokens, at + n, -1, nullptr);
+    if (n > kEager || at + n - fed_ > kChunk) feed(st, tokens, at + n, -1, nullptr);
 }
 
 void MtpFeed::rewound(int64_t n) {
@@ -64,13 +73,8 @@ void MtpFeed::feed(state::State& st, const std::vector<int32_t>& tokens, int64_t
     r.n = n;
     r.tokens = toks_.data();
     r.hidden = hid_.data() + (fed_ - 1 - h0_) * d_;  // row p takes the hidden state of p - 1
-    r.n_out = out ? 1 : 0;
-    if (out) {
-        r.logits = out->logits;
-        r.argmax = out->argmax;
-        r.hidden_out = out->hidden;
-        r.head_rows = out->head_rows;
-    }
+    r.n_out = 0;
+    if (out) set_outputs(r, *out);
     model_->mtp(st, r);
     fed_ = p + (tok >= 0 ? 1 : 0);
     fed_tok_ = tok;
@@ -119,11 +123,7 @@ void MtpFeed::chain(state::State& st, int64_t pos, int32_t tok, const float* hid
     r.n = 1;
     r.tokens = &tok;
     r.hidden = hidden;
-    r.n_out = 1;
-    r.logits = out.logits;
-    r.argmax = out.argmax;
-    r.hidden_out = out.hidden;
-    r.head_rows = out.head_rows;
+    set_outputs(r, out);
     model_->mtp(st, r);
 }
 

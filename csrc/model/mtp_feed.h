@@ -3,9 +3,10 @@
 // the target's hidden state (after its final norm) at p - 1, zeros before the first. A session
 // that tracks MTP keeps the hidden states its passes produce until the block has taken them, and
 // feeds them lazily: the rows a verify pass accepted go in with the next draft's first step, in
-// one pass of the block. More than kEager rows behind (a prompt) are fed at once, with the pass
-// that committed them: a prompt's share of the block's work is paid in the prefill (about one
-// layer's in n_layer), not by the first draft, which the scheduler would judge by it.
+// one pass of the block, and so do the steps decoded while the block sat out (up to kChunk
+// rows). A pass of more than kEager rows (a prompt) is fed at once: its share of the block's
+// work is paid in the prefill (about one layer's in n_layer), not by the first draft, which the
+// scheduler would judge by it.
 //
 // A pass whose hidden states were not kept (rows given as embeddings, a batched step, a
 // snapshot taken before tracking) leaves the feed stale: the next draft first re-evaluates the
@@ -31,9 +32,9 @@ struct MtpOut {
 
 class MtpFeed {
 public:
-    // Rows behind past which the block takes them at once (a prompt, not a verify pass).
+    // Rows of one pass fed with it (a prompt, not a verify pass).
     static constexpr int64_t kEager = 32;
-    // Rows a re-evaluation of the context feeds per pass.
+    // Rows kept behind at most; also what a re-evaluation of the context feeds per pass.
     static constexpr int64_t kChunk = 512;
 
     explicit MtpFeed(Model& model);
@@ -49,8 +50,9 @@ public:
     void rewound(int64_t n);
 
     // Rows the block must take before drafting after position p (the state's n_past): the rows
-    // it lacks, or p itself, a re-evaluation of the context, when stale.
+    // it lacks, or p itself when stale (stale(): the context is evaluated again first).
     int64_t lag(int64_t p) const { return stale_ ? p : std::max<int64_t>(0, p - fed_); }
+    bool stale() const { return stale_; }
     // The first step of a draft after `tok`, the token the target evaluates next at p (the
     // state's n_past; tokens: the session's [0, p)): feeds the rows the block lacks and tok's
     // row, writing `out` for tok's. Returns false, writing nothing, where the context cannot be

@@ -290,6 +290,11 @@ int64_t Session::mtp_lag() const {
     return mtp_->lag(st_->n_past()) + (pending_ >= 0 ? 1 : 0);
 }
 
+bool Session::mtp_stale() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return mtp_ && mtp_->stale();
+}
+
 bool Session::mtp_draft(int32_t tok, const MtpOut& out) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!mtp_) throw Error("mtp_draft: the session does not track MTP (track_mtp)");

@@ -62,6 +62,8 @@ public:
     // Rows the block must take before drafting after the positions held (the whole context
     // when the feed lost track of it and must re-evaluate).
     int64_t mtp_lag() const;
+    // Whether the feed lost track (mtp_lag() then counts the context, evaluated again first).
+    bool mtp_stale() const;
     // The first step of a draft after tok, the token to be evaluated next at n_past(): feeds the
     // block what it lacks and tok's row, writing `out`. False (nothing done) while a token is
     // pending (its hidden state is not known yet) or where positions were given as embeddings.

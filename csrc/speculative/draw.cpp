@@ -8,6 +8,10 @@
 namespace ds4::speculative {
 
 void DraftDraw::sample(const sample::SamplingParams& params, int32_t n_vocab, int32_t n_target) {
+    if (!(params.temperature > 0.0f)) {  // greedy verification: greedy drafts
+        sampler_.reset();
+        return;
+    }
     sample::SamplingParams sp = params;
     // q may be any distribution the drafts are really drawn from; the penalties would need
     // the target's history, so q goes without them.

@@ -18,7 +18,7 @@ public:
     // confidence > 0 ends a draft where the most likely token's probability is below it.
     explicit DraftDraw(float confidence) : confidence_(confidence) {}
     // Exact sampling: draws from q under `params` with its own random stream (see
-    // Proposer::sample_drafts); rows of Draft::q have n_target entries.
+    // Proposer::sample_drafts); rows of Draft::q have n_target entries. Temperature 0: greedy.
     void sample(const sample::SamplingParams& params, int32_t n_vocab, int32_t n_target);
     // Whether the token is the argmax of the logits and nothing else is needed (no sampling,
     // no cut-off): the proposer may compute it without the logits.

@@ -68,8 +68,8 @@ public:
     double catch_up_seconds(const std::vector<int32_t>&, const TargetCost& target) const override {
         const int64_t lag = session_.mtp_lag();
         if (lag <= kFree) return 0.0;
-        // Past kEager the feed lost track: the context is evaluated again to recover it.
-        if (lag > model::MtpFeed::kEager) return static_cast<double>(lag) * target.row * (1.0 + row_share_);
+        // The feed lost track: the context is evaluated again to recover it.
+        if (session_.mtp_stale()) return static_cast<double>(lag) * target.row * (1.0 + row_share_);
         // Rows riding along with a step add their share of a batched row each (a feed's measured
         // seconds per row would count the step it rides on again).
         return static_cast<double>(lag - kFree) * row_share_ * target.row;

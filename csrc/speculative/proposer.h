@@ -67,8 +67,8 @@ public:
         return 0.0;
     }
     // Exact sampling at temperature > 0: draw drafts from the proposer's own distribution under
-    // `params` and report it in Draft::q (rows of n_vocab, the target's). A deterministic
-    // proposer ignores this; its q stays one-hot.
+    // `params` and report it in Draft::q (rows of n_vocab, the target's); temperature 0: draft
+    // greedily again. A deterministic proposer ignores this; its q stays one-hot.
     virtual void sample_drafts(const sample::SamplingParams& params, int32_t n_vocab) {}
     // Bounds of its own on the tokens of one draft: at most max_draft(), and, when the scheduler
     // (or n_min) has it draft at all, at least min_draft() (a depth policy's draft length).

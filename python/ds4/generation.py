@@ -35,6 +35,18 @@ class Generation:
             if piece:
                 yield piece
 
+    def set_sampling(self, **sampling: Any) -> None:
+        """The sampling-mode boundary: from the next token on, sample with these settings
+        (``temperature``, ``top_k``, ``top_p``, ``min_p``, ``repeat_penalty``, ``repeat_last_n``,
+        ``presence_penalty``, ``frequency_penalty``, ``logit_bias``, ``seed``, as
+        ``Session.generate`` takes them; those not given take their defaults). Called between
+        pieces of a stream, e.g. where the output enters tool-call syntax: draft tokens a verify
+        pass accepted under the old settings and not yet streamed are dropped, the session goes
+        back to the last token streamed (from the copy of the recurrent state taken before that
+        pass, never re-evaluating the context) and evaluates it again, so what follows is what a
+        fresh session that evaluated the same tokens would sample with the new settings."""
+        self._g.set_sampling(_core.SamplingParams(**sampling))
+
     @property
     def done(self) -> bool:
         return self._g.done

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "model"))
 import tiny  # noqa: E402
+from sampling_stats import two_sample_p  # noqa: E402
 
 import ds4  # noqa: E402
 
@@ -74,24 +74,13 @@ def _draws(model: ds4.Model, prompt: list[int], spec: ds4.Spec | None, n: int, s
     return out, totals
 
 
-def _two_sample_p(a: np.ndarray, b: np.ndarray) -> float:
-    codes = {tuple(r) for r in np.concatenate([a, b])}
-    index = {c: i for i, c in enumerate(sorted(codes))}
-    table = np.zeros((2, len(index)))
-    for row, x in enumerate((a, b)):
-        for r in x:
-            table[row, index[tuple(r)]] += 1
-    table = table[:, table.sum(0) >= 10]  # drop cells too rare for the test
-    return float(stats.chi2_contingency(table)[1])
-
-
 @DENSE_ONLY
 def test_exact_sampling_matches_plain_sampling(model: ds4.Model, prompt: list[int], plain: np.ndarray) -> None:
     # n_min: every draft is verified whatever the timings say, so the test does not hang on them
     spec, totals = _draws(model, prompt, ds4.Spec(types=["ngram-simple"], sampling="exact", n_max=2, n_min=2),
                           N_DRAWS, 10**6)
     assert totals["n_drafted"] > N_DRAWS // 4 and 0 < totals["n_accepted"] < totals["n_drafted"]
-    assert _two_sample_p(plain, spec) > 0.01
+    assert two_sample_p(plain, spec) > 0.01
 
 
 def test_exact_sampling_with_a_sampling_draft_model(model: ds4.Model, draft_model: ds4.Model,
@@ -102,7 +91,7 @@ def test_exact_sampling_with_a_sampling_draft_model(model: ds4.Model, draft_mode
     spec = ds4.Spec(types=["draft"], draft_model=draft_model, sampling="exact", n_max=2, n_min=2, draft_vocab=256)
     drawn, totals = _draws(model, prompt, spec, N_DRAWS, 10**6)
     assert totals["n_drafted"] >= 2 * N_DRAWS and 0.5 * totals["n_drafted"] < totals["n_accepted"] < 0.9 * totals["n_drafted"]
-    assert _two_sample_p(plain, drawn) > 0.01
+    assert two_sample_p(plain, drawn) > 0.01
 
 
 @DENSE_ONLY
@@ -110,7 +99,7 @@ def test_the_test_has_power(model: ds4.Model, prompt: list[int], plain: np.ndarr
     # opportunistic acceptance is not distribution-preserving (documented): the same test,
     # on fewer draws, rejects it
     opp, _ = _draws(model, prompt, ds4.Spec(types=["ngram-simple"], n_max=2, n_min=2), 20_000, 10**6)
-    assert _two_sample_p(plain[:20_000], opp) < 1e-6
+    assert two_sample_p(plain[:20_000], opp) < 1e-6
 
 
 def test_the_test_has_power_with_a_draft_model(model: ds4.Model, draft_model: ds4.Model, prompt: list[int],
@@ -119,7 +108,7 @@ def test_the_test_has_power_with_a_draft_model(model: ds4.Model, draft_model: ds
     spec = ds4.Spec(types=["draft"], draft_model=draft_model, n_max=2, n_min=2, draft_vocab=256)
     opp, totals = _draws(model, prompt, spec, 20_000, 10**6)
     assert totals["n_accepted"] > 0
-    assert _two_sample_p(plain[:20_000], opp) < 1e-6
+    assert two_sample_p(plain[:20_000], opp) < 1e-6
 
 
 @DENSE_ONLY

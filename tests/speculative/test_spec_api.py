@@ -44,9 +44,16 @@ def test_empty_types(model: ds4.Model) -> None:
         model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=[]))
 
 
-@pytest.mark.parametrize("t", ["mtp", "draft-mtp", "dflash", "dspark"])
+@pytest.mark.parametrize("t", ["dflash", "dspark"])
 def test_model_proposers_not_yet(model: ds4.Model, t: str) -> None:
     with pytest.raises(NotImplementedError, match="not available"):
+        model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=[t]))
+
+
+@pytest.mark.parametrize("t", ["mtp", "draft-mtp"])
+def test_mtp_needs_a_model_with_the_block(model: ds4.Model, t: str) -> None:
+    assert not model.has_mtp
+    with pytest.raises(ds4.ModelError, match="no MTP block"):
         model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=[t]))
 
 
@@ -68,7 +75,7 @@ def test_draft_vocab_must_not_be_negative(model: ds4.Model) -> None:
 
 
 def test_confidence_needs_a_model_proposer(model: ds4.Model) -> None:
-    with pytest.raises(ValueError, match="needs the 'draft' proposer"):
+    with pytest.raises(ValueError, match="needs the 'draft' or 'mtp' proposer"):
         model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=["ngram-mod"], confidence=0.5))
 
 

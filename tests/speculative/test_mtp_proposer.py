@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
 import mtp_target  # noqa: E402
 import tiny  # noqa: E402
+from sampling_stats import two_sample_p  # noqa: E402
 
 import ds4  # noqa: E402
 
@@ -199,17 +199,6 @@ def _draws(target: ds4.Model, spec: ds4.Spec | None, n: int) -> tuple[np.ndarray
     return out, totals
 
 
-def _two_sample_p(a: np.ndarray, b: np.ndarray) -> float:
-    codes = {tuple(r) for r in np.concatenate([a, b])}
-    index = {c: i for i, c in enumerate(sorted(codes))}
-    table = np.zeros((2, len(index)))
-    for row, x in enumerate((a, b)):
-        for r in x:
-            table[row, index[tuple(r)]] += 1
-    table = table[:, table.sum(0) >= 10]
-    return float(stats.chi2_contingency(table)[1])
-
-
 @pytest.fixture(scope="module")
 def plain_draws(target: ds4.Model) -> np.ndarray:
     return _draws(target, None, N_DRAWS)[0]
@@ -220,11 +209,11 @@ def test_exact_sampling_with_the_blocks_q(target: ds4.Model, plain_draws: np.nda
     drawn, totals = _draws(target, spec, N_DRAWS)
     print(f"exact: {totals['n_accepted']}/{totals['n_drafted']} accepted")
     assert totals["n_drafted"] >= N_DRAWS and 0.3 * totals["n_drafted"] < totals["n_accepted"] < 0.9 * totals["n_drafted"]
-    assert _two_sample_p(plain_draws, drawn) > 0.01
+    assert two_sample_p(plain_draws, drawn) > 0.01
 
 
 def test_the_test_has_power(target: ds4.Model, plain_draws: np.ndarray) -> None:
     # opportunistic acceptance of the block's greedy drafts is not distribution-preserving
     opp, totals = _draws(target, ds4.Spec(types=["mtp"], mtp_depth=2, n_min=1), 20_000)
     assert totals["n_accepted"] > 0
-    assert _two_sample_p(plain_draws[:20_000], opp) < 1e-6
+    assert two_sample_p(plain_draws[:20_000], opp) < 1e-6
