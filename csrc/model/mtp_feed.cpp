@@ -39,7 +39,7 @@ void MtpFeed::committed(state::State& st, const std::vector<int32_t>& tokens, in
     hid_.insert(hid_.end(), pass_.begin(), pass_.begin() + n * d_);
     // A draft fed the row at `at` ahead of the target; another token went there.
     if (fed_ == at + 1 && tokens[static_cast<size_t>(at)] != fed_tok_) fed_ = at;
-    if (n > kEager || at + n - fed_ > kChunk) feed(st, tokens, at + n, -1, nullptr);
+    if (n > kEager || at + n - fed_ > kBehind) feed(st, tokens, at + n, -1, nullptr);
 }
 
 void MtpFeed::rewound(int64_t n) {

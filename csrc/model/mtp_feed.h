@@ -3,10 +3,9 @@
 // the target's hidden state (after its final norm) at p - 1, zeros before the first. A session
 // that tracks MTP keeps the hidden states its passes produce until the block has taken them, and
 // feeds them lazily: the rows a verify pass accepted go in with the next draft's first step, in
-// one pass of the block, and so do the steps decoded while the block sat out (up to kChunk
-// rows). A pass of more than kEager rows (a prompt) is fed at once: its share of the block's
-// work is paid in the prefill (about one layer's in n_layer), not by the first draft, which the
-// scheduler would judge by it.
+// one pass of the block, and so do the steps decoded while the block sat out, up to kBehind
+// rows. A pass of more than kEager rows (a prompt) is fed at once: its share of the block's work
+// is paid in the prefill (about one layer's in n_layer), not by the first draft.
 //
 // A pass whose hidden states were not kept (rows given as embeddings, a batched step, a
 // snapshot taken before tracking) leaves the feed stale: the next draft first re-evaluates the
@@ -34,7 +33,9 @@ class MtpFeed {
 public:
     // Rows of one pass fed with it (a prompt, not a verify pass).
     static constexpr int64_t kEager = 32;
-    // Rows kept behind at most; also what a re-evaluation of the context feeds per pass.
+    // Rows kept behind at most (what a first draft after a pause catches up).
+    static constexpr int64_t kBehind = 128;
+    // Rows a re-evaluation of the context feeds per pass.
     static constexpr int64_t kChunk = 512;
 
     explicit MtpFeed(Model& model);

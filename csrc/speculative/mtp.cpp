@@ -59,7 +59,7 @@ public:
     }
     const char* name() const override { return "mtp"; }
     bool costs() const override { return true; }
-    int max_draft() const override { return depth_.now(); }
+    int max_draft() const override { return depth_.most(); }
     int min_draft() const override { return depth_.now(); }
     double cost_per_token(const TargetCost& target) const override {
         return per_token_.or_else(step_share_ * target.step);
@@ -70,9 +70,10 @@ public:
         if (lag <= kFree) return 0.0;
         // The feed lost track: the context is evaluated again to recover it.
         if (session_.mtp_stale()) return static_cast<double>(lag) * target.row * (1.0 + row_share_);
-        // Rows riding along with a step add their share of a batched row each (a feed's measured
-        // seconds per row would count the step it rides on again).
-        return static_cast<double>(lag - kFree) * row_share_ * target.row;
+        // At most kBehind rows (model/mtp_feed.h), taken in the step's pass: as measured, or, before
+        // that, about one more step for kEager rows (one layer's weights are read once).
+        const double per_row = feed_row_.or_else(cost_per_token(target) / model::MtpFeed::kEager);
+        return per_row * static_cast<double>(lag - kFree);
     }
 
     void sample_drafts(const sample::SamplingParams& params, int32_t n_vocab) override {
@@ -114,13 +115,15 @@ public:
 
 private:
     // A step over `rows` rows took s seconds: a drafted token's cost, or, past the few rows a
-    // verify pass leaves behind, catching up (what the block had not taken yet), apart.
+    // verify pass leaves behind, catching up (what the block had not taken yet), apart, with
+    // what each caught-up row added.
     void time(int64_t rows, double s, Draft* draft) {
         if (rows <= kFree + 1) {
             per_token_.add(s);
             return;
         }
         draft->catch_up_seconds += s;
+        if (per_token_.seen > 0) feed_row_.add(std::max(0.0, s - per_token_.value) / static_cast<double>(rows - 1));
     }
 
     model::Session& session_;
@@ -131,8 +134,9 @@ private:
     std::vector<float> row_;
     std::vector<float> hidden_[2];  // a step's output hidden state, the next chained step's input
     RunningSeconds per_token_;      // seconds per drafted token
+    RunningSeconds feed_row_;       // seconds per row a first step caught up besides its own
     double step_share_ = 0;         // a step / the target's decode step (prior, by weight bytes)
-    double row_share_ = 0;          // a caught-up row / the target's extra row (prior)
+    double row_share_ = 0;          // the block's share of a row of the target's pass (one layer more)
 };
 
 }  // namespace

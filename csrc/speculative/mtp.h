@@ -7,8 +7,9 @@
 // Depth (the seed's Qwen policy): one token ahead by default; a chained step more engages while
 // the recent drafts were accepted whole (kPerfect in a row), and drops after repeated rejections
 // of the deepest token (kMisses in a row), up to `max_depth`; or a fixed depth (> 0). A draft
-// is always the depth's length; the scheduler decides whether to draft at all (its ledger keeps
-// speculation from losing where the block's steps do not pay).
+// is always the depth's length; the scheduler decides whether to draft at all, judging drafts of
+// up to max_depth (so that a block whose single drafts do not pay but whose chained ones do is
+// not kept from learning that), its ledger keeping speculation from losing.
 #pragma once
 
 #include <memory>
@@ -26,6 +27,7 @@ public:
 
     MtpDepth(int max_depth, int fixed) : max_(max_depth), fixed_(fixed) {}
     int now() const { return fixed_ > 0 ? fixed_ : depth_; }
+    int most() const { return fixed_ > 0 ? fixed_ : max_; }
     bool fixed() const { return fixed_ > 0; }
     // A draft of k tokens had its first `accepted` accepted.
     void verified(int k, int accepted);

@@ -36,8 +36,8 @@ struct TargetCost {
 };
 
 // A proposer's running seconds per step: the first two samples set it, the faster counting (the
-// first step after a load runs cold), later ones move it by 0.2, clamped to [1/2, 2] x the
-// estimate so that one stall does not move it alone. 0 until timed.
+// first step after a load runs cold: after one, the prior if that is faster), later ones move it
+// by 0.2, clamped to [1/2, 2] x the estimate so that one stall does not move it alone.
 struct RunningSeconds {
     double value = 0;
     int seen = 0;
@@ -45,7 +45,7 @@ struct RunningSeconds {
         value = seen == 0 ? s : seen == 1 ? std::min(value, s) : value + 0.2 * (std::clamp(s, 0.5 * value, 2.0 * value) - value);
         ++seen;
     }
-    double or_else(double prior) const { return seen > 0 ? value : prior; }
+    double or_else(double prior) const { return seen == 0 ? prior : seen == 1 ? std::min(value, prior) : value; }
 };
 
 class Proposer {
