@@ -40,6 +40,10 @@ void MtpFeed::committed(state::State& st, const std::vector<int32_t>& tokens, in
     // A draft fed the row at `at` ahead of the target; another token went there.
     if (fed_ == at + 1 && tokens[static_cast<size_t>(at)] != fed_tok_) fed_ = at;
     if (n > kEager || at + n - fed_ > kBehind) feed(st, tokens, at + n, -1, nullptr);
+    if (n > kBehind) {  // a long prompt's hidden states are not kept in capacity past its pass
+        std::vector<float>().swap(pass_);
+        hid_.shrink_to_fit();
+    }
 }
 
 void MtpFeed::rewound(int64_t n) {
