@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
 import mtp_target  # noqa: E402
 import tiny  # noqa: E402
-from sampling_stats import two_sample_p  # noqa: E402
+from sampling_stats import draws, two_sample_p  # noqa: E402
 
 import ds4  # noqa: E402
 
@@ -185,18 +185,8 @@ def _draws(target: ds4.Model, spec: ds4.Spec | None, n: int) -> tuple[np.ndarray
     start = mtp_target.text(12, np.random.default_rng(9))
     prompt = target.session().generate(start, max_tokens=40, stop_at_eog=False).tokens[-12:]
     s = target.session()
-    s._s.track_mtp()
-    s.eval(prompt[:-1])
-    snap = s.snapshot()
-    out = np.empty((n, 3), dtype=np.int64)
-    totals = {"n_drafted": 0, "n_accepted": 0}
-    for i in range(n):
-        s.restore(snap)
-        g = s.generate(prompt[-1:], max_tokens=3, seed=10**6 + i, spec=spec, **SAMPLING)
-        out[i] = g.tokens
-        for k in totals:
-            totals[k] += g.stats[k]
-    return out, totals
+    s._s.track_mtp()  # before the prompt: the snapshot carries the block's feed
+    return draws(s, prompt, spec, n, 10**6, **SAMPLING)
 
 
 @pytest.fixture(scope="module")

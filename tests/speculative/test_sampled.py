@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "model"))
 import tiny  # noqa: E402
-from sampling_stats import two_sample_p  # noqa: E402
+from sampling_stats import draws, two_sample_p  # noqa: E402
 
 import ds4  # noqa: E402
 
@@ -60,18 +60,7 @@ def plain(model: ds4.Model, prompt: list[int]) -> np.ndarray:
 
 
 def _draws(model: ds4.Model, prompt: list[int], spec: ds4.Spec | None, n: int, seed0: int) -> tuple[np.ndarray, dict]:
-    s = model.session()
-    s.eval(prompt[:-1])
-    snap = s.snapshot()
-    out = np.empty((n, 3), dtype=np.int64)
-    totals = {"n_drafted": 0, "n_accepted": 0}
-    for i in range(n):
-        s.restore(snap)
-        g = s.generate(prompt[-1:], max_tokens=3, seed=seed0 + i, spec=spec, **SAMPLING)
-        out[i] = g.tokens
-        for k in totals:
-            totals[k] += g.stats[k]
-    return out, totals
+    return draws(model.session(), prompt, spec, n, seed0, **SAMPLING)
 
 
 @DENSE_ONLY
