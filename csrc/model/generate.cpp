@@ -77,7 +77,11 @@ void Generator::start_sampling() {
     // Exact sampling: proposers that can sample draw their drafts and report q; otherwise greedy.
     const bool drawn = params_.spec.exact && !fused_greedy_ && params_.sampling.temperature > 0.0f;
     for (auto& p : proposers_) p->sample_drafts(drawn ? params_.sampling : sample::SamplingParams{}, session_.n_vocab());
-    if (!started_) return;  // start() feeds the penalties the context once the prompt is in
+    if (started_) seed_penalties();  // else start() does, once the prompt is in
+}
+
+void Generator::seed_penalties() {
+    // The penalties look back over the context, prompt included, as llama.cpp's do.
     const std::vector<int32_t> context = session_.tokens();
     const size_t window = static_cast<size_t>(std::max(0, params_.sampling.repeat_last_n));
     for (size_t i = context.size() - std::min(context.size(), window); i < context.size(); ++i)
@@ -122,11 +126,7 @@ void Generator::start() {
         context_ = session_.tokens();
         for (auto& p : proposers_) p->observe(context_);
     }
-    // The penalties look back over the context, prompt included, as llama.cpp's do.
-    const std::vector<int32_t> context = session_.tokens();
-    const size_t window = static_cast<size_t>(std::max(0, params_.sampling.repeat_last_n));
-    for (size_t i = context.size() - std::min(context.size(), window); i < context.size(); ++i)
-        sampler_.accept(context[i]);
+    seed_penalties();
 }
 
 void Generator::reserve_output() {
@@ -429,10 +429,7 @@ void Generator::start_batched() {
         logits_ = session_.last_logits();
         emit(nullptr);
     }
-    const std::vector<int32_t> context = session_.tokens();
-    const size_t window = static_cast<size_t>(std::max(0, params_.sampling.repeat_last_n));
-    for (size_t i = context.size() - std::min(context.size(), window); i < context.size(); ++i)
-        sampler_.accept(context[i]);
+    seed_penalties();
 }
 
 void Generator::fed(int64_t n, const float* logits, int32_t argmax, double seconds) {

@@ -132,6 +132,7 @@ private:
     // A new sampler for params_.sampling, its penalties seeded with the context, and the
     // proposers' draws set to match (exact sampling: from their own distributions).
     void start_sampling();
+    void seed_penalties();  // the sampler accepts the context's last repeat_last_n tokens
     // Evaluates tok (pending in the session) together with a draft, if a proposer has one and the
     // scheduler finds it pays, queueing the accepted draft tokens; returns the target's next token.
     int32_t speculate(int32_t tok);
