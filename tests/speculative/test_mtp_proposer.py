@@ -207,3 +207,34 @@ def test_the_test_has_power(target: ds4.Model, plain_draws: np.ndarray) -> None:
     opp, totals = _draws(target, ds4.Spec(types=["mtp"], mtp_depth=2, n_min=1), 20_000)
     assert totals["n_accepted"] > 0
     assert two_sample_p(plain_draws[:20_000], opp) < 1e-6
+
+
+def test_cli_flags(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from ds4.cli import main
+
+    path = str(mtp_target.gguf())
+    # --mtp-timing alone turns MTP on for a model that has the block, and reports per position
+    assert main(["-m", path, "-p", "hello there", "-n", "24", "--ignore-eos", "--spec-draft-n-min", "1",
+                 "--mtp-timing"]) == 0
+    err = capsys.readouterr().err
+    assert "ds4 spec:" in err and "accepted/drafted per position" in err
+    monkeypatch.setenv("DS4_QWEN4_MTP_DEPTH", "2")
+    assert main(["-m", path, "-p", "hello there", "-n", "24", "--ignore-eos", "--spec-draft-n-min", "1",
+                 "--spec-type", "mtp,ngram-mod", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)["stats"]
+    assert stats["n_drafted"] > 0 and len(stats["drafted_per_position"]) == 2
+    monkeypatch.delenv("DS4_QWEN4_MTP_DEPTH")
+    assert main(["-m", path, "-p", "hi", "-n", "4", "--mtp-draft", "3", "--mtp", "--temp", "0.8",
+                 "--mtp-exact-sampling", "--json"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="--mtp-draft needs --mtp"):
+        main(["-m", path, "-p", "hi", "-n", "4", "--mtp-draft", "3"])
+
+
+def test_cli_refuses_mtp_without_the_block(capsys: pytest.CaptureFixture[str]) -> None:
+    from ds4.cli import main
+
+    assert main(["-m", str(tiny.convert("qwen3_next", "f32")), "-p", "hi", "-n", "4", "--mtp"]) != 0
+    assert "no MTP block" in capsys.readouterr().err
