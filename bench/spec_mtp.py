@@ -46,8 +46,10 @@ def run(model: ds4.Model, prompts: list[list[int]], tokens: int, spec: ds4.Spec 
         for k in ("n_accepted", "n_drafted", "n_spec_passes"):
             sums[k] += st[k]
         for key, src in (("acc", "accepted_per_position"), ("dr", "drafted_per_position")):
-            v = st[src]
-            sums[key] = [a + b for a, b in zip(sums[key] + [0] * len(v), v + [0] * len(sums[key]))][:max(len(v), len(sums[key]))]
+            total = sums[key]
+            total += [0] * (len(st[src]) - len(total))
+            for i, x in enumerate(st[src]):
+                total[i] += x
     return n / seconds, outs, sums
 
 

@@ -215,10 +215,7 @@ void register_generator(py::module_& m) {
         .def(
             "set_sampling",
             [](GeneratorHandle& h, const sample::SamplingParams& p) {
-                h.locked([&p](model::Generator& g) {
-                    p.validate(g.session().n_vocab());
-                    g.set_sampling(p);
-                });
+                h.locked([&p](model::Generator& g) { g.set_sampling(p); });
             },
             py::arg("sampling"), "The sampling-mode boundary: sample with these settings from the next token on.")
         .def("run", [](GeneratorHandle& h) { h.locked([](model::Generator& g) { g.run(); }); })

@@ -182,16 +182,16 @@ private:
         layer(p, m.layer, hp_.mtp, hp_.n_layer, x, h, y);
         if (n_out == 0) return;
         const backend::Rows last = x.rows(n - n_out, n_out);
-        if (r.hidden_out) {
-            const backend::Rows out = be.output_rows(r.hidden_out, n_out, d);
+        if (r.out.hidden) {
+            const backend::Rows out = be.output_rows(r.out.hidden, n_out, d);
             be.rms_norm(last, m.head_norm, eps, out);
-            be.finish_output(out, r.hidden_out);
+            be.finish_output(out, r.out.hidden);
         }
         mtp_rows_.resize(static_cast<size_t>(n_out));
         for (int64_t i = 0; i < n_out; ++i) mtp_rows_[static_cast<size_t>(i)] = n - n_out + i;
-        if (r.logits || r.argmax) {
-            blocks::head(be, output_, m.head_norm, eps, hp_.final_softcap, x, mtp_rows_.data(), n_out, r.logits, r.argmax,
-                         r.head_rows);
+        if (r.out.logits || r.out.argmax) {
+            blocks::head(be, output_, m.head_norm, eps, hp_.final_softcap, x, mtp_rows_.data(), n_out, r.out.logits,
+                         r.out.argmax, r.out.head_rows);
         }
     }
 

@@ -90,6 +90,7 @@ void Generator::seed_penalties() {
 
 void Generator::set_sampling(const sample::SamplingParams& sampling) {
     if (batched_) throw std::logic_error("set_sampling: a batched generation runs without speculation; restart it instead");
+    sampling.validate(session_.n_vocab());  // before anything changes
     params_.sampling = sampling;
     if (started_ && !done_ && !tokens_.empty()) {
         // The session holds the last token taken, then the accepted draft tokens not taken yet.

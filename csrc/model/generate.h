@@ -111,7 +111,8 @@ public:
     // the checkpoint taken before that pass: recurrent slots restore their copy and replay the
     // accepted rows, the context is never evaluated again) and evaluates it again, so the next
     // token is drawn from its logits under the new settings, as a fresh session that evaluated
-    // the same tokens and sampled with them would. Throws std::logic_error on a batched generator.
+    // the same tokens and sampled with them would. Throws std::invalid_argument for bad settings
+    // (nothing changed) and std::logic_error on a batched generator.
     void set_sampling(const sample::SamplingParams& sampling);
 
     bool done() const { return done_; }

@@ -61,10 +61,6 @@ std::unique_ptr<state::State> Model::new_state() const {
     return std::make_unique<state::State>(std::move(slots), n_ctx_, this);
 }
 
-void Model::run_mtp(state::State&, const MtpRows&) {
-    throw Error(file_->path() + ": the model has no MTP block");
-}
-
 void Model::mtp(state::State& st, const MtpRows& r) {
     if (!has_mtp()) throw Error(file_->path() + ": the model has no MTP block");
     if (st.owner() != this) throw Error("mtp: the state belongs to another model");

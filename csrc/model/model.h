@@ -66,7 +66,7 @@ public:
     // position pos0 + i) with hidden[i] (the target's hidden state after its final norm at the
     // position before; zeros before the first), runs the block's layer (attending to the slot's
     // positions up to its own) and, for the last n_out rows, the shared output head: logits
-    // predict the token after tokens[i]; hidden_out is the block's output after its head norm
+    // predict the token after tokens[i]; out.hidden is the block's output after its head norm
     // (what a chained step takes as hidden). Writes the slot's rows, nothing else of st. Throws
     // Error without an MTP block or for bad ids or positions.
     void mtp(state::State& st, const MtpRows& rows);
@@ -120,7 +120,8 @@ protected:
     virtual std::unique_ptr<state::Slot> make_slot(int layer) const;
     // Slots of a state: one per layer, and one for an MTP block's layer (index n_layer).
     virtual int n_slots() const { return hp_.n_layer; }
-    virtual void run_mtp(state::State& st, const MtpRows& rows);
+    // The MTP block's pass, after Model::mtp's checks (has_mtp() among them).
+    virtual void run_mtp(state::State& st, const MtpRows& rows) = 0;
 
     backend::Backend& be() { return *backend_; }
 

@@ -11,15 +11,6 @@ namespace {
 // re-running the last position) does not make the feed stale.
 constexpr int64_t kKeep = 8;
 
-// The rows' outputs for their last row.
-void set_outputs(MtpRows& r, const MtpOut& out) {
-    r.n_out = 1;
-    r.logits = out.logits;
-    r.argmax = out.argmax;
-    r.hidden_out = out.hidden;
-    r.head_rows = out.head_rows;
-}
-
 }  // namespace
 
 MtpFeed::MtpFeed(Model& model) : model_(&model), d_(model.hparams().n_embd), hid_(static_cast<size_t>(d_), 0.0f) {}
@@ -77,8 +68,8 @@ void MtpFeed::feed(state::State& st, const std::vector<int32_t>& tokens, int64_t
     r.n = n;
     r.tokens = toks_.data();
     r.hidden = hid_.data() + (fed_ - 1 - h0_) * d_;  // row p takes the hidden state of p - 1
-    r.n_out = 0;
-    if (out) set_outputs(r, *out);
+    r.n_out = out ? 1 : 0;
+    if (out) r.out = *out;
     model_->mtp(st, r);
     fed_ = p + (tok >= 0 ? 1 : 0);
     fed_tok_ = tok;
@@ -127,7 +118,8 @@ void MtpFeed::chain(state::State& st, int64_t pos, int32_t tok, const float* hid
     r.n = 1;
     r.tokens = &tok;
     r.hidden = hidden;
-    set_outputs(r, out);
+    r.n_out = 1;
+    r.out = out;
     model_->mtp(st, r);
 }
 

@@ -21,14 +21,6 @@
 
 namespace ds4::model {
 
-// What an MTP step returns for its last row.
-struct MtpOut {
-    float* logits = nullptr;   // [n_vocab] or null
-    int32_t* argmax = nullptr;  // the largest logit's id, or null
-    float* hidden = nullptr;   // [n_embd] after the head norm (a chained step's input), or null
-    int64_t head_rows = 0;     // > 0: score only the first head_rows ids
-};
-
 class MtpFeed {
 public:
     // Rows of one pass fed with it (a prompt, not a verify pass).

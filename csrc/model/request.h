@@ -68,6 +68,14 @@ struct Request {
     }
 };
 
+// What rows of the built-in MTP block return (each buffer has a row per returning row).
+struct MtpOut {
+    float* logits = nullptr;    // [., n_vocab] or null
+    int32_t* argmax = nullptr;  // [.] the largest logit's id, or null
+    float* hidden = nullptr;    // [., n_embd] after the head norm (a chained step's input), or null
+    int64_t head_rows = 0;      // > 0: score only the first head_rows ids, the rest -inf
+};
+
 // Rows of the built-in MTP block (Model::mtp) at positions pos0 .. pos0 + n - 1 of a state's
 // MTP slot, and what its last n_out rows return.
 struct MtpRows {
@@ -76,10 +84,7 @@ struct MtpRows {
     const int32_t* tokens = nullptr;      // [n] the token at each position
     const float* hidden = nullptr;        // [n, n_embd] the target's hidden state at the position before
     int64_t n_out = -1;                   // < 0: every row; 0: none (only the slot's rows written)
-    float* logits = nullptr;              // [n_out, n_vocab] or null
-    int32_t* argmax = nullptr;            // [n_out] the largest logit's id, or null
-    float* hidden_out = nullptr;          // [n_out, n_embd] or null
-    int64_t head_rows = 0;                // > 0: score only the first head_rows ids, the rest -inf
+    MtpOut out;
 };
 
 // A request as a model runs it, checked and laid out by Model::forward.

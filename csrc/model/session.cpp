@@ -83,8 +83,8 @@ void Session::mtp_step(int64_t pos0, const int32_t* tokens, const float* hidden,
     r.n = n;
     r.tokens = tokens;
     r.hidden = hidden;
-    r.logits = logits;
-    r.hidden_out = hidden_out;
+    r.out.logits = logits;
+    r.out.hidden = hidden_out;
     model_->mtp(*st_, r);
 }
 

@@ -30,10 +30,9 @@ class Spec:
     built-in MTP block, in GGUFs of Qwen3-Next / Qwen3.5 that keep it: one token ahead, a second
     chained step engaged while recent drafts are accepted whole and dropped after repeated
     rejections of the deeper token, up to ``mtp_draft`` tokens, 2 by default; ``mtp_depth`` > 0,
-    or the environment variable ``DS4_QWEN4_MTP_DEPTH``, fixes the depth instead).
-    ``confidence`` (0 to 1) ends
-    a model proposer's draft where its most likely next token has a lower probability (llama.cpp's
-    ``--draft-p-min``; the seeds' ``--dspark-confidence``). ``draft_vocab``: the draft model
+    or the environment variable ``DS4_QWEN4_MTP_DEPTH``, fixes the depth instead). ``confidence``
+    (0 to 1) ends a model proposer's draft where its most likely next token has a lower probability
+    (llama.cpp's ``--draft-p-min``; the seeds' ``--dspark-confidence``). ``draft_vocab``: the draft model
     scores only the first ``draft_vocab`` token ids (BPE vocabularies number tokens in merge
     order, a proxy for frequency: the first 32768 cover ~93-96 % of code and prose), which spares
     most of its output projection, the largest part of a small model's bytes per token; ``None``
