@@ -20,4 +20,5 @@ PYBIND11_MODULE(_core, m) {
     ds4::bindings::register_vmath(m);
     ds4::bindings::register_speculative(m);
     ds4::bindings::register_backend(m);
+    ds4::bindings::register_drafter(m);
 }

@@ -34,5 +34,6 @@ void register_sample(pybind11::module_& m);     // SamplingParams, Sampler (samp
 void register_vmath(pybind11::module_& m);      // backend row ops (softmax, GLU), for tests
 void register_speculative(pybind11::module_& m);  // speculation acceptance rules, for tests
 void register_backend(pybind11::module_& m);      // every backend op on numpy arrays, for tests
+void register_drafter(pybind11::module_& m);      // block drafters (DFlash / DSpark)
 
 }  // namespace ds4::bindings

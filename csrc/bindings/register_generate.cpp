@@ -14,6 +14,7 @@
 
 #include "bindings/handles.h"
 #include "bindings/register.h"
+#include "model/block_drafter.h"
 #include "model/engine.h"
 #include "model/generate.h"
 #include "model/session.h"
@@ -121,6 +122,9 @@ void register_options(py::module_& m) {
         .def_property(
             "spec_mtp_depth", [](const Options& o) { return o.params.spec.mtp_depth; },
             [](Options& o, int v) { o.params.spec.mtp_depth = v; })
+        .def_property(
+            "block_drafter", [](const Options& o) { return o.params.spec.block_drafter; },
+            [](Options& o, std::shared_ptr<model::BlockDrafter> v) { o.params.spec.block_drafter = std::move(v); })
         .def_property(
             "draft", [](const Options& o) { return o.draft; },
             [](Options& o, const py::object& v) {

@@ -167,6 +167,27 @@ void register_session(py::module_& m) {
                 return py::make_tuple(logits, hidden);
             },
             py::arg("token"))
+        .def("track_block", &model::Session::track_block, py::arg("drafter"), py::call_guard<py::gil_scoped_release>())
+        .def_property_readonly("block_lag", &model::Session::block_lag)
+        .def_property_readonly("block_stale", &model::Session::block_stale)
+        .def(
+            "block_draft",
+            [](model::Session& s, int32_t tok, int64_t n) -> py::object {
+                const int64_t vocab = s.model().hparams().n_vocab;
+                if (n < 1) throw py::value_error("n must be >= 1");
+                py::array_t<float> logits({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(vocab)});
+                model::BlockOut out;
+                out.logits = logits.mutable_data();
+                bool ok;
+                {
+                    py::gil_scoped_release release;
+                    ok = s.block_draft(tok, n, out);
+                }
+                if (!ok) return py::none();
+                return std::move(logits);
+            },
+            py::arg("token"), py::arg("n"),
+            "Logits of rows 1 .. n of the tracked block drafter's pass after `token` (None if it cannot draft).")
         .def(
             "eval_block",
             [](model::Session& s, const IdArray& tokens) {

@@ -168,11 +168,28 @@ void unzip(Backend& be, Rows src, int64_t unit, Rows even, Rows odd, std::vector
     be.gather(units, idx.data(), odd.as(half, unit));
 }
 
+void key_values(Backend& be, const AttnWeights& w, const AttnConfig& cfg, Rows x, const int32_t* pos, Rows k, Rows v) {
+    const int hd = cfg.attn.head_dim;
+    be.matmul(w.k, x, k);
+    be.matmul(w.v, x, v);
+    if (!w.k_bias.empty()) be.add_rows(k, w.k_bias);
+    if (!w.v_bias.empty()) be.add_rows(v, w.v_bias);
+    if (!w.k_norm.empty()) be.rms_norm(k.as(x.n * cfg.attn.n_head_kv, hd), w.k_norm, cfg.norm_eps, k.as(x.n * cfg.attn.n_head_kv, hd));
+    be.rope(k, cfg.attn.n_head_kv, pos, cfg.rope);
+}
+
+void store_key_values(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const state::KvSlot& slot,
+                      const int32_t* pos, Rows x) {
+    const Rows k = be.arena().rows(x.n, w.k.n_out), v = be.arena().rows(x.n, w.v.n_out);
+    key_values(be, w, cfg, x, pos, k, v);
+    be.store_kv(slot.view(pos[0] + x.n), pos[0], k, v);
+}
+
 void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const Pass& p, int layer, Rows x, Rows out,
                std::vector<int64_t>& idx) {
     const int64_t n = p.n;
     const int hd = cfg.attn.head_dim;
-    const int n_head = cfg.attn.n_head, n_head_kv = cfg.attn.n_head_kv;
+    const int n_head = cfg.attn.n_head;
     const int64_t q_dim = static_cast<int64_t>(n_head) * hd;
     Arena& arena = be.arena();
     const Rows q = arena.rows(n, q_dim);      // [n, n_head * head_dim]
@@ -188,17 +205,11 @@ void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const P
     } else {
         be.matmul(w.q, x, q);
     }
-    be.matmul(w.k, x, k);
-    be.matmul(w.v, x, v);
     if (!w.q_bias.empty()) be.add_rows(q, w.q_bias);
-    if (!w.k_bias.empty()) be.add_rows(k, w.k_bias);
-    if (!w.v_bias.empty()) be.add_rows(v, w.v_bias);
-    // 2. per-head RMSNorm of q and k, before RoPE
+    // 2. per-head RMSNorm of q, before RoPE; 3. rotary position embedding (k and v alike)
     if (!w.q_norm.empty()) be.rms_norm(q.as(n * n_head, hd), w.q_norm, cfg.norm_eps, q.as(n * n_head, hd));
-    if (!w.k_norm.empty()) be.rms_norm(k.as(n * n_head_kv, hd), w.k_norm, cfg.norm_eps, k.as(n * n_head_kv, hd));
-    // 3. rotary position embedding
     be.rope(q, n_head, p.pos, cfg.rope);
-    be.rope(k, n_head_kv, p.pos, cfg.rope);
+    key_values(be, w, cfg, x, p.pos, k, v);
     // 4. per sequence: write its K/V rows at their positions, then attend over its slot
     const Rows att = arena.rows(n, q_dim);
     for (int s = 0; s < p.req.n_seqs; ++s) {

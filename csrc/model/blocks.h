@@ -12,6 +12,7 @@
 #include "gguf/gguf.h"
 #include "model/hparams.h"
 #include "model/request.h"
+#include "state/kv_slot.h"
 
 namespace ds4::model::blocks {
 
@@ -82,6 +83,14 @@ AttnConfig attn_config(const LayerParams& L, backend::RopeMode mode, float norm_
 // after writing each run's new K/V rows of `layer` into its state's slot. idx: host scratch.
 void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const Pass& p, int layer, Rows x, Rows out,
                std::vector<int64_t>& idx);
+
+// The keys and values attention() computes from x[n, n_embd] (already normed) at positions
+// pos[n]: projections, biases, the k norm, RoPE on k.
+void key_values(Backend& be, const AttnWeights& w, const AttnConfig& cfg, Rows x, const int32_t* pos, Rows k, Rows v);
+// Writes key_values() of x at consecutive positions pos[0], pos[0] + 1, ... into `slot`, with no
+// query: a block drafter's context rows, whose keys and values come from its target's features.
+void store_key_values(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const state::KvSlot& slot,
+                      const int32_t* pos, Rows x);
 
 // src seen as rows of `unit` floats alternating between two tensors (a fused projection's
 // per-head halves): the even rows into even, the odd ones into odd. idx: host scratch.

@@ -42,6 +42,10 @@ public:
 
     bool has_mtp() const override { return mtp_ != nullptr; }
 
+    Lent lent() override {
+        return Lent{be(), tok_embd_, fam_.scale_embeddings ? embed_scale_ : 1.0f, output_, hp_.final_softcap};
+    }
+
 private:
     struct Layer {
         backend::Vec attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;  // [n_embd]; post_*: sandwich only

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "speculative/dflash.h"
 #include "speculative/draft.h"
 #include "speculative/mtp.h"
 #include "speculative/verify.h"
@@ -57,6 +58,10 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
                 proposers_.push_back(speculative::make_mtp_proposer(session_, tok_.vocab_size(), params_.spec.mtp_draft,
                                                                     params_.spec.mtp_depth, params_.spec.confidence,
                                                                     params_.spec.draft_vocab));
+            } else if (t == "dflash") {
+                if (!params_.spec.block_drafter) throw std::invalid_argument("the 'dflash' proposer needs a block drafter");
+                proposers_.push_back(speculative::make_dflash_proposer(session_, params_.spec.block_drafter, tok_.vocab_size(),
+                                                                       params_.spec.confidence, params_.spec.draft_vocab));
             } else if (t != "draft") {
                 proposers_.push_back(speculative::make_proposer(t));
             } else if (!params_.spec.draft || !params_.spec.draft_tok) {
@@ -165,7 +170,8 @@ int32_t Generator::speculate(int32_t tok) {
         const int floor = std::min(params_.spec.n_min, pcap);
         if (prop.costs()) {
             int want = std::max(floor, scheduler_->pick(p, pcap, prop.cost_per_token(target),
-                                                        prop.catch_up_seconds(context_, target)));
+                                                        prop.catch_up_seconds(context_, target),
+                                                        prop.cost_per_draft(target)));
             if (want > 0) want = std::max(want, std::min(prop.min_draft(), pcap));
             if (want > 0) prop.propose(context_, want, &draft_);
             stats_.catch_up_seconds += draft_.catch_up_seconds;

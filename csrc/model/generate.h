@@ -41,6 +41,8 @@ struct SpecParams {
     // The "draft" proposer's model and its tokenizer (which must be the target's).
     std::shared_ptr<Model> draft;
     const tok::Tokenizer* draft_tok = nullptr;
+    // The "dflash" proposer's block drafter (loaded for the target).
+    std::shared_ptr<BlockDrafter> block_drafter;
 };
 
 struct GenerateParams {

@@ -71,7 +71,7 @@ std::vector<int64_t> get_layer_ints(const gguf::File& file, const std::string& a
 
 }  // namespace
 
-HParams read_hparams(const gguf::File& file, const ArchDefaults& d) {
+HParams read_hparams(const gguf::File& file, const ArchDefaults& d, bool with_vocab) {
     HParams hp;
     hp.arch = file.get("general.architecture").as_string();
     const std::string& a = hp.arch;
@@ -142,6 +142,7 @@ HParams read_hparams(const gguf::File& file, const ArchDefaults& d) {
         hp.layers.push_back(L);
     }
     const gguf::TensorInfo* emb = file.find_tensor("token_embd.weight");
+    if (!emb && !with_vocab) return hp;
     if (!emb) throw Error(where + "tensor 'token_embd.weight' is missing (required by " + a + ")");
     if (emb->ne.size() != 2) throw Error(where + "tensor 'token_embd.weight' must be 2-D");
     hp.n_vocab = emb->ne[1];

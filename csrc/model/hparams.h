@@ -91,8 +91,9 @@ struct HParams {
 };
 
 // Reads the keys every supported architecture shares. n_vocab comes from the token_embd
-// tensor. Throws model::Error naming the key for a missing required key or a bad value.
-HParams read_hparams(const gguf::File& file, const ArchDefaults& defaults);
+// tensor (with_vocab false: 0 where the file has none, a drafter borrowing its target's).
+// Throws model::Error naming the key for a missing required key or a bad value.
+HParams read_hparams(const gguf::File& file, const ArchDefaults& defaults, bool with_vocab = true);
 
 // Optional typed lookups of "{arch}.{suffix}".
 const gguf::Value* find_key(const gguf::File& file, const std::string& arch, const std::string& suffix);

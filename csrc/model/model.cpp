@@ -77,6 +77,13 @@ void Model::mtp(state::State& st, const MtpRows& r) {
     run_mtp(st, r);
 }
 
+void Model::lend(const std::function<void(const Lent&)>& fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (backend_->packing_pending()) backend_->finish_packing();
+    backend_->arena().reset();
+    fn(lent());
+}
+
 int64_t Model::rollback(state::State& st, int64_t n) {
     std::lock_guard<std::mutex> lock(mu_);
     backend_->arena().reset();
@@ -177,17 +184,17 @@ void Model::forward_locked(const Request& req) {
 }
 
 void Model::eval(state::State& st, const int32_t* tokens, int64_t n, float* logits, int64_t n_out, int64_t head_rows,
-                 float* hidden) {
-    eval_one(st, tokens, n, n_out, logits, nullptr, head_rows, hidden);
+                 const Captures& cap) {
+    eval_one(st, tokens, n, n_out, logits, nullptr, head_rows, cap);
 }
 
 void Model::eval_argmax(state::State& st, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out,
-                        int64_t head_rows, float* hidden) {
-    eval_one(st, tokens, n, n_out, nullptr, ids, head_rows, hidden);
+                        int64_t head_rows, const Captures& cap) {
+    eval_one(st, tokens, n, n_out, nullptr, ids, head_rows, cap);
 }
 
 void Model::eval_one(state::State& st, const int32_t* tokens, int64_t n, int64_t n_out, float* logits, int32_t* ids,
-                     int64_t head_rows, float* hidden) {
+                     int64_t head_rows, const Captures& cap) {
     if (n == 0) return;
     if (n_out < 0) n_out = n;
     if (n_out == 0 || n_out > n) throw Error("n_out must be in [1, " + std::to_string(n) + "], got " + std::to_string(n_out));
@@ -200,11 +207,10 @@ void Model::eval_one(state::State& st, const int32_t* tokens, int64_t n, int64_t
     req.logits = logits;
     req.argmax = ids;
     req.head_rows = head_rows;
-    const int final_norm = hp_.n_layer;
-    if (hidden) {
-        req.capture_layers = &final_norm;
-        req.n_capture = 1;
-        req.hidden = hidden;
+    if (!cap.empty()) {
+        req.capture_layers = cap.layers;
+        req.n_capture = cap.n;
+        req.hidden = cap.hidden;
     }
     forward_locked(req);
 }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -50,6 +51,7 @@ public:
 
     const HParams& hparams() const { return hp_; }
     const std::string& path() const { return file_->path(); }
+    const gguf::File& file() const { return *file_; }
     int64_t n_ctx() const { return n_ctx_; }
     backend::KvType kv_type() const { return opts_.kv_type; }
 
@@ -81,15 +83,29 @@ public:
     // (logits[n_out, n_vocab]; n_out < 0 means all n).
     // head_rows > 0 scores only the first head_rows vocabulary ids, the rest reading as -inf (a
     // drafter's shortlist: the output projection is most of a small model's bytes).
-    // hidden: when given, hidden[n, n_embd] gets every row's hidden state after the final norm
-    // (what the built-in MTP block conditions on).
+    // cap: hidden states of every row to keep (what the built-in MTP block or a block drafter
+    // conditions on).
     void eval(state::State& st, const int32_t* tokens, int64_t n, float* logits, int64_t n_out = -1,
-              int64_t head_rows = 0, float* hidden = nullptr);
+              int64_t head_rows = 0, const Captures& cap = {});
     // The same, writing for each of the last n_out rows the id of its largest logit (lowest id
     // on ties) instead of the logits: what greedy decoding and greedy verification need, without
     // the n_out x n_vocab rows. Bit-consistent with eval: argmax of the very same logits.
     void eval_argmax(state::State& st, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out = -1,
-                     int64_t head_rows = 0, float* hidden = nullptr);
+                     int64_t head_rows = 0, const Captures& cap = {});
+
+    // What a block drafter (model/block_drafter.h) borrows from its target: the backend it runs
+    // on, the token embeddings (a row times embed_scale is what layer 0 reads) and the output
+    // projection with its soft-cap (0: none).
+    struct Lent {
+        backend::Backend& be;
+        const backend::Weight& embeddings;
+        float embed_scale;
+        const backend::Weight& output;
+        float softcap;
+    };
+    // Runs fn under the pass lock with the arena reset, as a pass of this model: a drafter's
+    // pass on this model's backend, serialised with its passes.
+    void lend(const std::function<void(const Lent&)>& fn);
 
     // Per row of a forward pass: multiply-adds and weight bytes by format (model/pass_cost.h).
     const PassWork& work() const { return work_; }
@@ -122,6 +138,8 @@ protected:
     virtual int n_slots() const { return hp_.n_layer; }
     // The MTP block's pass, after Model::mtp's checks (has_mtp() among them).
     virtual void run_mtp(state::State& st, const MtpRows& rows) = 0;
+    // What lend() hands out.
+    virtual Lent lent() = 0;
 
     backend::Backend& be() { return *backend_; }
 
@@ -133,7 +151,7 @@ protected:
 
 private:
     void eval_one(state::State& st, const int32_t* tokens, int64_t n, int64_t n_out, float* logits, int32_t* ids,
-                  int64_t head_rows, float* hidden);
+                  int64_t head_rows, const Captures& cap);
     // Checks a request before anything runs (Model::forward); returns its rows.
     int64_t check(const Request& req) const;
     // Throws Error naming the first id outside the vocabulary.

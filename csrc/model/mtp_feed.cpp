@@ -13,9 +13,15 @@ constexpr int64_t kKeep = 8;
 
 }  // namespace
 
-MtpFeed::MtpFeed(Model& model) : model_(&model), d_(model.hparams().n_embd), hid_(static_cast<size_t>(d_), 0.0f) {}
+MtpFeed::MtpFeed(Model& model)
+    : model_(&model), d_(model.hparams().n_embd), final_norm_(model.hparams().n_layer), hid_(static_cast<size_t>(d_), 0.0f) {}
 
-float* MtpFeed::before(int64_t at, int64_t n) {
+Captures MtpFeed::before(int64_t at, int64_t n) {
+    float* hidden = keep(at, n);
+    return hidden ? Captures{&final_norm_, 1, hidden} : Captures{};
+}
+
+float* MtpFeed::keep(int64_t at, int64_t n) {
     if (stale_) return nullptr;
     if (h0_ + static_cast<int64_t>(hid_.size()) / d_ != at) {  // rows committed behind the feed's back
         stale_ = true;
@@ -83,16 +89,15 @@ bool MtpFeed::resync(state::State& st, const std::vector<int32_t>& tokens, int64
     h0_ = -1;
     hid_.assign(static_cast<size_t>(d_), 0.0f);
     const std::unique_ptr<state::State> scratch = model_->new_state();
-    const int final_norm = model_->hparams().n_layer;
     for (int64_t at = 0; at < p; at += kChunk) {
         const int64_t n = std::min(kChunk, p - at);
         const std::vector<Out> none(static_cast<size_t>(n), Out::none);
         const SeqRows seq{scratch.get(), n, Attend::causal};
         Request req = Request::of(seq, tokens.data() + at);
         req.out = none.data();
-        req.capture_layers = &final_norm;
+        req.capture_layers = &final_norm_;
         req.n_capture = 1;
-        req.hidden = before(at, n);
+        req.hidden = keep(at, n);
         model_->forward(req);
         hid_.insert(hid_.end(), pass_.begin(), pass_.begin() + n * d_);
         feed(st, tokens, at + n, -1, nullptr);

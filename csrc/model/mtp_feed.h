@@ -16,12 +16,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/feed.h"
 #include "model/model.h"
 #include "state/state.h"
 
 namespace ds4::model {
 
-class MtpFeed {
+class MtpFeed final : public Feed {
 public:
     // Rows of one pass fed with it (a prompt, not a verify pass).
     static constexpr int64_t kEager = 32;
@@ -32,20 +33,15 @@ public:
 
     explicit MtpFeed(Model& model);
 
-    // Around a pass committing n rows from position `at` (the state's n_past): where the pass
-    // writes their hidden states (null when stale: nothing to keep), then, once it committed,
-    // their tokens (the session's, [0, at + n)). committed() may feed the block.
-    float* before(int64_t at, int64_t n);
-    void committed(state::State& st, const std::vector<int32_t>& tokens, int64_t at, int64_t n);
-    // Rows were committed without their hidden states.
-    void lost() { stale_ = true; }
-    // The state went back to n positions.
-    void rewound(int64_t n);
-
-    // Rows the block must take before drafting after position p (the state's n_past): the rows
-    // it lacks, or p itself when stale (stale(): the context is evaluated again first).
-    int64_t lag(int64_t p) const { return stale_ ? p : std::max<int64_t>(0, p - fed_); }
-    bool stale() const { return stale_; }
+    // Feed's calls; the pass keeps its hidden states after the final norm.
+    Captures before(int64_t at, int64_t n) override;
+    void committed(state::State& st, const std::vector<int32_t>& tokens, int64_t at, int64_t n) override;
+    void lost() override { stale_ = true; }
+    void rewound(int64_t n) override;
+    int64_t lag(int64_t p) const override { return stale_ ? p : std::max<int64_t>(0, p - fed_); }
+    bool stale() const override { return stale_; }
+    const void* drafter() const override { return model_; }
+    std::unique_ptr<Feed> clone() const override { return std::make_unique<MtpFeed>(*this); }
     // The first step of a draft after `tok`, the token the target evaluates next at p (the
     // state's n_past; tokens: the session's [0, p)): feeds the rows the block lacks and tok's
     // row, writing `out` for tok's. Returns false, writing nothing, where the context cannot be
@@ -62,8 +58,12 @@ private:
     // Keeps only the hidden states the next rows need.
     void trim();
 
+    // Where a pass of n rows writes its hidden states (null when stale).
+    float* keep(int64_t at, int64_t n);
+
     Model* model_;
     int64_t d_;
+    int final_norm_;         // the capture index after the final norm
     int64_t fed_ = 0;        // the block's slot holds rows [0, fed_)
     int32_t fed_tok_ = -1;   // the token of row fed_ - 1 when a draft fed it ahead of the target
     bool stale_ = false;

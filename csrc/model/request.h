@@ -68,6 +68,15 @@ struct Request {
     }
 };
 
+// Hidden states a single-sequence pass keeps of every row it evaluates (Model::eval): the
+// capture indices layers[n], written to hidden[n, rows, n_embd]; empty: none.
+struct Captures {
+    const int* layers = nullptr;
+    int n = 0;
+    float* hidden = nullptr;
+    bool empty() const { return n == 0 || !hidden; }
+};
+
 // What rows of the built-in MTP block return (each buffer has a row per returning row).
 struct MtpOut {
     float* logits = nullptr;    // [., n_vocab] or null

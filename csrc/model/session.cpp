@@ -19,10 +19,10 @@ void Session::eval(const int32_t* tokens, int64_t n, float* logits, int64_t n_ou
 }
 
 const std::vector<int32_t>& Session::with_pending(const int32_t* tokens, int64_t n) {
-    feed_.clear();  // reused: a decode step allocates nothing here
-    if (pending_ >= 0) feed_.push_back(pending_);
-    feed_.insert(feed_.end(), tokens, tokens + n);
-    return feed_;
+    rows_.clear();  // reused: a decode step allocates nothing here
+    if (pending_ >= 0) rows_.push_back(pending_);
+    rows_.insert(rows_.end(), tokens, tokens + n);
+    return rows_;
 }
 
 void Session::eval_locked(const int32_t* tokens, int64_t n, float* logits, int64_t n_out) {
@@ -39,10 +39,10 @@ void Session::eval_locked(const int32_t* tokens, int64_t n, float* logits, int64
         out = scratch_.data();
     }
     const int64_t at = st_->n_past();
-    model_->eval(*st_, feed.data(), m, out, n_out, head_rows_, mtp_ ? mtp_->before(at, m) : nullptr);
+    model_->eval(*st_, feed.data(), m, out, n_out, head_rows_, feed_ ? feed_->before(at, m) : Captures{});
     tokens_.insert(tokens_.end(), feed.begin(), feed.end());
     pending_ = -1;
-    if (mtp_) mtp_->committed(*st_, tokens_, at, m);
+    if (feed_) feed_->committed(*st_, tokens_, at, m);
     const float* last = out + (n_out - 1) * n_vocab;
     last_logits_.assign(last, last + n_vocab);
 }
@@ -68,10 +68,10 @@ void Session::argmax_locked(const int32_t* tokens, int64_t n, int32_t* ids, int6
     if (m == 0) return;
     if (out < 1 || n_out == 0) throw Error("eval_argmax: n_out must be >= 1 or < 0 (all), got " + std::to_string(n_out));
     const int64_t at = st_->n_past();
-    model_->eval_argmax(*st_, feed.data(), m, ids, out, head_rows_, mtp_ ? mtp_->before(at, m) : nullptr);
+    model_->eval_argmax(*st_, feed.data(), m, ids, out, head_rows_, feed_ ? feed_->before(at, m) : Captures{});
     tokens_.insert(tokens_.end(), feed.begin(), feed.end());
     pending_ = -1;
-    if (mtp_) mtp_->committed(*st_, tokens_, at, m);
+    if (feed_) feed_->committed(*st_, tokens_, at, m);
     last_logits_.clear();  // not computed; last_logits() re-runs the last position if asked
 }
 
@@ -107,7 +107,7 @@ void Session::eval_hidden(const int32_t* tokens, int64_t n, const int* layers, i
     tokens_.insert(tokens_.end(), feed.begin(), feed.end());
     pending_ = -1;
     last_logits_.clear();
-    if (mtp_) mtp_->lost();
+    if (feed_) feed_->lost();
 }
 
 void Session::eval_embeddings(const float* embd, int64_t n, float* logits) {
@@ -121,7 +121,7 @@ void Session::eval_embeddings(const float* embd, int64_t n, float* logits) {
     req.head_rows = head_rows_;
     model_->forward(req);
     tokens_.insert(tokens_.end(), static_cast<size_t>(n), -1);
-    if (mtp_) mtp_->lost();
+    if (feed_) feed_->lost();
     const int64_t n_vocab = model_->hparams().n_vocab;
     last_logits_.assign(logits + (n - 1) * n_vocab, logits + n * n_vocab);
 }
@@ -166,7 +166,7 @@ void Session::rewind_locked(int64_t n) {
         throw Error(e.what());
     }
     last_logits_.clear();
-    if (mtp_) mtp_->rewound(n);
+    if (feed_) feed_->rewound(n);
 }
 
 void Session::truncate(int64_t n) {
@@ -233,7 +233,7 @@ void Session::appended(const int32_t* rows, int64_t n, const float* last_logits)
     std::lock_guard<std::mutex> lock(mu_);
     pending_ = -1;  // the first of the rows, if the session held one
     tokens_.insert(tokens_.end(), rows, rows + n);
-    if (mtp_) mtp_->lost();  // a batched pass keeps no hidden states
+    if (feed_) feed_->lost();  // a batched pass keeps no hidden states
     if (last_logits) {
         last_logits_.assign(last_logits, last_logits + model_->hparams().n_vocab);
     } else {
@@ -249,7 +249,7 @@ std::shared_ptr<const Session::Snapshot> Session::snapshot() const {
     snap->tokens = tokens_;
     snap->pending = pending_;
     snap->last_logits = last_logits_;
-    if (mtp_) snap->mtp = std::make_shared<const MtpFeed>(*mtp_);
+    if (feed_) snap->feed = feed_->clone();
     return snap;
 }
 
@@ -264,19 +264,58 @@ void Session::restore(const Snapshot& snap) {
     tokens_ = snap.tokens;
     pending_ = snap.pending;
     last_logits_ = snap.last_logits;
-    if (mtp_ && snap.mtp) {
-        *mtp_ = *snap.mtp;
-    } else if (mtp_) {
-        mtp_->lost();
+    if (!feed_) return;
+    // The snapshot's feed, if it kept one for the same drafter; else the feed lost track.
+    std::unique_ptr<Feed> copy = snap.feed ? snap.feed->clone() : nullptr;
+    if (copy && copy->drafter() == feed_->drafter()) {
+        set_feed(std::move(copy));
+    } else {
+        feed_->lost();
     }
+}
+
+void Session::set_feed(std::unique_ptr<Feed> feed) {
+    feed_ = std::move(feed);
+    mtp_ = dynamic_cast<MtpFeed*>(feed_.get());
+    block_ = dynamic_cast<BlockFeed*>(feed_.get());
 }
 
 void Session::track_mtp() {
     std::lock_guard<std::mutex> lock(mu_);
     if (!model_->has_mtp()) throw Error(model_->path() + ": the model has no MTP block to draft with");
     if (mtp_) return;
-    mtp_ = std::make_unique<MtpFeed>(*model_);
-    if (st_->n_past() > 0) mtp_->lost();  // the positions held were evaluated without keeping hidden states
+    if (feed_) throw Error("track_mtp: the session already feeds a block drafter");
+    set_feed(std::make_unique<MtpFeed>(*model_));
+    if (st_->n_past() > 0) feed_->lost();  // the positions held were evaluated without keeping hidden states
+}
+
+void Session::track_block(std::shared_ptr<BlockDrafter> drafter) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (&drafter->target() != model_.get()) {
+        throw Error("track_block: the drafter " + drafter->path() + " was loaded for another model than " + model_->path());
+    }
+    if (block_ && block_->drafter() == drafter.get()) return;
+    if (feed_) throw Error(std::string("track_block: the session already feeds ") + (mtp_ ? "the MTP block" : "another block drafter"));
+    set_feed(std::make_unique<BlockFeed>(std::move(drafter)));
+    if (st_->n_past() > 0) feed_->lost();
+}
+
+int64_t Session::block_lag() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!block_) throw Error("block_lag: the session does not track a block drafter (track_block)");
+    return block_->lag(st_->n_past()) + (pending_ >= 0 ? 1 : 0);
+}
+
+bool Session::block_stale() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return block_ && block_->stale();
+}
+
+bool Session::block_draft(int32_t tok, int64_t n, const BlockOut& out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!block_) throw Error("block_draft: the session does not track a block drafter (track_block)");
+    if (pending_ >= 0) return false;  // its hidden states, which the context needs, are not known yet
+    return block_->draft(tokens_, tok, n, out);
 }
 
 bool Session::tracks_mtp() const {

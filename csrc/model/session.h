@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "model/block_feed.h"
 #include "model/mtp_feed.h"
 #include "state/state.h"
 
@@ -28,7 +29,7 @@ public:
         std::vector<int32_t> tokens;         // ids of the positions held in the state
         int32_t pending = -1;
         std::vector<float> last_logits;      // of the last position held, when known
-        std::shared_ptr<const MtpFeed> mtp;  // the MTP feed, when the session tracked it
+        std::shared_ptr<const Feed> feed;    // the MTP or block drafter's feed, when the session kept one
         int64_t n_past() const { return state.n_past + (pending >= 0 ? 1 : 0); }
     };
 
@@ -73,6 +74,17 @@ public:
     // The model's MTP block over rows at positions pos0.. of this session's MTP slot (every
     // row's outputs; Model::mtp); the positions the session holds are untouched.
     void mtp_step(int64_t pos0, const int32_t* tokens, const float* hidden, int64_t n, float* logits, float* hidden_out);
+    // Block drafting (model/block_feed.h): from track_block() on, the session's passes keep what
+    // the drafter needs, and its context rows live with the session. Error if the session
+    // already feeds another drafter (the MTP block, another block drafter).
+    void track_block(std::shared_ptr<BlockDrafter> drafter);
+    // Rows the drafter must take before drafting (as mtp_lag()), and whether it lost track.
+    int64_t block_lag() const;
+    bool block_stale() const;
+    // A block pass after tok, the token to be evaluated next at n_past(): rows 1 .. n of the
+    // block into `out` (BlockFeed::draft). False (nothing done) while a token is pending, where
+    // the context cannot be recovered or the block would not fit.
+    bool block_draft(int32_t tok, int64_t n, const BlockOut& out);
     // Appends n rows given as input embeddings embd[n, n_embd] (what layer 0 of the stack
     // reads: after any embedding scale) instead of token ids, writing logits[n, n_vocab]; the
     // positions hold no token id (-1 in tokens()). Throws Error if a token is pending.
@@ -120,7 +132,7 @@ public:
 
 private:
     void eval_locked(const int32_t* tokens, int64_t n, float* logits, int64_t n_out);
-    // The pending token (if any) followed by tokens[0, n): what a forward pass feeds (in feed_,
+    // The pending token (if any) followed by tokens[0, n): what a forward pass feeds (in rows_,
     // valid until the next call).
     const std::vector<int32_t>& with_pending(const int32_t* tokens, int64_t n);
     void argmax_locked(const int32_t* tokens, int64_t n, int32_t* ids, int64_t out, int64_t n_out);
@@ -135,9 +147,13 @@ private:
     int32_t pending_ = -1;             // appended, not evaluated; -1: none
     std::vector<float> last_logits_;   // of position st_->n_past() - 1; empty when unknown
     std::vector<float> scratch_;       // logits rows nobody asked for
-    std::vector<int32_t> feed_;        // with_pending()'s rows
+    std::vector<int32_t> rows_;        // with_pending()'s rows
     int64_t head_rows_ = 0;
-    std::unique_ptr<MtpFeed> mtp_;     // built-in MTP drafting, once tracked
+    // Kept for a drafter (the MTP block or a block drafter), once tracked, and its typed views.
+    void set_feed(std::unique_ptr<Feed> feed);
+    std::unique_ptr<Feed> feed_;
+    MtpFeed* mtp_ = nullptr;
+    BlockFeed* block_ = nullptr;
     mutable std::mutex mu_;
 };
 

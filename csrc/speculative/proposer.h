@@ -59,6 +59,8 @@ public:
     // Seconds per drafted token (0: free, as the n-gram proposers). A proposer that costs is
     // asked for exactly the number of tokens the scheduler decided to verify.
     virtual double cost_per_token(const TargetCost& target) const { return 0.0; }
+    // Seconds per draft whatever its length (a block drafter's pass drafts every position at once).
+    virtual double cost_per_draft(const TargetCost& target) const { return 0.0; }
     virtual bool costs() const { return false; }
     // Seconds to bring the proposer up to `context` before it can draft (a draft model feeding
     // what it missed while others drafted or the target decoded alone, the prompt at first):

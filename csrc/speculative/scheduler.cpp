@@ -109,30 +109,31 @@ double Scheduler::expected_tokens(int p, int k) const {
     return e;
 }
 
-bool Scheduler::worth(double draft_cost) const {
+bool Scheduler::worth(double draft_cost, double draft_fixed) const {
     if (!c1_known_) return false;
     double best_case = 0;
-    for (int k = 1; k <= n_max_; ++k) best_case = std::max(best_case, (k + 1) / (cost(k + 1) + k * draft_cost));
+    for (int k = 1; k <= n_max_; ++k) best_case = std::max(best_case, (k + 1) / (cost(k + 1) + draft_fixed + k * draft_cost));
     return best_case >= kMinGain / cost(1);
 }
 
-int Scheduler::pick(int p, int available, double draft_cost, double catch_up) {
+int Scheduler::pick(int p, int available, double draft_cost, double catch_up, double draft_fixed) {
     if (!c1_known_) return 0;
     const size_t ip = static_cast<size_t>(p);
     const int kmax = std::min(available, n_max_);
     // A proposer that costs, and would not gain kMinGain even if every draft were accepted, is
     // not even probed (on a steep verify curve a draft model cannot pay).
-    if (draft_cost > 0 && !worth(draft_cost)) return 0;
+    const bool costs = draft_cost > 0 || draft_fixed > 0;
+    if (costs && !worth(draft_cost, draft_fixed)) return 0;
     const std::vector<double> a = acceptance(p);
     const double slow = slow_[ip];
-    const double margin = draft_cost > 0 || own_[ip] < 0 ? kCostlyMargin : 1.0;
+    const double margin = costs || own_[ip] < 0 ? kCostlyMargin : 1.0;
     std::vector<double> rate(static_cast<size_t>(kmax) + 1, 0.0);  // [k]: expected tokens per second
     int best = 0;
     double e = 1.0, prefix = 1.0;
     for (int k = 1; k <= kmax; ++k) {
         prefix *= a[static_cast<size_t>(k - 1)];
         e += prefix;
-        rate[static_cast<size_t>(k)] = e / (slow * (cost(k + 1) + k * (draft_cost + row_overhead_)));
+        rate[static_cast<size_t>(k)] = e / (slow * (cost(k + 1) + draft_fixed + k * (draft_cost + row_overhead_)));
         if (rate[static_cast<size_t>(k)] > rate[static_cast<size_t>(best)]) best = k;
     }
     if (rate[static_cast<size_t>(best)] <= margin / c1_) best = 0;
@@ -160,11 +161,11 @@ int Scheduler::pick(int p, int available, double draft_cost, double catch_up) {
     // speculation has gained, in all and by this proposer, plus the allowance.
     const double budget = std::min(balance_, own_[ip]) + allowance();
     const double paid = invest ? 0.0 : catch_up;
-    const auto worst = [&](int k) { return slow * (cost(k + 1) + k * (draft_cost + row_overhead_)) + paid - c1_; };
+    const auto worst = [&](int k) { return slow * (cost(k + 1) + draft_fixed + k * (draft_cost + row_overhead_)) + paid - c1_; };
     while (best > 0 && worst(best) > budget) --best;
     if (best > 0 && !probe && rate[static_cast<size_t>(best)] <= margin / c1_) best = 0;
     if (best > 0) skipped = 0;
-    picked_[ip] = {draft_cost, catch_up, invest};
+    picked_[ip] = {draft_cost, draft_fixed, catch_up, invest};
     return best;
 }
 
@@ -196,7 +197,7 @@ void Scheduler::verified(int p, int k, int accepted, double seconds, double caug
     const size_t ip = static_cast<size_t>(p);
     if (seconds > 0 && k >= 1 && k <= n_max_ && c1_known_) {
         const Picked& pk = picked_[ip];
-        const double predicted = cost(k + 1) + k * (pk.draft_cost + row_overhead_) + pk.catch_up;
+        const double predicted = cost(k + 1) + pk.draft_fixed + k * (pk.draft_cost + row_overhead_) + pk.catch_up;
         const double r = std::clamp(seconds / predicted, kSlowMin, kSlowMax);
         slow_[ip] += kSlowWeight * (r - slow_[ip]);
         double spent = std::min(seconds, kSlowMax * predicted);

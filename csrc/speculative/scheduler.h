@@ -50,9 +50,10 @@ public:
     int n_max() const { return n_max_; }
     int n_proposers() const { return static_cast<int>(stats_.size()); }
     // How many of the `available` drafted tokens of proposer p to verify (0: decode plainly),
-    // drafting costing draft_cost seconds per token, after catch_up seconds of bringing the
-    // proposer up to date. A proposer that costs must be predicted to gain 5 %.
-    int pick(int p, int available, double draft_cost = 0.0, double catch_up = 0.0);
+    // drafting costing draft_fixed seconds per draft (a block drafter's pass) and draft_cost
+    // per token, after catch_up seconds of bringing the proposer up to date. A proposer that
+    // costs must be predicted to gain 5 %.
+    int pick(int p, int available, double draft_cost = 0.0, double catch_up = 0.0, double draft_fixed = 0.0);
     // Seconds each verified draft token adds besides its row of the pass (exact sampling's
     // per-row probabilities); 0 by default.
     void set_row_overhead(double seconds) { row_overhead_ = seconds; }
@@ -65,8 +66,9 @@ public:
     // Tokens the generation may still emit: what an investment must be repaid over.
     void set_horizon(int64_t tokens) { horizon_ = tokens; }
 
-    // Whether a proposer costing draft_cost per token could gain at all (at perfect acceptance).
-    bool worth(double draft_cost) const;
+    // Whether a proposer costing draft_fixed per draft and draft_cost per token could gain at
+    // all (at perfect acceptance).
+    bool worth(double draft_cost, double draft_fixed = 0.0) const;
     // Expected tokens from one pass that verifies k drafted tokens of proposer p (1 + the
     // expected accepted prefix).
     double expected_tokens(int p, int k) const;
@@ -107,7 +109,7 @@ private:
     std::vector<int> probe_wait_;               // plain steps before its next probe
     std::vector<double> slow_;                  // measured / predicted pass seconds
     struct Picked {
-        double draft_cost = 0, catch_up = 0;  // what pick() was told for the pass it chose
+        double draft_cost = 0, draft_fixed = 0, catch_up = 0;  // what pick() was told for the pass it chose
         bool invest = false;                  // the catch-up was an investment
     };
     std::vector<Picked> picked_;

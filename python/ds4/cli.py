@@ -102,7 +102,7 @@ def cmd_tokenize(args: argparse.Namespace) -> int:
 def cmd_convert(args: argparse.Namespace) -> int:
     from ds4 import convert
 
-    out = convert(args.hf_dir, args.out, outtype=args.outtype)
+    out = convert(args.hf_dir, args.out, outtype=args.outtype, target=args.target)
     print(out)
     return 0
 
@@ -134,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     pc.add_argument("hf_dir", help="directory with config.json and *.safetensors (as save_pretrained writes it)")
     pc.add_argument("out", help="GGUF file to write")
     pc.add_argument("--outtype", choices=OUTTYPES, default="f32", help="type of the 2-D tensors (default f32)")
+    pc.add_argument("--target", help="a block drafter's target model (GGUF): what the drafter is made for")
     pc.set_defaults(func=cmd_convert)
     return p
 

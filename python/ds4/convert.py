@@ -581,8 +581,12 @@ def _encode(data: np.ndarray, qtype: Any) -> np.ndarray:
     return gguf.quants.quantize(data, qtype)  # BF16 and Q8_0: uint8 blocks
 
 
-def convert(hf_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], outtype: OutType = "f32") -> Path:
+def convert(hf_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], outtype: OutType = "f32",
+            target: str | os.PathLike[str] | None = None) -> Path:
     """Convert the HF checkpoint directory ``hf_dir`` to the GGUF ``out_path``; returns its path.
+
+    A DFlash block drafter (z-lab's ``DFlashDraftModel``: ``dflash_config`` in its config) is
+    converted for its target model, the GGUF ``target`` (``convert_drafter.py``).
 
     The file is written beside the target under a temporary name and renamed at the end, so a
     failure never leaves a partial file. Raises :class:`ConvertError` (a ``ValueError``) for an
@@ -601,6 +605,10 @@ def convert(hf_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], ou
     if not cfg_path.exists():
         raise FileNotFoundError(f"{hf_dir}: no config.json (expected a directory written by save_pretrained)")
     cfg = json.loads(cfg_path.read_text())
+    from ds4.convert_drafter import convert_drafter, is_drafter
+
+    if is_drafter(cfg):
+        return convert_drafter(hf_dir, cfg, out, outtype, Path(target) if target is not None else None)
     fam = _family(cfg, cfg_path)
     hp = _hparams(cfg, fam, cfg_path)
     expected = _expected(fam, hp)
@@ -636,15 +644,27 @@ def convert(hf_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], ou
         name = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FREQS] + ".weight"
         plan[name] = _Planned(name, lambda: freqs, freqs.shape, gguf.GGMLQuantizationType.F32)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    w = gguf.GGUFWriter(tmp, arch=gguf.MODEL_ARCH_NAMES[arch])
-    try:
+    def metadata(w: Any) -> None:
         _write_metadata(w, fam, hp, cfg, hf_dir, outtype)
         _write_vocab(w, hf_dir, cfg, hp, fam)
-        order = [n for n in expected if n in plan] + [n for n in plan if n not in expected]
-        for n in order:
-            p = plan[n]
+
+    order = [n for n in expected if n in plan] + [n for n in plan if n not in expected]
+    return write_gguf(out, gguf.MODEL_ARCH_NAMES[arch], metadata, [plan[n] for n in order])
+
+
+def write_gguf(out: Path, arch: str, metadata: Callable[[Any], None], tensors: list[_Planned]) -> Path:
+    """Writes a GGUF of architecture ``arch``: ``metadata(writer)`` adds the keys, then the
+    tensors in order, one in memory at a time. The file is written beside ``out`` under a
+    temporary name and renamed at the end, so a failure never leaves a partial file."""
+    import gguf
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    w = gguf.GGUFWriter(tmp, arch=arch)
+    try:
+        metadata(w)
+        for p in tensors:
+            n = p.name
             if p.qtype in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
                 dt = np.dtype(np.float32 if p.qtype == gguf.GGMLQuantizationType.F32 else np.float16)
                 w.add_tensor_info(n, p.shape, dt, math.prod(p.shape) * dt.itemsize)
@@ -654,8 +674,8 @@ def convert(hf_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], ou
         w.write_header_to_file()
         w.write_kv_data_to_file()
         w.write_ti_data_to_file()
-        for n in order:  # one tensor in memory at a time
-            w.write_tensor_data(_encode(plan[n].make(), plan[n].qtype))
+        for p in tensors:
+            w.write_tensor_data(_encode(p.make(), p.qtype))
         w.close()
         os.replace(tmp, out)
     except BaseException:

@@ -1,0 +1,254 @@
+// See block_drafter.h; the file layout is docs/drafters.md's.
+#include "model/block_drafter.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace ds4::model {
+
+namespace {
+
+// FNV-1a, 64 bits: a fingerprint, not a defence against a crafted collision.
+struct Fnv {
+    uint64_t h = 0xcbf29ce484222325ull;
+    void add(const void* p, size_t n) {
+        const auto* b = static_cast<const uint8_t*>(p);
+        for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+    }
+    void add(uint64_t v) {
+        uint8_t b[8];
+        for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
+        add(b, 8);
+    }
+    void add(std::string_view s) {
+        add(static_cast<uint64_t>(s.size()));
+        add(s.data(), s.size());
+    }
+    std::string hex() const {
+        char buf[17];
+        std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+        return buf;
+    }
+};
+
+std::string str_key(const gguf::File& f, const std::string& key) {
+    const gguf::Value* v = f.find(key);
+    return v ? v->as_string() : std::string();
+}
+
+}  // namespace
+
+std::string vocab_fingerprint(const gguf::File& file) {
+    Fnv f;
+    const gguf::Value* v = file.find("tokenizer.ggml.tokens");
+    if (!v) return f.hex();
+    const gguf::Array& toks = v->as_array();
+    f.add(static_cast<uint64_t>(toks.size()));
+    for (size_t i = 0; i < toks.size(); ++i) f.add(toks.string_at(i));
+    return f.hex();
+}
+
+std::string weights_fingerprint(const gguf::File& file) {
+    // The geometry of the trunk, whatever the quantisation: a drafter trained on a model serves
+    // any quantisation of it, and refuses a model of another shape.
+    std::vector<const gguf::TensorInfo*> ts;
+    for (const gguf::TensorInfo& t : file.tensors()) {
+        if (t.name.rfind("blk.", 0) == 0 || t.name == "token_embd.weight") ts.push_back(&t);
+    }
+    std::sort(ts.begin(), ts.end(), [](const gguf::TensorInfo* a, const gguf::TensorInfo* b) { return a->name < b->name; });
+    Fnv f;
+    f.add(str_key(file, "general.architecture"));
+    for (const gguf::TensorInfo* t : ts) {
+        f.add(t->name);
+        f.add(static_cast<uint64_t>(t->ne.size()));
+        for (int64_t n : t->ne) f.add(static_cast<uint64_t>(n));
+    }
+    return f.hex();
+}
+
+std::shared_ptr<BlockDrafter> BlockDrafter::load(std::shared_ptr<const gguf::File> file, std::shared_ptr<Model> target) {
+    const std::string arch = str_key(*file, "general.architecture");
+    if (arch != "dflash" && arch != "dspark") {
+        throw Error(file->path() + ": not a block drafter (general.architecture '" + arch +
+                    "'; a DFlash or DSpark drafter has 'dflash' or 'dspark')");
+    }
+    HParams hp = read_hparams(*file, ArchDefaults{}, false);
+    std::shared_ptr<BlockDrafter> d(new BlockDrafter(std::move(file), std::move(target), std::move(hp)));
+    d->target_->lend([&](const Model::Lent& lent) { d->bind(lent); });
+    return d;
+}
+
+BlockDrafter::BlockDrafter(std::shared_ptr<const gguf::File> file, std::shared_ptr<Model> target, HParams hp)
+    : file_(std::move(file)), target_(std::move(target)), hp_(std::move(hp)) {
+    check_target();
+    const std::string& a = hp_.arch;
+    const std::string where = file_->path() + ": ";
+    const gguf::Value* bs = file_->find(a + ".block_size");
+    block_ = bs ? static_cast<int>(bs->as_int()) : 16;
+    if (block_ < 2 || block_ > 64) throw Error(where + a + ".block_size must be in [2, 64], got " + std::to_string(block_));
+    const gguf::Value* mask = file_->find(a + ".mask_token_id");
+    if (!mask) mask = file_->find("tokenizer.ggml.mask_token_id");
+    if (!mask) throw Error(where + "no mask token id (" + a + ".mask_token_id)");
+    const int64_t n_vocab = target_->hparams().n_vocab;
+    if (mask->as_int() < 0 || mask->as_int() >= n_vocab) {
+        throw Error(where + "mask token id " + std::to_string(mask->as_int()) + " is outside the target's vocabulary [0, " +
+                    std::to_string(n_vocab) + ")");
+    }
+    mask_ = static_cast<int32_t>(mask->as_int());
+    const gguf::Value* tl = file_->find(a + ".target_layers");
+    if (!tl) throw Error(where + "no target layers (" + a + ".target_layers)");
+    const gguf::Array& ids = tl->as_array();
+    for (size_t i = 0; i < ids.size(); ++i) {
+        const int64_t id = ids.int_at(i);
+        if (id < 0 || id > target_->hparams().n_layer) {
+            throw Error(where + a + ".target_layers holds " + std::to_string(id) + ", outside the target's [0, " +
+                        std::to_string(target_->hparams().n_layer) + "]");
+        }
+        layers_.push_back(static_cast<int>(id));
+    }
+    if (layers_.empty()) throw Error(where + a + ".target_layers is empty");
+    if (const gguf::Value* c = file_->find(a + ".attention.causal"); c && c->as_bool()) {
+        throw Error(where + "causal draft attention is not supported (" + a + ".attention.causal)");
+    }
+    if (const gguf::Value* m = file_->find(a + ".output_multiplier"); m && m->as_float() != 1.0) {
+        throw Error(where + "an output multiplier other than 1 is not supported (" + a + ".output_multiplier)");
+    }
+    for (const LayerParams& L : hp_.layers) {
+        if (L.window > 0) throw Error(where + "sliding-window draft layers are not supported");
+    }
+}
+
+void BlockDrafter::check_target() const {
+    const gguf::File& t = target_->file();
+    const std::string& a = hp_.arch;
+    const std::string want_arch = str_key(*file_, a + ".target.architecture");
+    const std::string want_vocab = str_key(*file_, a + ".target.vocab_fingerprint");
+    const std::string want_weights = str_key(*file_, a + ".target.weights_fingerprint");
+    const std::string name = str_key(*file_, a + ".target.name");
+    const auto refuse = [&](const std::string& what) {
+        throw Error(file_->path() + " is a drafter for " + (name.empty() ? "another model" : "'" + name + "'") +
+                    ", not for " + target_->path() + " (" + what + "): do not mix the two checkpoints");
+    };
+    if (!want_arch.empty() && want_arch != target_->hparams().arch) {
+        refuse("architecture '" + want_arch + "' against '" + target_->hparams().arch + "'");
+    }
+    if (!want_vocab.empty() && want_vocab != vocab_fingerprint(t)) refuse("its vocabulary differs");
+    if (!want_weights.empty() && want_weights != weights_fingerprint(t)) refuse("its weights' shapes differ");
+    if (hp_.n_embd != target_->hparams().n_embd) {
+        refuse("hidden size " + std::to_string(hp_.n_embd) + " against " + std::to_string(target_->hparams().n_embd));
+    }
+}
+
+void BlockDrafter::bind(const Model::Lent& lent) {
+    const blocks::Loader ld(*file_, lent.be, hp_.arch);
+    const int64_t d = hp_.n_embd;
+    const std::string& a = hp_.arch;
+    embed_scale_ = static_cast<float>(get_float(*file_, a, "input_embedding_scale", lent.embed_scale));
+    fc_ = ld.matrix("fc.weight", n_features(), d);
+    hidden_norm_ = ld.vec("enc.output_norm.weight", d);
+    out_norm_ = ld.vec("output_norm.weight", d);
+    for (int il = 0; il < hp_.n_layer; ++il) {
+        const LayerParams& P = hp_.layers[static_cast<size_t>(il)];
+        if (P.n_ff == 0) throw Error(file_->path() + ": " + a + ".feed_forward_length is missing");
+        const std::string p = "blk." + std::to_string(il) + ".";
+        Layer L;
+        L.attn_norm = ld.vec(p + "attn_norm.weight", d);
+        L.attn = blocks::AttnWeights::load(ld, d, P, il, false, true);
+        L.ffn_norm = ld.vec(p + "ffn_norm.weight", d);
+        L.ffn = blocks::FfnWeights::load(ld, d, P, il);
+        draft_layers_.push_back(std::move(L));
+    }
+    cfg_ = blocks::attn_config(hp_.layers[0], backend::RopeMode::neox, hp_.norm_eps, backend::Vec{});
+    const PassWork w = PassWork::of(*file_, 0);  // the draft layers (fc runs on context rows only)
+    block_bytes_ = w.bytes();
+    block_macs_ = w.macs();
+    context_macs_ = static_cast<double>(fc_.n_in * fc_.n_out);
+    for (const LayerParams& P : hp_.layers) context_macs_ += static_cast<double>(2 * d * P.kv_dim());
+}
+
+BlockDrafter::~BlockDrafter() {
+    target_->lend([&](const Model::Lent& lent) {
+        lent.be.drop_packed(fc_);
+        for (const Layer& L : draft_layers_) {
+            for (const backend::Weight* w : {&L.attn.q, &L.attn.k, &L.attn.v, &L.attn.o, &L.ffn.gate, &L.ffn.up, &L.ffn.down}) {
+                lent.be.drop_packed(*w);
+            }
+        }
+    });
+}
+
+std::unique_ptr<state::State> BlockDrafter::new_state() const {
+    std::vector<std::unique_ptr<state::Slot>> slots;
+    target_->lend([&](const Model::Lent& lent) {
+        for (const LayerParams& P : hp_.layers) {
+            slots.push_back(std::make_unique<state::KvSlot>(P.kv_dim(), target_->n_ctx(), target_->kv_type(), lent.be));
+        }
+    });
+    return std::make_unique<state::State>(std::move(slots), target_->n_ctx(), this);
+}
+
+void BlockDrafter::context(state::State& st, const float* features, int64_t n) {
+    if (st.owner() != this) throw Error("block drafter: the state belongs to another model");
+    if (n <= 0) return;
+    const int64_t p0 = st.n_past();
+    st.reserve(p0 + n);
+    pos_.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) pos_[static_cast<size_t>(i)] = static_cast<int32_t>(p0 + i);
+    target_->lend([&](const Model::Lent& lent) {
+        backend::Backend& be = lent.be;
+        const backend::Rows f = be.arena().rows(n, n_features()), x = be.arena().rows(n, hp_.n_embd);
+        be.upload(f, features);
+        be.matmul(fc_, f, x);
+        be.rms_norm(x, hidden_norm_, hp_.norm_eps, x);
+        for (size_t il = 0; il < draft_layers_.size(); ++il) {
+            blocks::store_key_values(be, draft_layers_[il].attn, cfg_, st.kv(static_cast<int>(il)), pos_.data(), x);
+        }
+    });
+    st.commit(p0 + n);
+}
+
+void BlockDrafter::draft(state::State& st, int32_t anchor, int64_t n, const BlockOut& out) {
+    if (st.owner() != this) throw Error("block drafter: the state belongs to another model");
+    if (n < 1 || n >= block_) {
+        throw Error("block drafter: rows 1 .. " + std::to_string(n) + " of a block of " + std::to_string(block_) +
+                    " cannot be drafted");
+    }
+    if (anchor < 0 || anchor >= target_->hparams().n_vocab) {
+        throw Error("block drafter: anchor token " + std::to_string(anchor) + " is outside the vocabulary");
+    }
+    const int64_t p0 = st.n_past(), b = block_, d = hp_.n_embd;
+    st.reserve(p0 + b);  // throws ContextOverflow when the block does not fit
+    ids_.assign(static_cast<size_t>(b), mask_);
+    ids_[0] = anchor;
+    pos_.resize(static_cast<size_t>(b));
+    last_.assign(static_cast<size_t>(b), static_cast<int32_t>(p0 + b - 1));
+    for (int64_t i = 0; i < b; ++i) pos_[static_cast<size_t>(i)] = static_cast<int32_t>(p0 + i);
+    rows_.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) rows_[static_cast<size_t>(i)] = 1 + i;
+    target_->lend([&](const Model::Lent& lent) {
+        backend::Backend& be = lent.be;
+        backend::Arena& arena = be.arena();
+        const backend::Rows x = arena.rows(b, d), h = arena.rows(b, d), y = arena.rows(b, d);
+        be.get_rows(lent.embeddings, ids_.data(), x);
+        if (embed_scale_ != 1.0f) be.scale(x, embed_scale_);
+        const SeqRows seq{&st, b, Attend::block};
+        const Request req = Request::of(seq, ids_.data());
+        const int64_t first[2] = {0, b};
+        const Pass p{req, b, pos_.data(), last_.data(), first, &p0, nullptr, 0, nullptr, 0, nullptr, 0};
+        for (size_t il = 0; il < draft_layers_.size(); ++il) {
+            const Layer& L = draft_layers_[il];
+            be.rms_norm(x, L.attn_norm, hp_.norm_eps, h);
+            blocks::attention(be, L.attn, cfg_, p, static_cast<int>(il), h, y, idx_);
+            be.add(x, y);
+            be.rms_norm(x, L.ffn_norm, hp_.norm_eps, h);
+            blocks::ffn(be, L.ffn, backend::Act::silu, h, y);
+            be.add(x, y);
+        }
+        blocks::head(be, lent.output, out_norm_, hp_.norm_eps, lent.softcap, x, rows_.data(), n, out.logits, out.argmax,
+                     out.head_rows);
+    });
+}
+
+}  // namespace ds4::model

@@ -1,0 +1,106 @@
+// See block_feed.h.
+#include "model/block_feed.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ds4::model {
+
+BlockFeed::BlockFeed(std::shared_ptr<BlockDrafter> drafter)
+    : d_(std::move(drafter)), st_(d_->new_state()), width_(d_->n_features()) {}
+
+BlockFeed::BlockFeed(const BlockFeed& other)
+    : d_(other.d_), st_(d_->new_state()), width_(other.width_), stale_(other.stale_), rows_(other.rows_) {
+    st_->restore(other.st_->snapshot());
+}
+
+int64_t BlockFeed::lag(int64_t p) const {
+    return stale_ ? p : std::max<int64_t>(0, p - st_->n_past());
+}
+
+Captures BlockFeed::before(int64_t at, int64_t n) {
+    if (stale_) return {};
+    if (st_->n_past() + static_cast<int64_t>(rows_.size()) / width_ != at) {  // rows committed behind the feed's back
+        lost();
+        return {};
+    }
+    pass_.resize(static_cast<size_t>(n * width_));
+    return Captures{d_->layers().data(), static_cast<int>(d_->layers().size()), pass_.data()};
+}
+
+void BlockFeed::committed(state::State&, const std::vector<int32_t>&, int64_t, int64_t n) {
+    if (stale_) return;
+    // The pass wrote [layer][row][n_embd]; a context row is the layers side by side.
+    const size_t d = static_cast<size_t>(d_->target().hparams().n_embd), k = d_->layers().size();
+    const size_t at = rows_.size();
+    rows_.resize(at + static_cast<size_t>(n) * k * d);
+    for (int64_t r = 0; r < n; ++r) {
+        for (size_t l = 0; l < k; ++l) {
+            std::memcpy(rows_.data() + at + (static_cast<size_t>(r) * k + l) * d,
+                        pass_.data() + (l * static_cast<size_t>(n) + static_cast<size_t>(r)) * d, d * sizeof(float));
+        }
+    }
+    if (n > kEager) {
+        feed();
+        std::vector<float>().swap(pass_);  // a prompt's captures are not kept in capacity
+    }
+}
+
+void BlockFeed::lost() {
+    stale_ = true;
+    rows_.clear();
+}
+
+void BlockFeed::rewound(int64_t n) {
+    if (stale_) return;
+    if (n < st_->n_past()) {
+        st_->truncate(n);
+        rows_.clear();
+        return;
+    }
+    rows_.resize(std::min(rows_.size(), static_cast<size_t>((n - st_->n_past()) * width_)));
+}
+
+void BlockFeed::feed() {
+    const int64_t n = static_cast<int64_t>(rows_.size()) / width_;
+    if (n == 0) return;
+    d_->context(*st_, rows_.data(), n);
+    rows_.clear();
+}
+
+bool BlockFeed::resync(const std::vector<int32_t>& tokens) {
+    if (std::any_of(tokens.begin(), tokens.end(), [](int32_t t) { return t < 0; })) return false;
+    st_->truncate(0);
+    rows_.clear();
+    stale_ = false;
+    Model& target = d_->target();
+    const std::unique_ptr<state::State> scratch = target.new_state();
+    const auto p = static_cast<int64_t>(tokens.size());
+    for (int64_t at = 0; at < p; at += kChunk) {
+        const int64_t n = std::min(kChunk, p - at);
+        const std::vector<Out> none(static_cast<size_t>(n), Out::none);
+        const SeqRows seq{scratch.get(), n, Attend::causal};
+        Request req = Request::of(seq, tokens.data() + at);
+        req.out = none.data();
+        const Captures cap = before(at, n);
+        req.capture_layers = cap.layers;
+        req.n_capture = cap.n;
+        req.hidden = cap.hidden;
+        target.forward(req);
+        committed(*scratch, tokens, at, n);
+        feed();
+    }
+    return true;
+}
+
+bool BlockFeed::draft(const std::vector<int32_t>& tokens, int32_t anchor, int64_t n, const BlockOut& out) {
+    const auto p = static_cast<int64_t>(tokens.size());
+    if (p + d_->block_size() > st_->n_ctx()) return false;
+    if (!stale_ && st_->n_past() + static_cast<int64_t>(rows_.size()) / width_ != p) lost();
+    if (stale_ && !resync(tokens)) return false;
+    feed();
+    d_->draft(*st_, anchor, n, out);
+    return true;
+}
+
+}  // namespace ds4::model

@@ -1,0 +1,124 @@
+// See dflash.h.
+#include "speculative/dflash.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "speculative/draft.h"
+#include "speculative/draw.h"
+
+namespace ds4::speculative {
+
+namespace {
+
+double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Context rows a draft takes along at about the cost of its block: the tokens a verify pass
+// accepted since the last draft.
+constexpr int64_t kFree = 16;
+
+class DFlashProposer final : public Proposer {
+public:
+    DFlashProposer(model::Session& target, std::shared_ptr<model::BlockDrafter> d, int32_t vocab, float confidence,
+                   int64_t shortlist)
+        : session_(target), d_(std::move(d)), vocab_(vocab), head_rows_(shortlist), draw_(confidence) {
+        session_.track_block(d_);
+        // Priors until its passes are timed: a block pass streams the draft layers' weights and
+        // the (shortlisted) head once, as a decode step streams the target's; a context row
+        // costs its fc and key/value projections, against a row of the target's pass.
+        const model::PassWork& w = target.model().work();
+        pass_share_ = (d_->block_bytes() + w.head.bytes * w.head_share(shortlist)) / w.bytes();
+        block_row_share_ = d_->block_macs() / w.macs();
+        row_share_ = d_->context_macs() / w.macs();
+        const auto b = static_cast<size_t>(d_->block_size());
+        ids_.resize(b);
+        rows_.resize(b * static_cast<size_t>(target.n_vocab()));
+    }
+    const char* name() const override { return "dflash"; }
+    bool costs() const override { return true; }
+    int max_draft() const override { return d_->block_size() - 1; }
+    double cost_per_draft(const TargetCost& target) const override {
+        // the block's rows, as a batched pass adds rows
+        const double rows = static_cast<double>(d_->block_size() - 1) * target.row * block_row_share_;
+        return per_pass_.or_else(pass_share_ * target.step + rows);
+    }
+
+    double catch_up_seconds(const std::vector<int32_t>&, const TargetCost& target) const override {
+        const int64_t lag = session_.block_lag();
+        if (lag <= kFree) return 0.0;
+        // The feed lost track: the context is evaluated again to recover it.
+        if (session_.block_stale()) return static_cast<double>(lag) * target.row * (1.0 + row_share_);
+        return static_cast<double>(lag - kFree) * feed_row_.or_else(row_share_ * target.row);
+    }
+
+    void sample_drafts(const sample::SamplingParams& params, int32_t n_vocab) override {
+        draw_.sample(params, n_vocab, n_vocab);
+    }
+
+    void propose(const std::vector<int32_t>& ctx, int n_max, Draft* draft) override {
+        if (ctx.empty() || n_max < 1) return;
+        const int64_t p = static_cast<int64_t>(ctx.size()) - 1;  // where the target evaluates ctx.back()
+        if (session_.n_past() != p) return;                       // a token is pending: see Session::block_draft
+        const int n = std::min(n_max, max_draft());
+        const int64_t lag = session_.block_lag();
+        model::BlockOut out;
+        out.head_rows = head_rows_;
+        if (draw_.argmax_only()) {
+            out.argmax = ids_.data();
+        } else {
+            out.logits = rows_.data();
+        }
+        const double t0 = now();
+        if (!session_.block_draft(ctx.back(), n, out)) return;
+        time(lag, now() - t0, draft);
+        const auto n_vocab = static_cast<int32_t>(session_.n_vocab());
+        for (int i = 0; i < n; ++i) {
+            const int32_t id = draw_.argmax_only() ? ids_[static_cast<size_t>(i)]
+                                                   : draw_.pick(rows_.data() + static_cast<size_t>(i) * n_vocab, n_vocab, vocab_, draft);
+            if (id < 0 || id >= vocab_) break;  // low confidence, or a padding row of the embedding
+            draft->tokens.push_back(id);
+        }
+    }
+
+private:
+    // A pass that fed `lag` context rows took s seconds: past the few a verify pass leaves
+    // behind, the feed is catching up, timed apart with what each row added.
+    void time(int64_t lag, double s, Draft* draft) {
+        if (lag <= kFree) {
+            per_pass_.add(s);
+            return;
+        }
+        draft->catch_up_seconds += s;
+        if (per_pass_.seen > 0) feed_row_.add(std::max(0.0, s - per_pass_.value) / static_cast<double>(lag));
+    }
+
+    model::Session& session_;
+    std::shared_ptr<model::BlockDrafter> d_;
+    int32_t vocab_;
+    int64_t head_rows_;
+    DraftDraw draw_;
+    std::vector<int32_t> ids_;
+    std::vector<float> rows_;
+    RunningSeconds per_pass_;   // seconds per block pass
+    RunningSeconds feed_row_;   // seconds per context row a pass caught up besides its block
+    double pass_share_ = 0;     // a block pass / the target's decode step (prior, by weight bytes)
+    double block_row_share_ = 0;  // a block row / a row of the target's pass (prior, by multiply-adds)
+    double row_share_ = 0;      // a context row / a row of the target's pass (prior, by multiply-adds)
+};
+
+}  // namespace
+
+std::unique_ptr<Proposer> make_dflash_proposer(model::Session& target, std::shared_ptr<model::BlockDrafter> drafter,
+                                               int32_t vocab, float confidence, int64_t shortlist) {
+    if (!(confidence >= 0.0f && confidence < 1.0f)) {
+        throw std::invalid_argument("spec confidence must be in [0, 1), got " + std::to_string(confidence));
+    }
+    if (shortlist < 0) shortlist = vocab > 2 * kShortlist ? kShortlist : 0;
+    return std::make_unique<DFlashProposer>(target, std::move(drafter), vocab, confidence, shortlist);
+}
+
+}  // namespace ds4::speculative
