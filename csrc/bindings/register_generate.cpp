@@ -36,6 +36,7 @@ py::dict stats_dict(const model::GenerateStats& st) {
     d["n_verify_passes"] = st.n_forward;
     d["n_spec_passes"] = st.n_spec_passes;
     d["accepted_per_position"] = st.accepted_per_position;
+    d["accepted_per_pass"] = st.accepted_per_pass;
     d["drafted_per_position"] = st.drafted_per_position;
     d["tokens_per_pass"] = st.n_forward > 0 ? static_cast<double>(st.n_generated - 1) / st.n_forward : 0.0;
     d["draft_seconds"] = st.draft_seconds;

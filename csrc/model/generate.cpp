@@ -265,6 +265,7 @@ int32_t Generator::speculate(int32_t tok) {
         stats_.drafted_per_position.resize(static_cast<size_t>(k));
         stats_.accepted_per_position.resize(static_cast<size_t>(k));
     }
+    stats_.accepted_per_pass.push_back(j);
     for (int i = 0; i < k; ++i) ++stats_.drafted_per_position[static_cast<size_t>(i)];
     for (int i = 0; i < j; ++i) ++stats_.accepted_per_position[static_cast<size_t>(i)];
     for (int i = 0; i < j; ++i) queue_.push_back({draft[static_cast<size_t>(i)], p + 1 + i, sampled});

@@ -69,6 +69,7 @@ struct GenerateStats {
     int64_t n_spec_passes = 0;         // forward passes that verified a draft
     std::vector<int64_t> accepted_per_position;  // [i]: passes that accepted draft position i
     std::vector<int64_t> drafted_per_position;   // [i]: passes that verified draft position i
+    std::vector<int32_t> accepted_per_pass;      // per pass that verified a draft, in order: its accepted tokens
     double draft_seconds = 0;          // in the proposers, catch-up included
     double catch_up_seconds = 0;       // of which feeding a draft model what it missed
     double verify_seconds = 0;         // target passes that verified a draft

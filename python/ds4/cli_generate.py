@@ -43,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ignore-eos", action="store_true", help="keep going past end-of-generation tokens")
     p.add_argument("--json", action="store_true", help="print the generation and its stats as one JSON object")
     s = p.add_argument_group("speculative decoding (at --temp 0 the same text as plain decoding)")
-    s.add_argument("--spec-type", help="proposers chained in order, comma-separated: ngram-simple, ngram-mod, draft, mtp")
+    s.add_argument("--spec-type", help="proposers chained in order, comma-separated: ngram-simple, ngram-mod, draft, mtp, "
+                   "dflash (draft-dflash)")
+    s.add_argument("--mtp-model", help="a block drafter's support GGUF (DFlash: docs/drafters.md), drafting first in the chain")
     s.add_argument("--mtp", action="store_true",
                    help="draft with the model's built-in MTP block (Qwen3-Next / Qwen3.5 GGUFs that keep it), first in the chain")
     s.add_argument("--mtp-draft", type=int, default=None,
@@ -88,13 +90,15 @@ def _spec(args: argparse.Namespace, model: Any) -> Any:
     mtp = args.mtp or (args.mtp_timing and model.has_mtp)
     if mtp and "mtp" not in types and "draft-mtp" not in types:
         types.insert(0, "mtp")
+    if args.mtp_model and not any(t in ("dflash", "draft-dflash", "dspark", "draft-dspark") for t in types):
+        types.insert(0, "dflash")
     if not types and not args.draft_model:
         if args.spec_draft_n_max is not None:
-            raise SystemExit("ds4: --spec-draft-n-max needs --spec-type, --mtp or --draft-model")
+            raise SystemExit("ds4: --spec-draft-n-max needs --spec-type, --mtp, --mtp-model or --draft-model")
         if args.mtp_draft is not None:
             raise SystemExit("ds4: --mtp-draft needs --mtp")
         return None
-    return Spec(types=types, draft_model=args.draft_model, n_max=args.spec_draft_n_max,
+    return Spec(types=types, draft_model=args.draft_model, mtp_model=args.mtp_model, n_max=args.spec_draft_n_max,
                 n_min=args.spec_draft_n_min, mtp_draft=args.mtp_draft,
                 confidence=args.draft_p_min, strict=args.quality,
                 sampling="exact" if args.mtp_exact_sampling else "opportunistic")

@@ -16,7 +16,8 @@ class Generation:
     reflect what has been generated so far. Otherwise it is complete when returned.
 
     ``stats`` holds ``n_prompt``, ``n_generated``, ``n_drafted``, ``n_accepted``,
-    ``n_verify_passes``, ``accepted_per_position``, ``prefill_seconds``, ``decode_seconds``,
+    ``n_verify_passes``, ``accepted_per_position``, ``accepted_per_pass`` (each verify pass's accepted
+    draft tokens, in order), ``prefill_seconds``, ``decode_seconds``,
     ``sample_seconds``, ``prefill_tokens_per_second``, ``tokens_per_second`` (the forward passes,
     drafting and sampling), ``end_to_end_seconds`` and ``end_to_end_tokens_per_second`` (every
     second after the prefill: what the user waited for), the phases that split it

@@ -68,4 +68,5 @@ def generate_options(
         opts.spec_draft_vocab = spec.draft_vocab if spec.draft_vocab is not None else -1
         opts.spec_mtp_draft, opts.spec_mtp_depth = spec.mtp_depths()
         opts.draft = spec.draft(model.threads)
+        opts.block_drafter = spec.block_drafter(model)
     return opts

@@ -11,8 +11,9 @@ if TYPE_CHECKING:
 
 # llama.cpp's spellings of the same proposers
 ALIASES = {"draft-simple": "draft", "draft-mtp": "mtp", "draft-dflash": "dflash", "draft-dspark": "dspark"}
-AVAILABLE = ("ngram-simple", "ngram-mod", "draft", "mtp")
-PLANNED = ("dflash", "dspark")
+AVAILABLE = ("ngram-simple", "ngram-mod", "draft", "mtp", "dflash")
+PLANNED = ("dspark",)
+BLOCK = ("dflash", "dspark")  # the block drafters, which draft with a support file (mtp_model)
 DEPTH_ENV = "DS4_QWEN4_MTP_DEPTH"  # the seeds' variable fixing the MTP depth (0: adaptive)
 _draft_models: dict[tuple[str, int | None], Any] = {}
 
@@ -57,13 +58,18 @@ class Spec:
     exact tokens: how many tokens the scheduler drafts follows measured timings, and that changes
     which random draws go where.
 
-    Not yet available (``NotImplementedError``): the ``"dflash"`` and ``"dspark"`` proposers
-    (``mtp_model``).
+    ``"dflash"``: a DFlash block drafter, the support GGUF ``mtp_model`` (the seeds' ``--mtp-model``;
+    ``ds4 convert`` makes one from z-lab's checkpoints, llama.cpp's ``dflash`` GGUFs load as they are):
+    a few layers conditioned on the target's hidden states draft up to ``block_size - 1`` tokens in one
+    non-causal pass (docs/drafters.md). Given ``mtp_model``, ``"dflash"`` is appended to ``types``
+    unless a block drafter is named there. A drafter made for another model is refused.
+
+    Not yet available (``NotImplementedError``): the ``"dspark"`` proposer.
     """
 
     types: list[str] = field(default_factory=lambda: ["ngram-mod"])
     draft_model: str | os.PathLike[str] | Model | None = None
-    mtp_model: str | None = None
+    mtp_model: str | os.PathLike[str] | None = None
     n_max: int | None = None
     n_min: int | None = None
     sampling: Literal["opportunistic", "exact"] = "opportunistic"
@@ -81,6 +87,8 @@ class Spec:
         types = list(self.types)
         if self.draft_model is not None and not any(ALIASES.get(t, t) == "draft" for t in types):
             types.append("draft")
+        if self.mtp_model is not None and not any(ALIASES.get(t, t) in BLOCK for t in types):
+            types.append("dflash")
         if not types:
             raise ValueError("Spec.types is empty: name at least one proposer (or use spec=None)")
         for t in types:
@@ -103,11 +111,12 @@ class Spec:
             raise ValueError(f"Spec.confidence must be in [0, 1), got {self.confidence}")
         if self.draft_vocab is not None and self.draft_vocab < 0:
             raise ValueError(f"Spec.draft_vocab must be >= 0 (0: the whole vocabulary), got {self.draft_vocab}")
-        if self.confidence is not None and "draft" not in out and "mtp" not in out:
-            raise ValueError("Spec.confidence cuts a model proposer's drafts: it needs the 'draft' or 'mtp' proposer")
+        if self.confidence is not None and not {"draft", "mtp", *BLOCK} & set(out):
+            raise ValueError("Spec.confidence cuts a model proposer's drafts: it needs the 'draft', 'mtp' or a block "
+                             "drafter's proposer")
         self.mtp_depths()
-        if self.mtp_model is not None:
-            raise NotImplementedError("MTP models (mtp_model) are not available in this version of ds4")
+        if set(BLOCK) & set(out) and self.mtp_model is None:
+            raise ValueError("a block drafter's proposer ('dflash') needs its support file: Spec(mtp_model=PATH)")
         return out
 
     def mtp_depths(self) -> tuple[int, int]:
@@ -140,3 +149,15 @@ class Spec:
         if key not in _draft_models:
             _draft_models[key] = _core.Model(key[0], threads or 0, defer_pack=True)
         return _draft_models[key]
+
+    def block_drafter(self, model: Model) -> Any:
+        """The block drafter's core object for ``model`` (loaded once per model and path), or None."""
+        from ds4 import _core
+
+        if self.mtp_model is None:
+            return None
+        path = os.fspath(self.mtp_model)
+        cache = model.__dict__.setdefault("_block_drafters", {})  # lives as long as the model
+        if path not in cache:
+            cache[path] = _core.BlockDrafter(path, model._m)
+        return cache[path]
