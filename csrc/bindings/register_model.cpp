@@ -175,19 +175,25 @@ void register_session(py::module_& m) {
             [](model::Session& s, int32_t tok, int64_t n) -> py::object {
                 const int64_t vocab = s.model().hparams().n_vocab;
                 if (n < 1) throw py::value_error("n must be >= 1");
-                py::array_t<float> logits({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(vocab)});
-                model::BlockOut out;
-                out.logits = logits.mutable_data();
+                std::vector<float> rows;
+                std::vector<float> conf;
                 bool ok;
                 {
                     py::gil_scoped_release release;
-                    ok = s.block_draft(tok, n, out);
+                    ok = s.block_draft(tok, n, true, 0, [&](const model::BlockRow& r) {
+                        rows.insert(rows.end(), r.logits, r.logits + vocab);
+                        conf.push_back(r.confidence);
+                        return r.argmax;  // the Markov head, if any, follows the greedy chain
+                    });
                 }
                 if (!ok) return py::none();
-                return std::move(logits);
+                py::array_t<float> logits({static_cast<py::ssize_t>(conf.size()), static_cast<py::ssize_t>(vocab)});
+                std::copy(rows.begin(), rows.end(), logits.mutable_data());
+                return py::make_tuple(logits, py::array_t<float>(static_cast<py::ssize_t>(conf.size()), conf.data()));
             },
             py::arg("token"), py::arg("n"),
-            "Logits of rows 1 .. n of the tracked block drafter's pass after `token` (None if it cannot draft).")
+            "(logits [n, n_vocab], confidences [n]) of the tracked block drafter's pass after `token`, its Markov "
+            "head (if any) following the greedy chain; None if it cannot draft.")
         .def(
             "eval_block",
             [](model::Session& s, const IdArray& tokens) {

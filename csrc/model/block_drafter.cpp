@@ -2,6 +2,8 @@
 #include "model/block_drafter.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -161,6 +163,7 @@ void BlockDrafter::bind(const Model::Lent& lent) {
         draft_layers_.push_back(std::move(L));
     }
     cfg_ = blocks::attn_config(hp_.layers[0], backend::RopeMode::neox, hp_.norm_eps, backend::Vec{});
+    bind_dspark(ld);
     const PassWork w = PassWork::of(*file_, 0);  // the draft layers (fc runs on context rows only)
     block_bytes_ = w.bytes();
     block_macs_ = w.macs();
@@ -168,9 +171,56 @@ void BlockDrafter::bind(const Model::Lent& lent) {
     for (const LayerParams& P : hp_.layers) context_macs_ += static_cast<double>(2 * d * P.kv_dim());
 }
 
+void BlockDrafter::bind_dspark(const blocks::Loader& ld) {
+    const std::string& a = hp_.arch;
+    const std::string where = file_->path() + ": ";
+    const int64_t d = hp_.n_embd, n_vocab = target_->hparams().n_vocab;
+    int64_t n_draft = n_vocab;
+    if (const gguf::TensorInfo* t = file_->find_tensor("d2t")) {
+        // A reduced vocabulary: the drafter's own output rows, each a target id.
+        if (t->ne.size() != 1 || (t->type != static_cast<uint32_t>(quant::Type::I32) && t->type != static_cast<uint32_t>(quant::Type::I64))) throw Error(where + "tensor 'd2t' must be a 1-D I32 or I64 array");
+        n_draft = t->ne[0];
+        for (int64_t i = 0; i < n_draft; ++i) {
+            const int64_t id = t->type == static_cast<uint32_t>(quant::Type::I64) ? reinterpret_cast<const int64_t*>(t->data)[i] : reinterpret_cast<const int32_t*>(t->data)[i];
+            if (id < 0 || id >= n_vocab) {
+                throw Error(where + "d2t maps draft id " + std::to_string(i) + " to " + std::to_string(id) +
+                            ", outside the target's vocabulary [0, " + std::to_string(n_vocab) + ")");
+            }
+            d2t_.push_back(static_cast<int32_t>(id));
+        }
+        out_ = ld.matrix("output.weight", d, n_draft);
+    } else if (ld.has("output.weight")) {
+        throw Error(where + "an own output projection needs its 'd2t' map to the target's vocabulary");
+    }
+    const gguf::TensorInfo* w1 = file_->find_tensor("markov_w1.weight");
+    if (w1) {
+        if (w1->ne.size() != 2 || w1->ne[1] != n_vocab) {
+            throw Error(where + "markov_w1.weight must have a row per token of the target's " + std::to_string(n_vocab));
+        }
+        const int64_t rank = w1->ne[0];
+        markov_w1_ = ld.matrix("markov_w1.weight", rank, n_vocab, backend::Op::get_rows);
+        markov_w2_ = ld.matrix("markov_w2.weight", rank, n_draft);
+        if (ld.has("conf_proj.weight")) {
+            conf_ = ld.matrix("conf_proj.weight", d + rank, 1);
+            if (const gguf::TensorInfo* b = file_->find_tensor("conf_proj.bias")) {
+                if (b->type != static_cast<uint32_t>(quant::Type::F32) || b->n_elements() != 1) throw Error(where + "conf_proj.bias must be one F32 value");
+                conf_bias_ = *reinterpret_cast<const float*>(b->data);
+            }
+        }
+    } else if (!d2t_.empty()) {
+        throw Error(where + "a reduced draft vocabulary (d2t) needs the Markov head of a DSpark drafter");
+    }
+    const gguf::Value* fa = file_->find(a + ".sample_from_anchor");
+    from_anchor_ = fa ? fa->as_bool() : w1 != nullptr;
+    if (from_anchor_ && !w1) throw Error(where + a + ".sample_from_anchor needs a DSpark drafter's Markov head");
+    row_.resize(static_cast<size_t>(n_vocab));
+}
+
 BlockDrafter::~BlockDrafter() {
     target_->lend([&](const Model::Lent& lent) {
-        lent.be.drop_packed(fc_);
+        for (const backend::Weight* w : {&fc_, &out_, &markov_w2_, &conf_}) {
+            if (w->data) lent.be.drop_packed(*w);
+        }
         for (const Layer& L : draft_layers_) {
             for (const backend::Weight* w : {&L.attn.q, &L.attn.k, &L.attn.v, &L.attn.o, &L.ffn.gate, &L.ffn.up, &L.ffn.down}) {
                 lent.be.drop_packed(*w);
@@ -209,16 +259,17 @@ void BlockDrafter::context(state::State& st, const float* features, int64_t n) {
     st.commit(p0 + n);
 }
 
-void BlockDrafter::draft(state::State& st, int32_t anchor, int64_t n, const BlockOut& out) {
+void BlockDrafter::draft(state::State& st, int32_t anchor, int64_t n, bool logits, int64_t head_rows,
+                         const BlockPick& pick) {
     if (st.owner() != this) throw Error("block drafter: the state belongs to another model");
-    if (n < 1 || n >= block_) {
-        throw Error("block drafter: rows 1 .. " + std::to_string(n) + " of a block of " + std::to_string(block_) +
-                    " cannot be drafted");
+    if (n < 1 || n > max_draft()) {
+        throw Error("block drafter: " + std::to_string(n) + " tokens asked of a block that drafts 1 .. " +
+                    std::to_string(max_draft()));
     }
     if (anchor < 0 || anchor >= target_->hparams().n_vocab) {
         throw Error("block drafter: anchor token " + std::to_string(anchor) + " is outside the vocabulary");
     }
-    const int64_t p0 = st.n_past(), b = block_, d = hp_.n_embd;
+    const int64_t p0 = st.n_past(), b = block_, d = hp_.n_embd, r0 = from_anchor_ ? 0 : 1;
     st.reserve(p0 + b);  // throws ContextOverflow when the block does not fit
     ids_.assign(static_cast<size_t>(b), mask_);
     ids_[0] = anchor;
@@ -226,7 +277,7 @@ void BlockDrafter::draft(state::State& st, int32_t anchor, int64_t n, const Bloc
     last_.assign(static_cast<size_t>(b), static_cast<int32_t>(p0 + b - 1));
     for (int64_t i = 0; i < b; ++i) pos_[static_cast<size_t>(i)] = static_cast<int32_t>(p0 + i);
     rows_.resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) rows_[static_cast<size_t>(i)] = 1 + i;
+    for (int64_t i = 0; i < n; ++i) rows_[static_cast<size_t>(i)] = r0 + i;
     target_->lend([&](const Model::Lent& lent) {
         backend::Backend& be = lent.be;
         backend::Arena& arena = be.arena();
@@ -246,9 +297,72 @@ void BlockDrafter::draft(state::State& st, int32_t anchor, int64_t n, const Bloc
             blocks::ffn(be, L.ffn, backend::Act::silu, h, y);
             be.add(x, y);
         }
-        blocks::head(be, lent.output, out_norm_, hp_.norm_eps, lent.softcap, x, rows_.data(), n, out.logits, out.argmax,
-                     out.head_rows);
+        if (markov_w1_.data) {
+            const backend::Rows hn = arena.rows(n, d);
+            be.rms_norm(x.rows(r0, n), out_norm_, hp_.norm_eps, hn);
+            markov(be, lent, hn, n, anchor, pick);
+            return;
+        }
+        // DFlash: every position from the block alone, in one pass of the output head.
+        const int64_t n_vocab = target_->hparams().n_vocab;
+        out_logits_.resize(logits ? static_cast<size_t>(n * n_vocab) : 0);
+        out_ids_.resize(static_cast<size_t>(n));
+        blocks::head(be, lent.output, out_norm_, hp_.norm_eps, lent.softcap, x, rows_.data(), n,
+                     logits ? out_logits_.data() : nullptr, logits ? nullptr : out_ids_.data(), head_rows);
+        for (int64_t i = 0; i < n; ++i) {
+            BlockRow row;
+            row.i = i;
+            if (logits) {
+                row.logits = out_logits_.data() + i * n_vocab;
+                row.argmax = static_cast<int32_t>(std::max_element(row.logits, row.logits + n_vocab) - row.logits);
+            } else {
+                row.argmax = out_ids_[static_cast<size_t>(i)];
+            }
+            if (pick(row) < 0) break;
+        }
     });
+}
+
+void BlockDrafter::markov(backend::Backend& be, const Model::Lent& lent, backend::Rows h, int64_t n, int32_t anchor,
+                          const BlockPick& pick) {
+    backend::Arena& arena = be.arena();
+    const int64_t d = hp_.n_embd, rank = markov_w1_.n_in, n_vocab = target_->hparams().n_vocab;
+    const backend::Weight& head = out_.data ? out_ : lent.output;
+    const int64_t n_draft = head.n_out;
+    const backend::Rows base = arena.rows(n, n_draft), bias = arena.rows(1, n_draft);
+    const backend::Rows joined = arena.rows(1, d + rank), conf = arena.rows(1, 1);
+    const backend::Rows w1{joined.data + d, 1, rank};  // [hidden | w1 row], the confidence head's input
+    be.matmul(head, h, base);
+    if (!out_.data && lent.softcap > 0.0f) be.softcap(base, lent.softcap);
+    draft_row_.resize(static_cast<size_t>(n_draft));
+    int32_t prev = anchor;
+    for (int64_t i = 0; i < n; ++i) {
+        // l_i = U_i + W2 W1[x_{i-1}]: the Markov correction by the token drafted before
+        be.get_rows(markov_w1_, &prev, w1);
+        be.matmul(markov_w2_, w1, bias);
+        const backend::Rows li = base.rows(i, 1);
+        be.add(li, bias);
+        BlockRow row;
+        row.i = i;
+        if (conf_.data) {
+            be.copy(backend::Rows{joined.data, 1, d}, h.rows(i, 1));
+            be.matmul(conf_, joined, conf);
+            float c = 0.0f;
+            be.read(&c, conf.data, sizeof c);
+            row.confidence = 1.0f / (1.0f + std::exp(-(c + conf_bias_)));
+        }
+        be.read(draft_row_.data(), li.data, static_cast<size_t>(n_draft) * sizeof(float));
+        if (d2t_.empty()) {
+            std::copy(draft_row_.begin(), draft_row_.end(), row_.begin());
+        } else {
+            std::fill(row_.begin(), row_.end(), -std::numeric_limits<float>::infinity());
+            for (int64_t j = 0; j < n_draft; ++j) row_[static_cast<size_t>(d2t_[static_cast<size_t>(j)])] = draft_row_[static_cast<size_t>(j)];
+        }
+        row.logits = row_.data();
+        row.argmax = static_cast<int32_t>(std::max_element(row_.begin(), row_.begin() + n_vocab) - row_.begin());
+        prev = pick(row);
+        if (prev < 0) break;
+    }
 }
 
 }  // namespace ds4::model

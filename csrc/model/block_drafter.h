@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,12 +28,20 @@
 
 namespace ds4::model {
 
-// What a block pass returns for rows 1 .. n of the block (a row each).
-struct BlockOut {
-    float* logits = nullptr;    // [n, n_vocab of the target] or null
-    int32_t* argmax = nullptr;  // [n] or null
-    int64_t head_rows = 0;      // > 0: score only the first head_rows ids, the rest -inf
+// A drafted position as a block pass hands it to its caller: position i of the draft (the
+// token after the anchor at i = 0), its logits over the target's vocabulary (ids the drafter
+// cannot draft read -inf; null when only the argmax was asked for), their argmax, and the
+// confidence head's estimate that the token there is accepted if the earlier ones were (1
+// without a confidence head).
+struct BlockRow {
+    int64_t i = 0;
+    float* logits = nullptr;
+    int32_t argmax = -1;
+    float confidence = 1.0f;
 };
+// Returns the token drafted at the row (what a Markov head conditions the next row on), or -1
+// to end the draft there.
+using BlockPick = std::function<int32_t(const BlockRow&)>;
 
 class BlockDrafter {
 public:
@@ -44,9 +53,14 @@ public:
     BlockDrafter& operator=(const BlockDrafter&) = delete;
 
     const std::string& path() const { return file_->path(); }
-    const std::string& kind() const { return hp_.arch; }  // "dflash" | "dspark"
+    // "dspark" for a drafter with a Markov head (DSpark), else "dflash".
+    const char* kind() const { return markov_w1_.data ? "dspark" : "dflash"; }
     Model& target() const { return *target_; }
     int block_size() const { return block_; }
+    // Tokens one block pass drafts at most: block_size() when the anchor's row predicts the first
+    // (DSpark's default), else block_size() - 1 (the anchor's row predicts nothing).
+    int max_draft() const { return from_anchor_ ? block_ : block_ - 1; }
+    bool has_confidence() const { return conf_.data != nullptr; }
     int32_t mask_token() const { return mask_; }
     // The target's hidden states each context row joins, as capture indices (request.h).
     const std::vector<int>& layers() const { return layers_; }
@@ -61,9 +75,12 @@ public:
     std::unique_ptr<state::State> new_state() const;
     // Appends n context rows at positions st.n_past() .. from features[n, n_features()].
     void context(state::State& st, const float* features, int64_t n);
-    // One block pass after the positions st holds: rows 1 .. n (n < block_size()) return `out`.
-    // Writes the block's keys and values past n_past (overwritten by the next context rows).
-    void draft(state::State& st, int32_t anchor, int64_t n, const BlockOut& out);
+    // One block pass after the positions st holds, drafting up to n <= max_draft() tokens: each
+    // drafted position, in order, goes to pick (with its logits when `logits`, else only their
+    // argmax), which says what was drafted there or ends the draft. head_rows > 0 scores only
+    // the first head_rows ids of the target's output projection. Writes the block's keys and
+    // values past n_past (overwritten by the next context rows).
+    void draft(state::State& st, int32_t anchor, int64_t n, bool logits, int64_t head_rows, const BlockPick& pick);
 
 private:
     struct Layer {
@@ -73,7 +90,11 @@ private:
     };
     BlockDrafter(std::shared_ptr<const gguf::File> file, std::shared_ptr<Model> target, HParams hp);
     void bind(const Model::Lent& lent);
+    void bind_dspark(const blocks::Loader& ld);
     void check_target() const;
+    // DSpark's heads over the final-normed rows h[n, n_embd], position by position (block_drafter.cpp).
+    void markov(backend::Backend& be, const Model::Lent& lent, backend::Rows h, int64_t n, int32_t anchor,
+                const BlockPick& pick);
 
     std::shared_ptr<const gguf::File> file_;
     std::shared_ptr<Model> target_;
@@ -86,6 +107,17 @@ private:
     backend::Weight fc_;
     backend::Vec hidden_norm_, out_norm_;
     std::vector<Layer> draft_layers_;
+    bool from_anchor_ = false;           // the anchor's row predicts the first drafted token
+    // DSpark: its own output projection over a reduced vocabulary (d2t_: each row's target id;
+    // empty: the target's projection), the Markov head (w1: a row of rank R per previous token,
+    // w2: R -> the draft vocabulary) and the confidence head ([hidden; w1 row] -> 1, plus a bias).
+    backend::Weight out_, markov_w1_, markov_w2_, conf_;
+    float conf_bias_ = 0.0f;
+    std::vector<int32_t> d2t_;
+    std::vector<float> row_;             // one drafted position's logits over the target's vocabulary
+    std::vector<float> draft_row_;       // ... over the drafter's
+    std::vector<float> out_logits_;      // a DFlash pass's rows
+    std::vector<int32_t> out_ids_;
     double block_bytes_ = 0, block_macs_ = 0, context_macs_ = 0;
     // Scratch of the pass being run (passes are serialised by the target's lock).
     std::vector<int32_t> pos_, last_, ids_;

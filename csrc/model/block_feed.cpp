@@ -93,13 +93,14 @@ bool BlockFeed::resync(const std::vector<int32_t>& tokens) {
     return true;
 }
 
-bool BlockFeed::draft(const std::vector<int32_t>& tokens, int32_t anchor, int64_t n, const BlockOut& out) {
+bool BlockFeed::draft(const std::vector<int32_t>& tokens, int32_t anchor, int64_t n, bool logits, int64_t head_rows,
+                      const BlockPick& pick) {
     const auto p = static_cast<int64_t>(tokens.size());
     if (p + d_->block_size() > st_->n_ctx()) return false;
     if (!stale_ && st_->n_past() + static_cast<int64_t>(rows_.size()) / width_ != p) lost();
     if (stale_ && !resync(tokens)) return false;
     feed();
-    d_->draft(*st_, anchor, n, out);
+    d_->draft(*st_, anchor, n, logits, head_rows, pick);
     return true;
 }
 

@@ -40,10 +40,10 @@ public:
 
     // A block pass after `anchor`, the token the target evaluates next at p = tokens.size()
     // (the session's positions): feeds the context rows the drafter lacks (after recovering
-    // them when stale), then writes rows 1 .. n of the block to `out`. False, nothing drafted,
-    // where the context cannot be recovered (positions given as embeddings) or the block would
-    // not fit in the context.
-    bool draft(const std::vector<int32_t>& tokens, int32_t anchor, int64_t n, const BlockOut& out);
+    // them when stale), then drafts (BlockDrafter::draft). False, nothing drafted, where the
+    // context cannot be recovered (positions given as embeddings) or the block would not fit.
+    bool draft(const std::vector<int32_t>& tokens, int32_t anchor, int64_t n, bool logits, int64_t head_rows,
+               const BlockPick& pick);
 
 private:
     // Feeds the rows held (positions [fed, fed + rows)) to the drafter.

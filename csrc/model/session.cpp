@@ -311,11 +311,11 @@ bool Session::block_stale() const {
     return block_ && block_->stale();
 }
 
-bool Session::block_draft(int32_t tok, int64_t n, const BlockOut& out) {
+bool Session::block_draft(int32_t tok, int64_t n, bool logits, int64_t head_rows, const BlockPick& pick) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!block_) throw Error("block_draft: the session does not track a block drafter (track_block)");
     if (pending_ >= 0) return false;  // its hidden states, which the context needs, are not known yet
-    return block_->draft(tokens_, tok, n, out);
+    return block_->draft(tokens_, tok, n, logits, head_rows, pick);
 }
 
 bool Session::tracks_mtp() const {

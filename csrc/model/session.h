@@ -81,10 +81,10 @@ public:
     // Rows the drafter must take before drafting (as mtp_lag()), and whether it lost track.
     int64_t block_lag() const;
     bool block_stale() const;
-    // A block pass after tok, the token to be evaluated next at n_past(): rows 1 .. n of the
-    // block into `out` (BlockFeed::draft). False (nothing done) while a token is pending, where
-    // the context cannot be recovered or the block would not fit.
-    bool block_draft(int32_t tok, int64_t n, const BlockOut& out);
+    // A block pass after tok, the token to be evaluated next at n_past(), drafting up to n
+    // tokens through pick (BlockDrafter::draft). False (nothing done) while a token is pending,
+    // where the context cannot be recovered or the block would not fit.
+    bool block_draft(int32_t tok, int64_t n, bool logits, int64_t head_rows, const BlockPick& pick);
     // Appends n rows given as input embeddings embd[n, n_embd] (what layer 0 of the stack
     // reads: after any embedding scale) instead of token ids, writing logits[n, n_vocab]; the
     // positions hold no token id (-1 in tokens()). Throws Error if a token is pending.

@@ -25,7 +25,9 @@ class DFlashProposer final : public Proposer {
 public:
     DFlashProposer(model::Session& target, std::shared_ptr<model::BlockDrafter> d, int32_t vocab, float confidence,
                    int64_t shortlist)
-        : session_(target), d_(std::move(d)), vocab_(vocab), head_rows_(shortlist), draw_(confidence) {
+        : session_(target), d_(std::move(d)), vocab_(vocab), head_rows_(shortlist),
+          // a confidence head cuts by its own estimate; without one, by the draft's top probability
+          confidence_(confidence), draw_(d_->has_confidence() ? 0.0f : confidence) {
         session_.track_block(d_);
         // Priors until its passes are timed: a block pass streams the draft layers' weights and
         // the (shortlisted) head once, as a decode step streams the target's; a context row
@@ -34,13 +36,10 @@ public:
         pass_share_ = (d_->block_bytes() + w.head.bytes * w.head_share(shortlist)) / w.bytes();
         block_row_share_ = d_->block_macs() / w.macs();
         row_share_ = d_->context_macs() / w.macs();
-        const auto b = static_cast<size_t>(d_->block_size());
-        ids_.resize(b);
-        rows_.resize(b * static_cast<size_t>(target.n_vocab()));
     }
-    const char* name() const override { return "dflash"; }
+    const char* name() const override { return d_->kind(); }
     bool costs() const override { return true; }
-    int max_draft() const override { return d_->block_size() - 1; }
+    int max_draft() const override { return d_->max_draft(); }
     double cost_per_draft(const TargetCost& target) const override {
         // the block's rows, as a batched pass adds rows
         const double rows = static_cast<double>(d_->block_size() - 1) * target.row * block_row_share_;
@@ -65,23 +64,21 @@ public:
         if (session_.n_past() != p) return;                       // a token is pending: see Session::block_draft
         const int n = std::min(n_max, max_draft());
         const int64_t lag = session_.block_lag();
-        model::BlockOut out;
-        out.head_rows = head_rows_;
-        if (draw_.argmax_only()) {
-            out.argmax = ids_.data();
-        } else {
-            out.logits = rows_.data();
-        }
-        const double t0 = now();
-        if (!session_.block_draft(ctx.back(), n, out)) return;
-        time(lag, now() - t0, draft);
         const auto n_vocab = static_cast<int32_t>(session_.n_vocab());
-        for (int i = 0; i < n; ++i) {
-            const int32_t id = draw_.argmax_only() ? ids_[static_cast<size_t>(i)]
-                                                   : draw_.pick(rows_.data() + static_cast<size_t>(i) * n_vocab, n_vocab, vocab_, draft);
-            if (id < 0 || id >= vocab_) break;  // low confidence, or a padding row of the embedding
+        double kept = 1.0;  // the confidence head's estimate that the whole draft so far is accepted
+        const auto pick = [&](const model::BlockRow& r) -> int32_t {
+            if (confidence_ > 0.0f && d_->has_confidence()) {
+                kept *= r.confidence;
+                if (kept < confidence_) return -1;
+            }
+            const int32_t id = r.logits && !draw_.argmax_only() ? draw_.pick(r.logits, n_vocab, vocab_, draft) : r.argmax;
+            if (id < 0 || id >= vocab_) return -1;  // low confidence, or a padding row of the embedding
             draft->tokens.push_back(id);
-        }
+            return id;
+        };
+        const double t0 = now();
+        if (!session_.block_draft(ctx.back(), n, !draw_.argmax_only(), head_rows_, pick)) return;
+        time(lag, now() - t0, draft);
     }
 
 private:
@@ -100,9 +97,8 @@ private:
     std::shared_ptr<model::BlockDrafter> d_;
     int32_t vocab_;
     int64_t head_rows_;
+    float confidence_;
     DraftDraw draw_;
-    std::vector<int32_t> ids_;
-    std::vector<float> rows_;
     RunningSeconds per_pass_;   // seconds per block pass
     RunningSeconds feed_row_;   // seconds per context row a pass caught up besides its block
     double pass_share_ = 0;     // a block pass / the target's decode step (prior, by weight bytes)
