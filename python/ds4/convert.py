@@ -556,7 +556,7 @@ class _Planned:
     name: str  # GGUF name
     make: Callable[[], np.ndarray]  # the final float32 data
     shape: tuple[int, ...]
-    qtype: Any  # gguf.GGMLQuantizationType
+    qtype: Any  # gguf.GGMLQuantizationType; None: an integer array written as it is
 
 
 def _out_qtype(outtype: str, name: str, shape: tuple[int, ...]) -> Any:
@@ -665,7 +665,10 @@ def write_gguf(out: Path, arch: str, metadata: Callable[[Any], None], tensors: l
         metadata(w)
         for p in tensors:
             n = p.name
-            if p.qtype in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
+            if p.qtype is None:  # an integer array, stored as it is (a drafter's d2t)
+                dt = p.make().dtype
+                w.add_tensor_info(n, p.shape, dt, math.prod(p.shape) * dt.itemsize)
+            elif p.qtype in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
                 dt = np.dtype(np.float32 if p.qtype == gguf.GGMLQuantizationType.F32 else np.float16)
                 w.add_tensor_info(n, p.shape, dt, math.prod(p.shape) * dt.itemsize)
             else:
@@ -675,7 +678,7 @@ def write_gguf(out: Path, arch: str, metadata: Callable[[Any], None], tensors: l
         w.write_kv_data_to_file()
         w.write_ti_data_to_file()
         for p in tensors:
-            w.write_tensor_data(_encode(p.make(), p.qtype))
+            w.write_tensor_data(p.make() if p.qtype is None else _encode(p.make(), p.qtype))
         w.close()
         os.replace(tmp, out)
     except BaseException:

@@ -1,0 +1,1 @@
+"""Training drafters for a target model (the ``train`` extra: torch). ``ds4 train-drafter``."""
