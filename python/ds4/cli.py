@@ -3,8 +3,10 @@
     ds4 [-m FILE] -p PROMPT [...]  generate (see cli_generate.py); without -p, interactive chat
     ds4 inspect [FILE]          metadata and tensor table of a GGUF (default: the embedded model)
     ds4 tokenize [-m FILE] TEXT token ids and pieces of TEXT
-    ds4 convert HF_DIR OUT.gguf [--outtype f32|f16|bf16|q8_0]
-                                HF safetensors checkpoint -> GGUF
+    ds4 convert HF_DIR OUT.gguf [--outtype f32|f16|bf16|q8_0] [--target TARGET.gguf]
+                                HF safetensors checkpoint (or a DFlash drafter for TARGET) -> GGUF
+    ds4 train-drafter TARGET OUT.gguf [...]
+                                a DSpark / DFlash drafter trained on TARGET's own output (ds4.train)
 """
 
 from __future__ import annotations
@@ -107,7 +109,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
-SUBCOMMANDS = ("inspect", "tokenize", "convert")
+SUBCOMMANDS = ("inspect", "tokenize", "convert", "train-drafter")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
     pc.add_argument("--outtype", choices=OUTTYPES, default="f32", help="type of the 2-D tensors (default f32)")
     pc.add_argument("--target", help="a block drafter's target model (GGUF): what the drafter is made for")
     pc.set_defaults(func=cmd_convert)
+
+    from ds4.train.cli import add_parser
+
+    add_parser(sub)
     return p
 
 

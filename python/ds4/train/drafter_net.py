@@ -97,7 +97,9 @@ class DrafterNet(nn.Module):
                 p + "ffn_gate.weight": (cfg.n_ff, d), p + "ffn_up.weight": (cfg.n_ff, d), p + "ffn_down.weight": (d, cfg.n_ff)})
         if cfg.dspark:
             n_draft = len(cfg.d2t) or target.n_vocab
-            shapes.update({"markov_w1.weight": (target.n_vocab, cfg.markov_rank),
+            # W1 has a row per target token; over a reduced vocabulary the tokens outside it share
+            # one trained row (the last), copied to each of them on export.
+            shapes.update({"markov_w1.weight": (n_draft + 1 if cfg.d2t else target.n_vocab, cfg.markov_rank),
                            "markov_w2.weight": (n_draft, cfg.markov_rank),
                            "conf_proj.weight": (1, d + cfg.markov_rank), "conf_proj.bias": (1,)})
             if cfg.d2t:
@@ -117,6 +119,9 @@ class DrafterNet(nn.Module):
             self.w[name.replace(".", "__")] = nn.Parameter(t)
         if cfg.d2t:
             self.register_buffer("d2t", torch.tensor(cfg.d2t, dtype=torch.long), persistent=False)
+            t2d = torch.full((target.n_vocab,), len(cfg.d2t), dtype=torch.long)
+            t2d[self.d2t] = torch.arange(len(cfg.d2t))
+            self.register_buffer("t2d", t2d, persistent=False)  # target id -> W1 row
 
     def p(self, name: str) -> torch.Tensor:
         return self.w[name.replace(".", "__")]
@@ -125,6 +130,7 @@ class DrafterNet(nn.Module):
         """The GGUF tensors (float32, torch orientation) and, for a reduced vocabulary, d2t."""
         out = {n: self.p(n).detach().float().cpu().numpy() for n in self.names}
         if self.cfg.d2t:
+            out["markov_w1.weight"] = out["markov_w1.weight"][self.t2d.numpy()]
             out["d2t"] = np.asarray(self.cfg.d2t, dtype=np.int64)
         return out
 
@@ -176,7 +182,7 @@ class DrafterNet(nn.Module):
 
     def markov(self, base: torch.Tensor, h: torch.Tensor, prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """DSpark: logits + W2 W1[prev] and the confidence sigmoid(w [h; W1[prev]] + b), per row."""
-        w1 = self.p("markov_w1.weight")[prev]
+        w1 = self.p("markov_w1.weight")[self.t2d[prev] if self.cfg.d2t else prev]
         logits = base + w1 @ self.p("markov_w2.weight").T
         conf = torch.sigmoid(torch.cat([h, w1], -1) @ self.p("conf_proj.weight").T + self.p("conf_proj.bias"))[..., 0]
         return logits, conf

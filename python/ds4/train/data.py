@@ -1,0 +1,113 @@
+"""Training data for a drafter, made by the target itself with ds4's engine: for each prompt, the
+target's own greedy continuation, and the hidden states at the drafter's target layers of every
+position of prompt and continuation (what the drafter conditions on at run time, computed by the
+same kernels). Positions from the last prompt token on are where blocks are drafted: their next
+tokens are the target's own choices, the labels a drafter must match for its drafts to be
+accepted."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ds4.train.prompts import default_prompts
+
+
+@dataclass
+class Sample:
+    tokens: np.ndarray    # [T] int32: prompt then continuation
+    features: np.ndarray  # [T, k * n_embd] float32: the target's hidden states, layers side by side
+    start: int            # the first position whose next token the target chose (the last prompt token)
+
+
+def read_prompts(path: str | os.PathLike[str] | None) -> list[str]:
+    """A jsonl file of {"prompt": ...} (or {"text": ...}, or a bare string) per line; None: the
+    shipped default set."""
+    if path is None:
+        return default_prompts()
+    out = []
+    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{i}: not JSON: {e}") from None
+        text = row if isinstance(row, str) else row.get("prompt", row.get("text")) if isinstance(row, dict) else None
+        if not isinstance(text, str) or not text:
+            raise ValueError(f"{path}:{i}: expected a string or an object with a 'prompt' or 'text' string")
+        out.append(text)
+    if not out:
+        raise ValueError(f"{path}: no prompts")
+    return out
+
+
+def generate(model: object, prompts: Sequence[str | Sequence[int]], layers: Sequence[int], max_new: int, batch: int = 8,
+             progress: bool = True) -> Iterable[Sample]:
+    """One Sample per prompt (text, or token ids taken as they are): the target's greedy continuation
+    of up to max_new tokens (``batch``
+    prompts decoded together: each gets exactly its solo tokens), then the features. Every other
+    prompt is rendered as a user turn through the model's chat template (as chat and the server
+    send it), the others continued as plain text (as ``ds4 -p``)."""
+    from ds4.chat import apply_chat_template
+    from ds4.gguf import inspect
+
+    metadata = inspect(model.path)["metadata"]  # type: ignore[attr-defined]
+
+    def ids_of(i: int, prompt: str | Sequence[int]) -> list[int]:
+        if not isinstance(prompt, str):
+            return [int(t) for t in prompt]
+        try:
+            chat = apply_chat_template(metadata, [{"role": "user", "content": prompt}]) if i % 2 else None
+        except ValueError:  # no template fits the file: plain text only
+            chat = None
+        return model.tokenize(chat, add_special=False) if chat else model.tokenize(prompt)  # type: ignore[attr-defined]
+
+    t0 = time.time()
+    n_tokens = 0
+    for at in range(0, len(prompts), batch):
+        ids = [ids_of(at + i, p) for i, p in enumerate(prompts[at:at + batch])]
+        gens = model.generate_batch(ids, max_tokens=max_new, temperature=0.0)  # type: ignore[attr-defined]
+        for prompt, g in zip(ids, gens):
+            tokens = np.asarray(prompt + g.tokens, dtype=np.int32)
+            n_tokens += len(tokens)
+            yield Sample(tokens, features(model, tokens, layers), len(prompt) - 1)
+        if progress:
+            print(f"\rds4 train-drafter: data {min(at + batch, len(prompts))}/{len(prompts)} prompts, {n_tokens} tokens, "
+                  f"{n_tokens / (time.time() - t0):.0f} tok/s", end="", file=sys.stderr, flush=True)
+    if progress:
+        print(file=sys.stderr)
+
+
+def features(model: object, tokens: np.ndarray, layers: Sequence[int], chunk: int = 256) -> np.ndarray:
+    """[T, k * n_embd] float32 (Gemma's overflow float16): the hidden states at capture indices `layers`, side by side."""
+    s = model.session()  # type: ignore[attr-defined]
+    parts = []
+    for at in range(0, len(tokens), chunk):
+        h = s.eval_hidden(tokens[at:at + chunk], list(layers))  # [k, n, d]
+        parts.append(np.concatenate(list(h), axis=-1))
+    return np.concatenate(parts)
+
+
+def save(samples: Sequence[Sample], path: Path) -> None:
+    """Writes the samples to ``path`` (an .npz), atomically."""
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
+    np.savez(tmp, tokens=np.concatenate([s.tokens for s in samples]), features=np.concatenate([s.features for s in samples]),
+             lengths=np.array([len(s.tokens) for s in samples]), starts=np.array([s.start for s in samples]))
+    os.replace(tmp, path)
+
+
+def load(path: Path) -> list[Sample]:
+    z = np.load(path)
+    out, at = [], 0
+    for n, start in zip(z["lengths"], z["starts"]):
+        out.append(Sample(z["tokens"][at:at + n], z["features"][at:at + n], int(start)))
+        at += int(n)
+    return out
