@@ -194,11 +194,19 @@ void BlockDrafter::bind_dspark(const blocks::Loader& ld) {
     }
     const gguf::TensorInfo* w1 = file_->find_tensor("markov_w1.weight");
     if (w1) {
-        if (w1->ne.size() != 2 || w1->ne[1] != n_vocab) {
-            throw Error(where + "markov_w1.weight must have a row per token of the target's " + std::to_string(n_vocab));
+        // A row per target token, or, over a reduced vocabulary, per draft token and one more
+        // that every other token shares (ds4's compact layout).
+        const bool compact = !d2t_.empty() && w1->ne.size() == 2 && w1->ne[1] == n_draft + 1;
+        if (w1->ne.size() != 2 || (w1->ne[1] != n_vocab && !compact)) {
+            throw Error(where + "markov_w1.weight must have a row per token of the target's " + std::to_string(n_vocab) +
+                        (d2t_.empty() ? "" : " or of the draft vocabulary and one more (" + std::to_string(n_draft + 1) + ")"));
         }
         const int64_t rank = w1->ne[0];
-        markov_w1_ = ld.matrix("markov_w1.weight", rank, n_vocab, backend::Op::get_rows);
+        markov_w1_ = ld.matrix("markov_w1.weight", rank, w1->ne[1], backend::Op::get_rows);
+        if (compact) {
+            w1_row_.assign(static_cast<size_t>(n_vocab), static_cast<int32_t>(n_draft));
+            for (size_t j = 0; j < d2t_.size(); ++j) w1_row_[static_cast<size_t>(d2t_[j])] = static_cast<int32_t>(j);
+        }
         markov_w2_ = ld.matrix("markov_w2.weight", rank, n_draft);
         if (ld.has("conf_proj.weight")) {
             conf_ = ld.matrix("conf_proj.weight", d + rank, 1);
@@ -338,7 +346,8 @@ void BlockDrafter::markov(backend::Backend& be, const Model::Lent& lent, backend
     int32_t prev = anchor;
     for (int64_t i = 0; i < n; ++i) {
         // l_i = U_i + W2 W1[x_{i-1}]: the Markov correction by the token drafted before
-        be.get_rows(markov_w1_, &prev, w1);
+        const int32_t w1_row = w1_row_.empty() ? prev : w1_row_[static_cast<size_t>(prev)];
+        be.get_rows(markov_w1_, &w1_row, w1);
         be.matmul(markov_w2_, w1, bias);
         const backend::Rows li = base.rows(i, 1);
         be.add(li, bias);

@@ -114,6 +114,7 @@ private:
     backend::Weight out_, markov_w1_, markov_w2_, conf_;
     float conf_bias_ = 0.0f;
     std::vector<int32_t> d2t_;
+    std::vector<int32_t> w1_row_;        // compact W1: each target token's row (empty: its id)
     std::vector<float> row_;             // one drafted position's logits over the target's vocabulary
     std::vector<float> draft_row_;       // ... over the drafter's
     std::vector<float> out_logits_;      // a DFlash pass's rows

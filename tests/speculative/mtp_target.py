@@ -40,7 +40,8 @@ def text(n: int, rng: np.random.Generator) -> list[int]:
     return out[:n]
 
 
-def _train_target(hf_dir: Path, out: Path) -> None:
+def train_target(hf_dir: Path, out: Path) -> None:
+    """Trains the tiny model in hf_dir briefly on the phrase language; saves it to out."""
     import torch
     import transformers
 
@@ -75,7 +76,7 @@ def build() -> Path:
         return out
     work = out.with_name(f".{out.name}.{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
-    _train_target(tiny.build(FAMILY), work / "target")
+    train_target(tiny.build(FAMILY), work / "target")
     _script().train(work / "target", work / "mtp", steps=MTP_STEPS, sequences=128, length=96)
     try:
         os.rename(work / "mtp", out)

@@ -27,8 +27,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--layers", type=int, default=1, help="draft layers (default 1)")
     p.add_argument("--target-layers", help="target layer ids the drafter reads, comma-separated (default: 3 spread)")
     p.add_argument("--block-size", type=int, default=None, help="tokens a block drafts (default: dspark 8, dflash 16)")
-    p.add_argument("--draft-vocab", type=int, default=16384, help="dspark: the reduced draft vocabulary (0: the target's)")
-    p.add_argument("--markov-rank", type=int, default=256)
+    p.add_argument("--draft-vocab", type=int, default=8192, help="dspark: the reduced draft vocabulary (0: the target's)")
+    p.add_argument("--markov-rank", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, default=1)
     p.add_argument("--head-dim", type=int, default=128)
@@ -37,6 +37,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--minutes", type=float, default=0.0, help="stop (resumably) after this much training in this run")
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--outtype", choices=("f32", "f16", "q8_0"), default="q8_0", help="the drafter's matrices (default q8_0)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=run)
 
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
            "heldout_accepted_per_block": round(length, 3), "confidence_calibration": [round(scale, 4), round(shift, 4)],
            "history": trainer.history}
     (work / "log.json").write_text(json.dumps(log, indent=1))
-    export_drafter(net, target, out, outtype="f16",
+    export_drafter(net, target, out, outtype=args.outtype,
                    metadata={"dflash.training.log": json.dumps({k: v for k, v in log.items() if k != "history"})})
     print(f"ds4 train-drafter: held-out acceptance per position {log['heldout_acceptance_per_position']}, "
           f"{length:.2f} tokens accepted per block; wrote {out}", file=sys.stderr)

@@ -97,8 +97,8 @@ class DrafterNet(nn.Module):
                 p + "ffn_gate.weight": (cfg.n_ff, d), p + "ffn_up.weight": (cfg.n_ff, d), p + "ffn_down.weight": (d, cfg.n_ff)})
         if cfg.dspark:
             n_draft = len(cfg.d2t) or target.n_vocab
-            # W1 has a row per target token; over a reduced vocabulary the tokens outside it share
-            # one trained row (the last), copied to each of them on export.
+            # W1 has a row per target token; over a reduced vocabulary, a row per draft token and a
+            # last one the tokens outside it share (ds4's compact layout).
             shapes.update({"markov_w1.weight": (n_draft + 1 if cfg.d2t else target.n_vocab, cfg.markov_rank),
                            "markov_w2.weight": (n_draft, cfg.markov_rank),
                            "conf_proj.weight": (1, d + cfg.markov_rank), "conf_proj.bias": (1,)})
@@ -130,7 +130,6 @@ class DrafterNet(nn.Module):
         """The GGUF tensors (float32, torch orientation) and, for a reduced vocabulary, d2t."""
         out = {n: self.p(n).detach().float().cpu().numpy() for n in self.names}
         if self.cfg.d2t:
-            out["markov_w1.weight"] = out["markov_w1.weight"][self.t2d.numpy()]
             out["d2t"] = np.asarray(self.cfg.d2t, dtype=np.int64)
         return out
 

@@ -26,8 +26,7 @@ def export_drafter(net: Any, target: str | os.PathLike[str], out: str | os.PathL
         if name == "d2t":
             plan.append(_Planned(name, lambda a=a: a, a.shape, None))
             continue
-        qtype = _out_qtype(outtype, name, a.shape) if name != "markov_w1.weight" else _out_qtype("f32", name, a.shape)
-        plan.append(_Planned(name, lambda a=a: a, a.shape, qtype))
+        plan.append(_Planned(name, lambda a=a: a, a.shape, _out_qtype(outtype, name, a.shape)))
 
     def meta(w: Any) -> None:
         w.add_name(Path(out).stem)

@@ -165,7 +165,7 @@ def calibrate(net: DrafterNet, z: np.ndarray, hit: np.ndarray) -> tuple[float, f
         return loss
 
     opt.step(closure)
-    a, b = float(ab[0]), float(ab[1])
+    a, b = float(ab[0].detach()), float(ab[1].detach())
     with torch.no_grad():
         net.p("conf_proj.weight").mul_(a)
         net.p("conf_proj.bias").mul_(a).add_(b)
