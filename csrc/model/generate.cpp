@@ -58,8 +58,13 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
                 proposers_.push_back(speculative::make_mtp_proposer(session_, tok_.vocab_size(), params_.spec.mtp_draft,
                                                                     params_.spec.mtp_depth, params_.spec.confidence,
                                                                     params_.spec.draft_vocab));
-            } else if (t == "dflash") {
-                if (!params_.spec.block_drafter) throw std::invalid_argument("the 'dflash' proposer needs a block drafter");
+            } else if (t == "dflash" || t == "dspark") {
+                const std::shared_ptr<BlockDrafter>& d = params_.spec.block_drafter;
+                if (!d) throw std::invalid_argument("the '" + t + "' proposer needs a block drafter");
+                if (t != d->kind()) {
+                    throw std::invalid_argument(d->path() + " is a " + (t == "dspark" ? "DFlash drafter (no Markov head)" : "DSpark drafter") +
+                                                ": name its proposer '" + d->kind() + "'");
+                }
                 proposers_.push_back(speculative::make_dflash_proposer(session_, params_.spec.block_drafter, tok_.vocab_size(),
                                                                        params_.spec.confidence, params_.spec.draft_vocab));
             } else if (t != "draft") {

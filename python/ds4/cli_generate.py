@@ -44,8 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the generation and its stats as one JSON object")
     s = p.add_argument_group("speculative decoding (at --temp 0 the same text as plain decoding)")
     s.add_argument("--spec-type", help="proposers chained in order, comma-separated: ngram-simple, ngram-mod, draft, mtp, "
-                   "dflash (draft-dflash)")
-    s.add_argument("--mtp-model", help="a block drafter's support GGUF (DFlash: docs/drafters.md), drafting first in the chain")
+                   "dflash, dspark (llama.cpp's draft-* names too)")
+    s.add_argument("--mtp-model", help="a block drafter's support GGUF (DFlash / DSpark: docs/drafters.md), drafting first "
+                   "in the chain")
+    s.add_argument("--dspark", action="store_true",
+                   help="draft with a DSpark block drafter (--mtp-model, or the one shipped for the model), first in the chain")
     s.add_argument("--mtp", action="store_true",
                    help="draft with the model's built-in MTP block (Qwen3-Next / Qwen3.5 GGUFs that keep it), first in the chain")
     s.add_argument("--mtp-draft", type=int, default=None,
@@ -55,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="at temperature > 0, rejection sampling that keeps the sampling distribution exact")
     s.add_argument("--spec-draft-n-max", type=int, default=None, help="most drafted tokens per verify pass (default 16)")
     s.add_argument("--draft-p-min", "--spec-draft-p-min", "--dspark-confidence", dest="draft_p_min", type=float,
-                   default=None, help="a draft model ends its draft where its best token's probability is below this")
+                   default=None, help="a draft model ends its draft where its best token's probability is below this; "
+                   "a DSpark drafter where its confidence that the draft is accepted falls below it")
     s.add_argument("--spec-draft-n-min", type=int, default=None, help="least drafted tokens verified when a draft exists (default 0)")
     s.add_argument("--mtp-timing", action="store_true",
                    help="print acceptance per draft position and time per phase at the end (also turns --mtp on "
@@ -90,8 +94,13 @@ def _spec(args: argparse.Namespace, model: Any) -> Any:
     mtp = args.mtp or (args.mtp_timing and model.has_mtp)
     if mtp and "mtp" not in types and "draft-mtp" not in types:
         types.insert(0, "mtp")
-    if args.mtp_model and not any(t in ("dflash", "draft-dflash", "dspark", "draft-dspark") for t in types):
-        types.insert(0, "dflash")
+    block = any(t in ("dflash", "draft-dflash", "dspark", "draft-dspark") for t in types)
+    if args.dspark and not block:
+        types.insert(0, "dspark")
+    elif args.mtp_model and not block:
+        from ds4.speculative import block_kind
+
+        types.insert(0, block_kind(args.mtp_model))
     if not types and not args.draft_model:
         if args.spec_draft_n_max is not None:
             raise SystemExit("ds4: --spec-draft-n-max needs --spec-type, --mtp, --mtp-model or --draft-model")

@@ -11,8 +11,8 @@ if TYPE_CHECKING:
 
 # llama.cpp's spellings of the same proposers
 ALIASES = {"draft-simple": "draft", "draft-mtp": "mtp", "draft-dflash": "dflash", "draft-dspark": "dspark"}
-AVAILABLE = ("ngram-simple", "ngram-mod", "draft", "mtp", "dflash")
-PLANNED = ("dspark",)
+AVAILABLE = ("ngram-simple", "ngram-mod", "draft", "mtp", "dflash", "dspark")
+PLANNED: tuple[str, ...] = ()
 BLOCK = ("dflash", "dspark")  # the block drafters, which draft with a support file (mtp_model)
 DEPTH_ENV = "DS4_QWEN4_MTP_DEPTH"  # the seeds' variable fixing the MTP depth (0: adaptive)
 _draft_models: dict[tuple[str, int | None], Any] = {}
@@ -58,13 +58,16 @@ class Spec:
     exact tokens: how many tokens the scheduler drafts follows measured timings, and that changes
     which random draws go where.
 
-    ``"dflash"``: a DFlash block drafter, the support GGUF ``mtp_model`` (the seeds' ``--mtp-model``;
-    ``ds4 convert`` makes one from z-lab's checkpoints, llama.cpp's ``dflash`` GGUFs load as they are):
-    a few layers conditioned on the target's hidden states draft up to ``block_size - 1`` tokens in one
-    non-causal pass (docs/drafters.md). Given ``mtp_model``, ``"dflash"`` is appended to ``types``
-    unless a block drafter is named there. A drafter made for another model is refused.
-
-    Not yet available (``NotImplementedError``): the ``"dspark"`` proposer.
+    ``"dflash"`` and ``"dspark"``: a block drafter, the support GGUF ``mtp_model`` (the seeds'
+    ``--mtp-model``): a few layers conditioned on the target's hidden states draft a block of tokens
+    in one non-causal pass (docs/drafters.md); DSpark's Markov head conditions each drafted token on
+    the one before, and its confidence head ends the draft where the running estimate that the draft
+    is accepted falls below ``confidence`` (the seeds' ``--dspark-confidence``). ``ds4 convert``
+    makes a DFlash drafter of z-lab's checkpoints, llama.cpp's ``dflash`` GGUFs load as they are,
+    ``ds4 train-drafter`` trains one for any model, and the embedded model ships with a DSpark
+    drafter: ``Spec(types=["dspark"])`` on it needs no file. Given ``mtp_model``, its kind is
+    appended to ``types`` unless a block drafter is named there. A drafter made for another model
+    is refused.
     """
 
     types: list[str] = field(default_factory=lambda: ["ngram-mod"])
@@ -88,7 +91,7 @@ class Spec:
         if self.draft_model is not None and not any(ALIASES.get(t, t) == "draft" for t in types):
             types.append("draft")
         if self.mtp_model is not None and not any(ALIASES.get(t, t) in BLOCK for t in types):
-            types.append("dflash")
+            types.append(block_kind(self.mtp_model))
         if not types:
             raise ValueError("Spec.types is empty: name at least one proposer (or use spec=None)")
         for t in types:
@@ -115,8 +118,8 @@ class Spec:
             raise ValueError("Spec.confidence cuts a model proposer's drafts: it needs the 'draft', 'mtp' or a block "
                              "drafter's proposer")
         self.mtp_depths()
-        if set(BLOCK) & set(out) and self.mtp_model is None:
-            raise ValueError("a block drafter's proposer ('dflash') needs its support file: Spec(mtp_model=PATH)")
+        if len(set(BLOCK) & set(out)) > 1:
+            raise ValueError("one block drafter at a time: name 'dflash' or 'dspark', as its file is")
         return out
 
     def mtp_depths(self) -> tuple[int, int]:
@@ -151,13 +154,28 @@ class Spec:
         return _draft_models[key]
 
     def block_drafter(self, model: Model) -> Any:
-        """The block drafter's core object for ``model`` (loaded once per model and path), or None."""
+        """The block drafter's core object for ``model`` (loaded once per model and path): the file
+        ``mtp_model``, or the one shipped for the model; None when no block drafter is named."""
         from ds4 import _core
+        from ds4.drafters import shipped_for
 
-        if self.mtp_model is None:
+        if not set(BLOCK) & set(self.resolved_types()):
             return None
-        path = os.fspath(self.mtp_model)
+        if self.mtp_model is None:
+            found = shipped_for(model.path)
+            if found is None:
+                raise ValueError(f"no block drafter ships for {model.path}: give Spec(mtp_model=PATH) "
+                                 "(ds4 train-drafter trains one)")
+        path = os.fspath(self.mtp_model if self.mtp_model is not None else found)
         cache = model.__dict__.setdefault("_block_drafters", {})  # lives as long as the model
         if path not in cache:
             cache[path] = _core.BlockDrafter(path, model._m)
         return cache[path]
+
+
+def block_kind(path: str | os.PathLike[str]) -> str:
+    """"dspark" for a drafter file with a Markov head, else "dflash"."""
+    from ds4.gguf import inspect
+
+    tensors = {t["name"] for t in inspect(os.fspath(path))["tensors"]}
+    return "dspark" if "markov_w1.weight" in tensors else "dflash"
