@@ -29,7 +29,7 @@ shared machine's noise): a round above --max-steal is run again, and the reruns 
 
 Usage: PYTHONPATH=python python bench/spec.py [--rounds 3] [--threads 2] [--tokens 320] [--no-llama]
        [--qwen | --qwen-only | --fresh [--models gemma,qwen15] [--lengths 64,256] [--temps 0,0.7]
-        | --mtp [--prompts 20]]
+        | --mtp [--prompts 20] | --dspark]
 """
 
 from __future__ import annotations
@@ -220,6 +220,8 @@ def main() -> None:
     ap.add_argument("--temps", type=lambda v: [float(x) for x in v.split(",")], default=[0.0, 0.7])
     ap.add_argument("--mtp", action="store_true", help="the built-in MTP proposer on the tiny hybrid (bench/spec_mtp.py)")
     ap.add_argument("--prompts", type=int, default=20, help="--mtp: prompts per set")
+    ap.add_argument("--dspark", action="store_true",
+                    help="the embedded model with its shipped DSpark drafter on held-out chat and code (bench/spec_dspark.py)")
     ap.add_argument("--max-steal", type=float, default=0.05,
                     help="--fresh: rerun a round whose stolen CPU share exceeds this (at most 2 x rounds reruns)")
     args = ap.parse_args()
@@ -227,6 +229,11 @@ def main() -> None:
         from spec_mtp import mtp
 
         mtp(args)
+        return
+    if args.dspark:
+        from spec_dspark import dspark
+
+        dspark(args)
         return
     if args.fresh:
         fresh(args)

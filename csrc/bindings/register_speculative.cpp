@@ -110,9 +110,10 @@ void register_speculative(py::module_& m) {
                  return Sched{speculative::Scheduler(n_max, std::move(cost), n)};
              }),
              py::arg("n_max"), py::arg("cost"), py::arg("n_proposers"))
-        .def("pick", [](Sched& s, int p, int available, double draft_cost, double catch_up) {
-                 return s.at(p).pick(p, available, draft_cost, catch_up);
-             }, py::arg("p"), py::arg("available"), py::arg("draft_cost") = 0.0, py::arg("catch_up") = 0.0)
+        .def("pick", [](Sched& s, int p, int available, double draft_cost, double catch_up, double draft_fixed) {
+                 return s.at(p).pick(p, available, draft_cost, catch_up, draft_fixed);
+             }, py::arg("p"), py::arg("available"), py::arg("draft_cost") = 0.0, py::arg("catch_up") = 0.0,
+             py::arg("draft_fixed") = 0.0)
         .def("timed_pass", [](Sched& s, int rows, double seconds) { s.s.timed_pass(rows, seconds); },
              py::arg("rows"), py::arg("seconds"))
         .def("verified", [](Sched& s, int p, int k, int accepted, double seconds, double caught_up) {

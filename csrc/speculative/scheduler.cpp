@@ -143,7 +143,9 @@ int Scheduler::pick(int p, int available, double draft_cost, double catch_up, do
     if (best > 0) {
         wait = kProbeEvery;
     } else if (kmax > 0 && ++skipped >= wait) {
-        best = 1;
+        // A probe drafts one token, or, where a draft costs the same whatever its length (a block
+        // drafter's pass), all it can: that is what it pays for (the ledger may shorten it).
+        best = draft_fixed > 0 ? kmax : 1;
         probe = true;
         wait = std::min(std::max(2 * wait, kProbeEvery), kProbeMax);
     }

@@ -171,6 +171,24 @@ def test_a_draft_model_that_does_not_pay_is_never_probed() -> None:
     assert [s.pick(0, N_MAX, draft_cost=1.0) for _ in range(50)] == [0] * 50
 
 
+def test_a_block_drafters_cost_is_per_draft() -> None:
+    # A block pass costing 0.8 of a plain step whatever its length: long drafts can pay it (9
+    # tokens for 5.8 steps), so it is drafted long once accepted (probes as long as the ledger
+    # allows); the same 0.8 per token cannot.
+    s = _core.SpecScheduler(N_MAX, COST, 1)
+    picks = []
+    for _ in range(300):
+        k = s.pick(0, N_MAX, draft_fixed=0.8)
+        picks.append(k)
+        if k:
+            s.verified(0, k, k, COST[k] + 0.8)
+        else:
+            s.timed_pass(1, 1.0)
+    assert picks[-1] == N_MAX
+    s = _core.SpecScheduler(N_MAX, COST, 1)
+    assert [s.pick(0, N_MAX, draft_cost=0.8) for _ in range(20)] == [0] * 20
+
+
 def test_probes_of_a_lagging_draft_model_stay_within_budget() -> None:
     # A draft model rejected at its first probe then sits out; a probe would first feed it what
     # it missed. The ledger takes a probe only while its worst case fits the allowance.
