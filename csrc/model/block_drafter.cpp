@@ -308,7 +308,7 @@ void BlockDrafter::draft(state::State& st, int32_t anchor, int64_t n, bool logit
         if (markov_w1_.data) {
             const backend::Rows hn = arena.rows(n, d);
             be.rms_norm(x.rows(r0, n), out_norm_, hp_.norm_eps, hn);
-            markov(be, lent, hn, n, anchor, pick);
+            markov(be, lent, hn, n, anchor, logits, pick);
             return;
         }
         // DFlash: every position from the block alone, in one pass of the output head.
@@ -332,9 +332,9 @@ void BlockDrafter::draft(state::State& st, int32_t anchor, int64_t n, bool logit
 }
 
 void BlockDrafter::markov(backend::Backend& be, const Model::Lent& lent, backend::Rows h, int64_t n, int32_t anchor,
-                          const BlockPick& pick) {
+                          bool logits, const BlockPick& pick) {
     backend::Arena& arena = be.arena();
-    const int64_t d = hp_.n_embd, rank = markov_w1_.n_in, n_vocab = target_->hparams().n_vocab;
+    const int64_t d = hp_.n_embd, rank = markov_w1_.n_in;
     const backend::Weight& head = out_.data ? out_ : lent.output;
     const int64_t n_draft = head.n_out;
     const backend::Rows base = arena.rows(n, n_draft), bias = arena.rows(1, n_draft);
@@ -361,14 +361,26 @@ void BlockDrafter::markov(backend::Backend& be, const Model::Lent& lent, backend
             row.confidence = 1.0f / (1.0f + std::exp(-(c + conf_bias_)));
         }
         be.read(draft_row_.data(), li.data, static_cast<size_t>(n_draft) * sizeof(float));
-        if (d2t_.empty()) {
-            std::copy(draft_row_.begin(), draft_row_.end(), row_.begin());
-        } else {
-            std::fill(row_.begin(), row_.end(), -std::numeric_limits<float>::infinity());
-            for (int64_t j = 0; j < n_draft; ++j) row_[static_cast<size_t>(d2t_[static_cast<size_t>(j)])] = draft_row_[static_cast<size_t>(j)];
+        // the argmax over the draft vocabulary, the lowest target id on ties (as over the target's)
+        row.argmax = -1;
+        float top = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < n_draft; ++j) {
+            const float v = draft_row_[static_cast<size_t>(j)];
+            const int32_t id = d2t_.empty() ? static_cast<int32_t>(j) : d2t_[static_cast<size_t>(j)];
+            if (row.argmax < 0 || v > top || (v == top && id < row.argmax)) {
+                top = v;
+                row.argmax = id;
+            }
         }
-        row.logits = row_.data();
-        row.argmax = static_cast<int32_t>(std::max_element(row_.begin(), row_.begin() + n_vocab) - row_.begin());
+        if (logits) {  // over the target's vocabulary, only when a sampler reads it
+            if (d2t_.empty()) {
+                std::copy(draft_row_.begin(), draft_row_.end(), row_.begin());
+            } else {
+                std::fill(row_.begin(), row_.end(), -std::numeric_limits<float>::infinity());
+                for (int64_t j = 0; j < n_draft; ++j) row_[static_cast<size_t>(d2t_[static_cast<size_t>(j)])] = draft_row_[static_cast<size_t>(j)];
+            }
+            row.logits = row_.data();
+        }
         prev = pick(row);
         if (prev < 0) break;
     }

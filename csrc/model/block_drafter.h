@@ -93,7 +93,7 @@ private:
     void bind_dspark(const blocks::Loader& ld);
     void check_target() const;
     // DSpark's heads over the final-normed rows h[n, n_embd], position by position (block_drafter.cpp).
-    void markov(backend::Backend& be, const Model::Lent& lent, backend::Rows h, int64_t n, int32_t anchor,
+    void markov(backend::Backend& be, const Model::Lent& lent, backend::Rows h, int64_t n, int32_t anchor, bool logits,
                 const BlockPick& pick);
 
     std::shared_ptr<const gguf::File> file_;
