@@ -53,6 +53,12 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
         if (params_.spec.n_min < 0 || params_.spec.n_min > params_.spec.n_max) {
             throw std::invalid_argument("spec n_min must be in [0, n_max], got " + std::to_string(params_.spec.n_min));
         }
+        const auto named = [&](const char* t) {
+            return std::find(params_.spec.types.begin(), params_.spec.types.end(), t) != params_.spec.types.end();
+        };
+        if (named("mtp") && (named("dflash") || named("dspark"))) {
+            throw std::invalid_argument("a block drafter replaces the built-in MTP block for a run: the two are not stacked");
+        }
         for (const std::string& t : params_.spec.types) {
             if (t == "mtp") {
                 proposers_.push_back(speculative::make_mtp_proposer(session_, tok_.vocab_size(), params_.spec.mtp_draft,

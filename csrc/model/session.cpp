@@ -284,8 +284,7 @@ void Session::track_mtp() {
     std::lock_guard<std::mutex> lock(mu_);
     if (!model_->has_mtp()) throw Error(model_->path() + ": the model has no MTP block to draft with");
     if (mtp_) return;
-    if (feed_) throw Error("track_mtp: the session already feeds a block drafter");
-    set_feed(std::make_unique<MtpFeed>(*model_));
+    set_feed(std::make_unique<MtpFeed>(*model_));  // in place of a block drafter's, if any
     if (st_->n_past() > 0) feed_->lost();  // the positions held were evaluated without keeping hidden states
 }
 
@@ -295,8 +294,7 @@ void Session::track_block(std::shared_ptr<BlockDrafter> drafter) {
         throw Error("track_block: the drafter " + drafter->path() + " was loaded for another model than " + model_->path());
     }
     if (block_ && block_->drafter() == drafter.get()) return;
-    if (feed_) throw Error(std::string("track_block: the session already feeds ") + (mtp_ ? "the MTP block" : "another block drafter"));
-    set_feed(std::make_unique<BlockFeed>(std::move(drafter)));
+    set_feed(std::make_unique<BlockFeed>(std::move(drafter)));  // in place of another drafter's, if any
     if (st_->n_past() > 0) feed_->lost();
 }
 

@@ -75,8 +75,8 @@ public:
     // row's outputs; Model::mtp); the positions the session holds are untouched.
     void mtp_step(int64_t pos0, const int32_t* tokens, const float* hidden, int64_t n, float* logits, float* hidden_out);
     // Block drafting (model/block_feed.h): from track_block() on, the session's passes keep what
-    // the drafter needs, and its context rows live with the session. Error if the session
-    // already feeds another drafter (the MTP block, another block drafter).
+    // the drafter needs, and its context rows live with the session. A session feeds one drafter
+    // at a time: tracking another (or the MTP block) drops the first one's feed.
     void track_block(std::shared_ptr<BlockDrafter> drafter);
     // Rows the drafter must take before drafting (as mtp_lag()), and whether it lost track.
     int64_t block_lag() const;

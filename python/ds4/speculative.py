@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -120,6 +121,8 @@ class Spec:
         self.mtp_depths()
         if len(set(BLOCK) & set(out)) > 1:
             raise ValueError("one block drafter at a time: name 'dflash' or 'dspark', as its file is")
+        if "mtp" in out and set(BLOCK) & set(out):
+            raise ValueError("a block drafter replaces the built-in MTP block for a run: the two are not stacked")
         return out
 
     def mtp_depths(self) -> tuple[int, int]:
@@ -175,7 +178,13 @@ class Spec:
 
 def block_kind(path: str | os.PathLike[str]) -> str:
     """"dspark" for a drafter file with a Markov head, else "dflash"."""
+    p = os.fspath(path)
+    return _block_kind(p, os.stat(p).st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _block_kind(path: str, mtime: int) -> str:
     from ds4.gguf import inspect
 
-    tensors = {t["name"] for t in inspect(os.fspath(path))["tensors"]}
+    tensors = {t["name"] for t in inspect(path)["tensors"]}
     return "dspark" if "markov_w1.weight" in tensors else "dflash"

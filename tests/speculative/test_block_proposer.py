@@ -147,6 +147,14 @@ def test_kinds_and_files(target: ds4.Model) -> None:
     with pytest.raises(ValueError, match="no block drafter ships for"):
         target.session().generate([1, 2], max_tokens=2, spec=ds4.Spec(types=["dspark"]))
     assert ds4.Spec(mtp_model=block_target.drafter("dspark")).resolved_types() == ["ngram-mod", "dspark"]
+    with pytest.raises(ValueError, match="not stacked"):
+        ds4.Spec(types=["mtp", "dspark"], mtp_model=block_target.drafter("dspark")).resolved_types()
+    # a session drafting with one drafter, then another: the second takes over (its context rebuilt)
+    s = target.session()
+    for kind in ("dspark", "dflash", "dspark"):
+        spec = ds4.Spec(types=[kind], mtp_model=block_target.drafter(kind), n_min=1)
+        s.generate([1, 5, 6, 7], max_tokens=8, stop_at_eog=False, spec=spec)
+        assert not s._s.block_stale
 
 
 def test_cli_flags(capsys: pytest.CaptureFixture[str]) -> None:
