@@ -22,7 +22,7 @@ drift (minutes apart) does not land in a ratio.
 With --fresh: what a user of the CLI waits for. Every run is a new ``ds4 -p ... --json`` process
 (load, prefill and everything after included), wall time, plain decoding against each speculative
 setting, interleaved within a round (median of the per-round ratios over --rounds rounds): Gemma 3
-270M with the n-gram chain, Qwen2.5-Coder 1.5B with ngram-mod, the 0.5B draft and their chain, on
+270M with the n-gram chain and its shipped DSpark drafter (alone and before ngram-mod), Qwen2.5-Coder 1.5B with ngram-mod, the 0.5B draft and their chain, on
 code generation, the edit and prose, at temperature 0 and 0.7 (opportunistic), -n 64 and 256.
 Each row also gives the largest share of CPU time the hypervisor stole in a round it kept (a
 shared machine's noise): a round above --max-steal is run again, and the reruns are counted.
@@ -164,7 +164,8 @@ def fresh(args: argparse.Namespace) -> None:
 
     qwen05 = str(known_models.model_path("qwen05")) if "qwen15" in args.models else ""
     settings = {
-        "gemma": {"plain": [], "ngram-mod,ngram-simple": ["--spec-type", "ngram-mod,ngram-simple"]},
+        "gemma": {"plain": [], "ngram-mod,ngram-simple": ["--spec-type", "ngram-mod,ngram-simple"],
+                  "dspark": ["--dspark"], "dspark,ngram-mod": ["--spec-type", "dspark,ngram-mod"]},
         "qwen15": {"plain": [], "ngram-mod": ["--spec-type", "ngram-mod"], "draft (0.5B)": ["-md", qwen05],
                    "ngram-mod,draft": ["--spec-type", "ngram-mod,draft", "-md", qwen05]},
     }

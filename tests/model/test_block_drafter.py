@@ -125,6 +125,54 @@ def test_forward_matches_the_trainers_model(target: ds4.Model, tmp_path: Path, k
         assert np.isinf(got[:, 200:]).all() and np.isfinite(got[:, 3:200:2]).all()
 
 
+def llamacpp_layout(src: Path, dst: Path, n_vocab: int) -> Path:
+    """A ds4 drafter file as llama.cpp's converter lays it out: no dflash.target.* keys, and a
+    Markov W1 row for every target token instead of ds4's compact rows."""
+    import gguf
+
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(dst, arch="dflash")
+    for f in r.fields.values():
+        if f.name.startswith(("GGUF.", "general.architecture", "dflash.target.")):
+            continue
+        v = f.contents()
+        if isinstance(v, list):
+            w.add_array(f.name, v)
+        elif isinstance(v, str):
+            w.add_string(f.name, v)
+        elif isinstance(v, bool):
+            w.add_bool(f.name, v)
+        elif isinstance(v, float):
+            w.add_float32(f.name, v)
+        else:
+            w.add_uint32(f.name, int(v))
+    tensors = {t.name: np.array(t.data) for t in r.tensors}
+    if "d2t" in tensors:
+        row = np.full(n_vocab, len(tensors["d2t"]))
+        row[tensors["d2t"]] = np.arange(len(tensors["d2t"]))
+        tensors["markov_w1.weight"] = tensors["markov_w1.weight"][row]
+    for name, a in tensors.items():
+        w.add_tensor(name, a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return dst
+
+
+def test_llamacpp_layout_loads_the_same(target: ds4.Model, tmp_path: Path) -> None:
+    from ds4.train.export import export_drafter
+
+    path = tiny.convert("qwen3", "f32")
+    net = _net(path, "dspark-reduced", seed=4)
+    ours = export_drafter(net, path, tmp_path / "d.gguf")
+    theirs = llamacpp_layout(ours, tmp_path / "llamacpp.gguf", 320)
+    tokens = [int(t) for t in np.random.default_rng(3).integers(3, 320, 12)]
+    a = drafted(target, ds4._core.BlockDrafter(str(ours), target._m), tokens, 9, 8)
+    b = drafted(target, ds4._core.BlockDrafter(str(theirs), target._m), tokens, 9, 8)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
 def test_context_follows_the_session(target: ds4.Model, tmp_path: Path) -> None:
     """Verify-pass rewinds, a long prompt fed at once, a snapshot restored, a track lost (a batched
     step) and recovered: the drafter's block is always that of the context the session holds."""

@@ -37,6 +37,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--minutes", type=float, default=0.0, help="stop (resumably) after this much training in this run")
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--device", default="auto", help="where torch trains: auto (CUDA when present, else the CPU), cpu, cuda")
     p.add_argument("--outtype", choices=("f32", "f16", "q8_0"), default="q8_0", help="the drafter's matrices (default q8_0)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=run)
@@ -108,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
     n_tokens = sum(len(s.tokens) for s in samples)
     print(f"ds4 train-drafter: {describe(cfg)}; data {len(samples)} sequences, {n_tokens} tokens "
           f"({len(heldout)} held out), made in {data_s:.0f} s", file=sys.stderr)
-    net = DrafterNet(cfg, parts, seed=args.seed)
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    net = DrafterNet(cfg, parts, seed=args.seed).to_device(device)
     tc = TrainConfig(steps=args.steps, lr=args.lr, minutes=args.minutes, seed=args.seed)
     trainer = Trainer(net, train, heldout, tc, work)
     t1 = time.time()

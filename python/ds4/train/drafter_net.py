@@ -71,7 +71,7 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
 def rope(x: torch.Tensor, pos: torch.Tensor, base: float) -> torch.Tensor:
     """NEOX rotary embedding of x [..., n, heads, hd] at positions pos [n] (halves rotated)."""
     hd = x.shape[-1]
-    inv = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    inv = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.float64, device=x.device) / hd))
     ang = pos.to(torch.float64)[:, None] * inv[None, :]
     cos = torch.cat([ang.cos(), ang.cos()], -1).to(x.dtype)[:, None, :]
     sin = torch.cat([ang.sin(), ang.sin()], -1).to(x.dtype)[:, None, :]
@@ -122,6 +122,17 @@ class DrafterNet(nn.Module):
             t2d = torch.full((target.n_vocab,), len(cfg.d2t), dtype=torch.long)
             t2d[self.d2t] = torch.arange(len(cfg.d2t))
             self.register_buffer("t2d", t2d, persistent=False)  # target id -> W1 row
+
+    def to_device(self, device: str | torch.device) -> DrafterNet:
+        """The net and the target's parts it reads on `device` (CUDA when training there)."""
+        self.to(device)
+        t = self.target
+        self.target = TargetParts(t.embeddings.to(device), t.embed_scale, t.output.to(device), t.softcap)
+        return self
+
+    @property
+    def device(self) -> torch.device:
+        return self.p("fc.weight").device
 
     def p(self, name: str) -> torch.Tensor:
         return self.w[name.replace(".", "__")]
@@ -204,15 +215,17 @@ class DrafterNet(nn.Module):
         target's vocabulary [n, V], confidences [n]), the Markov head following the greedy chain."""
         c = self.cfg
         P, B = features.shape[0], c.block_size
-        ids = torch.full((B,), c.mask_token, dtype=torch.long)
+        dev = self.device
+        ids = torch.full((B,), c.mask_token, dtype=torch.long, device=dev)
         ids[0] = anchor
-        visible = torch.ones(B, P + B, dtype=torch.bool)
-        h = self.layers(self.context(features), torch.arange(P), self.embed(ids), torch.arange(P, P + B), visible)
+        visible = torch.ones(B, P + B, dtype=torch.bool, device=dev)
+        h = self.layers(self.context(features.to(dev)), torch.arange(P, device=dev), self.embed(ids),
+                        torch.arange(P, P + B, device=dev), visible)
         h = h[(0 if c.from_anchor else 1):][:n]
         base = self.base_logits(h)
         if not c.dspark:
             return base, torch.ones(n)
-        rows, confs, prev = [], [], torch.tensor(anchor)
+        rows, confs, prev = [], [], torch.tensor(anchor, device=dev)
         for i in range(n):
             logits, conf = self.markov(base[i], h[i], prev)
             full = self.to_target(logits)

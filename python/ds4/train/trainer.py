@@ -60,19 +60,20 @@ def blocks(net: DrafterNet, sample: Sample, anchors: np.ndarray, teacher: bool =
     """The drafter over blocks at `anchors` of one sample: (final-normed rows [M, nd, d], base logits
     [M, nd, n_draft], labels [M, nd] (target ids), valid [M, nd], previous tokens [M, nd])."""
     c = net.cfg
-    toks = torch.from_numpy(sample.tokens.astype(np.int64))
+    dev = net.device
+    toks = torch.from_numpy(sample.tokens.astype(np.int64)).to(dev)
     T, B, M, nd = len(toks), c.block_size, len(anchors), c.max_draft
-    g = net.context(torch.from_numpy(sample.features.astype(np.float32)))
-    a = torch.from_numpy(anchors)
-    ids = torch.full((M, B), c.mask_token, dtype=torch.long)
+    g = net.context(torch.from_numpy(sample.features.astype(np.float32)).to(dev))
+    a = torch.from_numpy(anchors).to(dev)
+    ids = torch.full((M, B), c.mask_token, dtype=torch.long, device=dev)
     ids[:, 0] = toks[a]
-    pos = (a[:, None] + torch.arange(B)[None]).reshape(-1)
-    ctx = torch.arange(T)[None, :] < a[:, None]                      # [M, T]: the context before the anchor
-    own = torch.eye(M, dtype=torch.bool).repeat_interleave(B, 0).repeat_interleave(B, 1)  # same block
+    pos = (a[:, None] + torch.arange(B, device=dev)[None]).reshape(-1)
+    ctx = torch.arange(T, device=dev)[None, :] < a[:, None]          # [M, T]: the context before the anchor
+    own = torch.eye(M, dtype=torch.bool, device=dev).repeat_interleave(B, 0).repeat_interleave(B, 1)  # same block
     visible = torch.cat([ctx.repeat_interleave(B, 0), own], 1)
-    h = net.layers(g, torch.arange(T), net.embed(ids.reshape(-1)), pos, visible).view(M, B, -1)
+    h = net.layers(g, torch.arange(T, device=dev), net.embed(ids.reshape(-1)), pos, visible).view(M, B, -1)
     h = h[:, (0 if c.from_anchor else 1):][:, :nd]
-    at = a[:, None] + 1 + torch.arange(nd)[None]                     # the token each position predicts
+    at = a[:, None] + 1 + torch.arange(nd, device=dev)[None]         # the token each position predicts
     valid = at < T
     labels = toks[at.clamp(max=T - 1)]
     prev = torch.cat([toks[a][:, None], labels[:, :-1]], 1)
@@ -83,15 +84,13 @@ def _draft_ids(net: DrafterNet, labels: torch.Tensor) -> torch.Tensor:
     """Target ids as draft-vocabulary ids (-1 outside a reduced vocabulary)."""
     if not net.cfg.d2t:
         return labels
-    t2d = torch.full((net.target.n_vocab,), -1, dtype=torch.long)
-    t2d[net.d2t] = torch.arange(len(net.cfg.d2t))
-    return t2d[labels]
+    return torch.where(net.t2d[labels] < len(net.cfg.d2t), net.t2d[labels], -1)
 
 
 def loss_of(net: DrafterNet, sample: Sample, anchors: np.ndarray, gamma: float) -> torch.Tensor:
     h, base, labels, valid, prev = blocks(net, sample, anchors)
     y = _draft_ids(net, labels)
-    w = torch.exp(-torch.arange(labels.shape[1], dtype=torch.float32) / gamma)[None] * valid
+    w = torch.exp(-torch.arange(labels.shape[1], dtype=torch.float32, device=labels.device) / gamma)[None] * valid
     known = y >= 0
     if not net.cfg.dspark:
         ce = F.cross_entropy(base.flatten(0, 1), y.clamp(min=0).flatten(), reduction="none").view_as(w) * known
@@ -186,7 +185,7 @@ class Trainer:
         self.rng = np.random.default_rng(cfg.seed)
         ckpt = work / "checkpoint.pt"
         if ckpt.exists():
-            state = torch.load(ckpt, weights_only=False)
+            state = torch.load(ckpt, weights_only=False, map_location=net.device)
             if state["drafter"] != asdict(net.cfg):
                 raise ValueError(f"{ckpt}: a checkpoint of another drafter configuration; use another work dir")
             net.load_state_dict(state["net"])
@@ -223,7 +222,7 @@ class Trainer:
             for g in self.opt.param_groups:
                 g["lr"] = self.lr()
             self.opt.zero_grad()
-            loss = torch.zeros(())
+            loss = torch.zeros((), device=self.net.device)
             for _ in range(c.batch):
                 s = self.train[int(self.rng.integers(len(self.train)))]
                 a = anchors_of(s, c.anchors, self.rng)
