@@ -105,9 +105,10 @@ def save(samples: Sequence[Sample], path: Path) -> None:
 
 
 def load(path: Path) -> list[Sample]:
-    z = np.load(path)
+    with np.load(path) as z:  # each z[key] reads its array again: once each
+        tokens, feats, lengths, starts = z["tokens"], z["features"], z["lengths"], z["starts"]
     out, at = [], 0
-    for n, start in zip(z["lengths"], z["starts"]):
-        out.append(Sample(z["tokens"][at:at + n], z["features"][at:at + n], int(start)))
+    for n, start in zip(lengths, starts):
+        out.append(Sample(tokens[at:at + n], feats[at:at + n], int(start)))
         at += int(n)
     return out
