@@ -175,3 +175,20 @@ def test_cli_flags(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["-m", path, "-p", "hi", "-n", "4", "--spec-type", "draft-dspark", "--mtp-model", drafter,
                  "--temp", "0.8", "--mtp-exact-sampling", "--json"]) == 0
     capsys.readouterr()
+
+
+def test_the_embedded_model_ships_a_drafter(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from ds4.cli import main
+    from ds4.drafters import shipped_for
+
+    model = ds4.Model(threads=2, n_ctx=512)
+    path = shipped_for(model.path)
+    assert path is not None and path.stat().st_size <= 16 << 20
+    prompt = "def is_prime(n):\n    \"\"\"Return True if n is a prime number.\"\"\"\n"
+    want = model.session().generate(prompt, max_tokens=64, stop_at_eog=False).tokens
+    g = model.session().generate(prompt, max_tokens=64, stop_at_eog=False, spec=ds4.Spec(types=["dspark"], n_min=1))
+    assert g.tokens == want and g.stats["n_accepted"] > 0
+    assert main(["-p", prompt, "-n", "16", "--dspark", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["stats"]["n_generated"] == 16
