@@ -22,6 +22,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("out", help="the drafter GGUF to write")
     p.add_argument("--kind", choices=("dspark", "dflash"), default="dspark")
     p.add_argument("--prompts", help="jsonl of prompts ({\"prompt\": ...} per line; default: the shipped set)")
+    p.add_argument("--corpus", type=int, default=0,
+                   help="add N prompts cut from the Python installation's own code and package docs (varied data)")
     p.add_argument("--work-dir", help="data and checkpoints (default: OUT.gguf.work)")
     p.add_argument("--max-new", type=int, default=192, help="tokens the target continues each prompt with")
     p.add_argument("--layers", type=int, default=1, help="draft layers (default 1)")
@@ -66,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from ds4.train import data
     from ds4.train.drafter_net import DrafterConfig, DrafterNet
     from ds4.train.export import export_drafter
+    from ds4.train.prompts import corpus_prompts
     from ds4.train.trainer import (TrainConfig, Trainer, acceptance, calibrate, default_layers, describe, reduced_vocab,
                                    target_parts)
 
@@ -91,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     if data_path.exists():
         samples = data.load(data_path)
     else:
-        samples = list(data.generate(model, data.read_prompts(args.prompts), layers, args.max_new))
+        prompts = data.read_prompts(args.prompts) + corpus_prompts(args.corpus, args.seed)
+        samples = list(data.generate(model, prompts, layers, args.max_new))
         data.save(samples, data_path)
     data_s = time.time() - t0
     order = np.random.default_rng(args.seed).permutation(len(samples))

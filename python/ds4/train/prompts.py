@@ -48,3 +48,32 @@ def default_prompts() -> list[str]:
     for s in PROSE_SUBJECTS:
         out.extend(task.format(s=s) for task in PROSE_TASKS)
     return out
+
+
+def corpus_prompts(n: int, seed: int = 0) -> list[str]:
+    """n varied prompts from text every Python installation has: windows of its standard library's
+    source (code to continue) and of the documentation of the installed packages (prose to
+    continue), some wrapped in a request (explain, summarise, continue); drawn with `seed`."""
+    import random
+    import sysconfig
+    from pathlib import Path
+
+    rng = random.Random(seed)
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    code = sorted(p for p in stdlib.glob("*.py") if p.stat().st_size > 2000)
+    docs = sorted(p for p in Path(sysconfig.get_paths()["purelib"]).glob("*.dist-info/METADATA") if p.stat().st_size > 2000)
+    asks = ["Explain what this code does:\n\n{t}", "Summarize the following text:\n\n{t}", "Continue this:\n\n{t}",
+            "Find a bug in this code, if there is one:\n\n{t}", "Rewrite this more clearly:\n\n{t}"]
+    out: list[str] = []
+    while len(out) < n and (code or docs):
+        src = rng.choice(code if (len(out) % 2 == 0 and code) or not docs else docs)
+        text = src.read_text(errors="replace")
+        if src.name == "METADATA":  # the description, after the header's fields
+            text = text.split("\n\n", 1)[-1]
+        lines = text.splitlines()
+        at = rng.randrange(max(1, len(lines) - 40))
+        text = "\n".join(lines[at:at + rng.randint(8, 30)]).strip()
+        if len(text) < 200:
+            continue
+        out.append(rng.choice(asks).format(t=text) if rng.random() < 0.4 else text)
+    return out
