@@ -44,10 +44,13 @@ def test_empty_types(model: ds4.Model) -> None:
         model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=[]))
 
 
-@pytest.mark.parametrize("t", ["dflash", "dspark"])
-def test_model_proposers_not_yet(model: ds4.Model, t: str) -> None:
-    with pytest.raises(NotImplementedError, match="not available"):
-        model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=[t]))
+@pytest.mark.parametrize("t", ["dspark", "draft-dspark"])
+def test_block_drafters_of_the_embedded_model(model: ds4.Model, t: str) -> None:
+    # the embedded model ships a DSpark drafter: no file to give
+    g = model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=[t], n_min=1))
+    assert g.stats["n_drafted"] > 0
+    with pytest.raises(ValueError, match="is a DSpark drafter: name its proposer 'dspark'"):
+        model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=["dflash"]))
 
 
 @pytest.mark.parametrize("t", ["mtp", "draft-mtp"])
@@ -75,7 +78,7 @@ def test_draft_vocab_must_not_be_negative(model: ds4.Model) -> None:
 
 
 def test_confidence_needs_a_model_proposer(model: ds4.Model) -> None:
-    with pytest.raises(ValueError, match="needs the 'draft' or 'mtp' proposer"):
+    with pytest.raises(ValueError, match="needs the 'draft', 'mtp' or a block drafter's proposer"):
         model.session().generate(PROMPT, max_tokens=4, spec=ds4.Spec(types=["ngram-mod"], confidence=0.5))
 
 
