@@ -168,8 +168,8 @@ def test_cli_flags(capsys: pytest.CaptureFixture[str]) -> None:
     err = capsys.readouterr().err
     assert "ds4 spec:" in err and "accepted/drafted per position" in err
     assert main(["-m", path, "-p", "hello", "-n", "24", "--ignore-eos", "--dspark", "--mtp-model", drafter,
-                 "--spec-type", "dspark,ngram-mod", "--dspark-confidence", "0.5", "--spec-draft-n-max", "4",
-                 "--json"]) == 0
+                 "--spec-type", "dspark,ngram-mod", "--dspark-confidence", "0.1", "--spec-draft-n-max", "4",
+                 "--spec-draft-n-min", "1", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)["stats"]
     assert stats["n_drafted"] > 0 and len(stats["drafted_per_position"]) <= 4
     assert main(["-m", path, "-p", "hi", "-n", "4", "--spec-type", "draft-dspark", "--mtp-model", drafter,
