@@ -160,9 +160,9 @@ void BlockDrafter::bind(const Model::Lent& lent) {
         L.attn = blocks::AttnWeights::load(ld, d, P, il, false, true);
         L.ffn_norm = ld.vec(p + "ffn_norm.weight", d);
         L.ffn = blocks::FfnWeights::load(ld, d, P, il);
+        L.cfg = blocks::attn_config(P, backend::RopeMode::neox, hp_.norm_eps, backend::Vec{});
         draft_layers_.push_back(std::move(L));
     }
-    cfg_ = blocks::attn_config(hp_.layers[0], backend::RopeMode::neox, hp_.norm_eps, backend::Vec{});
     bind_dspark(ld);
     const PassWork w = PassWork::of(*file_, 0);  // the draft layers (fc runs on context rows only)
     block_bytes_ = w.bytes();
@@ -251,17 +251,18 @@ void BlockDrafter::context(state::State& st, const float* features, int64_t n) {
     if (st.owner() != this) throw Error("block drafter: the state belongs to another model");
     if (n <= 0) return;
     const int64_t p0 = st.n_past();
-    st.reserve(p0 + n);
-    pos_.resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) pos_[static_cast<size_t>(i)] = static_cast<int32_t>(p0 + i);
-    target_->lend([&](const Model::Lent& lent) {
+    target_->lend([&](const Model::Lent& lent) {  // the scratch is shared by every session: under the lock
+        st.reserve(p0 + n);
+        pos_.resize(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) pos_[static_cast<size_t>(i)] = static_cast<int32_t>(p0 + i);
         backend::Backend& be = lent.be;
         const backend::Rows f = be.arena().rows(n, n_features()), x = be.arena().rows(n, hp_.n_embd);
         be.upload(f, features);
         be.matmul(fc_, f, x);
         be.rms_norm(x, hidden_norm_, hp_.norm_eps, x);
         for (size_t il = 0; il < draft_layers_.size(); ++il) {
-            blocks::store_key_values(be, draft_layers_[il].attn, cfg_, st.kv(static_cast<int>(il)), pos_.data(), x);
+            const Layer& L = draft_layers_[il];
+            blocks::store_key_values(be, L.attn, L.cfg, st.kv(static_cast<int>(il)), pos_.data(), x);
         }
     });
     st.commit(p0 + n);
@@ -278,15 +279,15 @@ void BlockDrafter::draft(state::State& st, int32_t anchor, int64_t n, bool logit
         throw Error("block drafter: anchor token " + std::to_string(anchor) + " is outside the vocabulary");
     }
     const int64_t p0 = st.n_past(), b = block_, d = hp_.n_embd, r0 = from_anchor_ ? 0 : 1;
-    st.reserve(p0 + b);  // throws ContextOverflow when the block does not fit
-    ids_.assign(static_cast<size_t>(b), mask_);
-    ids_[0] = anchor;
-    pos_.resize(static_cast<size_t>(b));
-    last_.assign(static_cast<size_t>(b), static_cast<int32_t>(p0 + b - 1));
-    for (int64_t i = 0; i < b; ++i) pos_[static_cast<size_t>(i)] = static_cast<int32_t>(p0 + i);
-    rows_.resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) rows_[static_cast<size_t>(i)] = r0 + i;
-    target_->lend([&](const Model::Lent& lent) {
+    target_->lend([&](const Model::Lent& lent) {  // the scratch is shared by every session: under the lock
+        st.reserve(p0 + b);  // throws ContextOverflow when the block does not fit
+        ids_.assign(static_cast<size_t>(b), mask_);
+        ids_[0] = anchor;
+        pos_.resize(static_cast<size_t>(b));
+        last_.assign(static_cast<size_t>(b), static_cast<int32_t>(p0 + b - 1));
+        for (int64_t i = 0; i < b; ++i) pos_[static_cast<size_t>(i)] = static_cast<int32_t>(p0 + i);
+        rows_.resize(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) rows_[static_cast<size_t>(i)] = r0 + i;
         backend::Backend& be = lent.be;
         backend::Arena& arena = be.arena();
         const backend::Rows x = arena.rows(b, d), h = arena.rows(b, d), y = arena.rows(b, d);
@@ -299,7 +300,7 @@ void BlockDrafter::draft(state::State& st, int32_t anchor, int64_t n, bool logit
         for (size_t il = 0; il < draft_layers_.size(); ++il) {
             const Layer& L = draft_layers_[il];
             be.rms_norm(x, L.attn_norm, hp_.norm_eps, h);
-            blocks::attention(be, L.attn, cfg_, p, static_cast<int>(il), h, y, idx_);
+            blocks::attention(be, L.attn, L.cfg, p, static_cast<int>(il), h, y, idx_);
             be.add(x, y);
             be.rms_norm(x, L.ffn_norm, hp_.norm_eps, h);
             blocks::ffn(be, L.ffn, backend::Act::silu, h, y);
@@ -382,7 +383,7 @@ void BlockDrafter::markov(backend::Backend& be, const Model::Lent& lent, backend
             row.logits = row_.data();
         }
         prev = pick(row);
-        if (prev < 0) break;
+        if (prev < 0 || prev >= target_->hparams().n_vocab) break;
     }
 }
 

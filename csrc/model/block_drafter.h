@@ -87,6 +87,7 @@ private:
         backend::Vec attn_norm, ffn_norm;
         blocks::AttnWeights attn;
         blocks::FfnWeights ffn;
+        blocks::AttnConfig cfg;
     };
     BlockDrafter(std::shared_ptr<const gguf::File> file, std::shared_ptr<Model> target, HParams hp);
     void bind(const Model::Lent& lent);
@@ -103,7 +104,6 @@ private:
     int32_t mask_ = -1;
     std::vector<int> layers_;
     float embed_scale_ = 1.0f;
-    blocks::AttnConfig cfg_;
     backend::Weight fc_;
     backend::Vec hidden_norm_, out_norm_;
     std::vector<Layer> draft_layers_;
@@ -120,7 +120,7 @@ private:
     std::vector<float> out_logits_;      // a DFlash pass's rows
     std::vector<int32_t> out_ids_;
     double block_bytes_ = 0, block_macs_ = 0, context_macs_ = 0;
-    // Scratch of the pass being run (passes are serialised by the target's lock).
+    // Scratch of the pass being run, filled under the target's pass lock (shared by every session).
     std::vector<int32_t> pos_, last_, ids_;
     std::vector<int64_t> rows_, idx_;
 };

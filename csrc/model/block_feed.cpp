@@ -30,19 +30,30 @@ Captures BlockFeed::before(int64_t at, int64_t n) {
 
 void BlockFeed::committed(state::State&, const std::vector<int32_t>&, int64_t, int64_t n) {
     if (stale_) return;
+    if (n <= kEager) {
+        append(0, n, n);
+        return;
+    }
+    // A prompt: fed now, a chunk at a time, its features never held whole twice.
+    feed();
+    for (int64_t r = 0; r < n; r += kChunk) {
+        append(r, std::min(kChunk, n - r), n);
+        feed();
+    }
+    std::vector<float>().swap(pass_);
+    std::vector<float>().swap(rows_);
+}
+
+void BlockFeed::append(int64_t r0, int64_t m, int64_t n) {
     // The pass wrote [layer][row][n_embd]; a context row is the layers side by side.
     const size_t d = static_cast<size_t>(d_->target().hparams().n_embd), k = d_->layers().size();
     const size_t at = rows_.size();
-    rows_.resize(at + static_cast<size_t>(n) * k * d);
-    for (int64_t r = 0; r < n; ++r) {
+    rows_.resize(at + static_cast<size_t>(m) * k * d);
+    for (int64_t r = 0; r < m; ++r) {
         for (size_t l = 0; l < k; ++l) {
             std::memcpy(rows_.data() + at + (static_cast<size_t>(r) * k + l) * d,
-                        pass_.data() + (l * static_cast<size_t>(n) + static_cast<size_t>(r)) * d, d * sizeof(float));
+                        pass_.data() + (l * static_cast<size_t>(n) + static_cast<size_t>(r0 + r)) * d, d * sizeof(float));
         }
-    }
-    if (n > kEager) {
-        feed();
-        std::vector<float>().swap(pass_);  // a prompt's captures are not kept in capacity
     }
 }
 

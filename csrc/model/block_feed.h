@@ -24,7 +24,7 @@ namespace ds4::model {
 class BlockFeed final : public Feed {
 public:
     static constexpr int64_t kEager = 32;   // rows of one pass fed with it (a prompt)
-    static constexpr int64_t kChunk = 512;  // rows a re-evaluation of the context runs per pass
+    static constexpr int64_t kChunk = 512;  // rows of a prompt fed at a time, of a re-evaluation per pass
 
     explicit BlockFeed(std::shared_ptr<BlockDrafter> drafter);
     BlockFeed(const BlockFeed& other);  // the drafter's state copied too (a session snapshot)
@@ -48,6 +48,8 @@ public:
 private:
     // Feeds the rows held (positions [fed, fed + rows)) to the drafter.
     void feed();
+    // Appends rows [r0, r0 + m) of the current pass of n rows to the rows held.
+    void append(int64_t r0, int64_t m, int64_t n);
     bool resync(const std::vector<int32_t>& tokens);
 
     std::shared_ptr<BlockDrafter> d_;

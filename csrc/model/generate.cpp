@@ -184,9 +184,11 @@ int32_t Generator::speculate(int32_t tok) {
                                                         prop.catch_up_seconds(context_, target),
                                                         prop.cost_per_draft(target)));
             if (want > 0) want = std::max(want, std::min(prop.min_draft(), pcap));
+            const double tp = now();
             if (want > 0) prop.propose(context_, want, &draft_);
             stats_.catch_up_seconds += draft_.catch_up_seconds;
             k = std::min(want, static_cast<int>(draft_.tokens.size()));
+            if (want > 0 && k == 0) scheduler_->wasted(p, now() - tp);
         } else {
             prop.propose(context_, pcap, &draft_);
             const int avail = std::min(pcap, static_cast<int>(draft_.tokens.size()));

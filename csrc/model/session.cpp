@@ -42,9 +42,19 @@ void Session::eval_locked(const int32_t* tokens, int64_t n, float* logits, int64
     model_->eval(*st_, feed.data(), m, out, n_out, head_rows_, feed_ ? feed_->before(at, m) : Captures{});
     tokens_.insert(tokens_.end(), feed.begin(), feed.end());
     pending_ = -1;
-    if (feed_) feed_->committed(*st_, tokens_, at, m);
     const float* last = out + (n_out - 1) * n_vocab;
     last_logits_.assign(last, last + n_vocab);
+    committed(at, m);
+}
+
+void Session::committed(int64_t at, int64_t n) {
+    if (!feed_) return;
+    try {
+        feed_->committed(*st_, tokens_, at, n);
+    } catch (...) {  // the rows are committed; the drafter's feed recovers them later
+        feed_->lost();
+        throw;
+    }
 }
 
 std::vector<int32_t> Session::eval_argmax(const int32_t* tokens, int64_t n, int64_t n_out) {
@@ -71,8 +81,8 @@ void Session::argmax_locked(const int32_t* tokens, int64_t n, int32_t* ids, int6
     model_->eval_argmax(*st_, feed.data(), m, ids, out, head_rows_, feed_ ? feed_->before(at, m) : Captures{});
     tokens_.insert(tokens_.end(), feed.begin(), feed.end());
     pending_ = -1;
-    if (feed_) feed_->committed(*st_, tokens_, at, m);
     last_logits_.clear();  // not computed; last_logits() re-runs the last position if asked
+    committed(at, m);
 }
 
 void Session::mtp_step(int64_t pos0, const int32_t* tokens, const float* hidden, int64_t n, float* logits,
@@ -256,6 +266,9 @@ std::shared_ptr<const Session::Snapshot> Session::snapshot() const {
 void Session::restore(const Snapshot& snap) {
     std::lock_guard<std::mutex> lock(mu_);
     if (snap.model != model_) throw Error("restore: the snapshot was taken from a session of another model");
+    // The snapshot's feed, if it kept one for the same drafter (copied first: it may throw);
+    // else the feed lost track.
+    std::unique_ptr<Feed> copy = feed_ && snap.feed && snap.feed->drafter() == feed_->drafter() ? snap.feed->clone() : nullptr;
     try {
         st_->restore(snap.state);
     } catch (const std::invalid_argument& e) {
@@ -264,12 +277,9 @@ void Session::restore(const Snapshot& snap) {
     tokens_ = snap.tokens;
     pending_ = snap.pending;
     last_logits_ = snap.last_logits;
-    if (!feed_) return;
-    // The snapshot's feed, if it kept one for the same drafter; else the feed lost track.
-    std::unique_ptr<Feed> copy = snap.feed ? snap.feed->clone() : nullptr;
-    if (copy && copy->drafter() == feed_->drafter()) {
+    if (copy) {
         set_feed(std::move(copy));
-    } else {
+    } else if (feed_) {
         feed_->lost();
     }
 }

@@ -151,6 +151,8 @@ private:
     int64_t head_rows_ = 0;
     // Kept for a drafter (the MTP block or a block drafter), once tracked, and its typed views.
     void set_feed(std::unique_ptr<Feed> feed);
+    // Tells the feed that rows [at, at + n) were committed (it loses track if feeding throws).
+    void committed(int64_t at, int64_t n);
     std::unique_ptr<Feed> feed_;
     MtpFeed* mtp_ = nullptr;
     BlockFeed* block_ = nullptr;

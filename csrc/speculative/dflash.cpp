@@ -48,9 +48,10 @@ public:
 
     double catch_up_seconds(const std::vector<int32_t>&, const TargetCost& target) const override {
         const int64_t lag = session_.block_lag();
+        const bool stale = session_.block_stale();
         if (lag <= kFree) return 0.0;
         // The feed lost track: the context is evaluated again to recover it.
-        if (session_.block_stale()) return static_cast<double>(lag) * target.row * (1.0 + row_share_);
+        if (stale) return static_cast<double>(lag) * target.row * (1.0 + row_share_);
         return static_cast<double>(lag - kFree) * feed_row_.or_else(row_share_ * target.row);
     }
 
@@ -64,6 +65,7 @@ public:
         if (session_.n_past() != p) return;                       // a token is pending: see Session::block_draft
         const int n = std::min(n_max, max_draft());
         const int64_t lag = session_.block_lag();
+        const bool stale = session_.block_stale();  // this pass re-evaluates the context first
         const auto n_vocab = static_cast<int32_t>(session_.n_vocab());
         double kept = 1.0;  // the confidence head's estimate that the whole draft so far is accepted
         const auto pick = [&](const model::BlockRow& r) -> int32_t {
@@ -78,19 +80,20 @@ public:
         };
         const double t0 = now();
         if (!session_.block_draft(ctx.back(), n, !draw_.argmax_only(), head_rows_, pick)) return;
-        time(lag, now() - t0, draft);
+        time(lag, stale, now() - t0, draft);
     }
 
 private:
     // A pass that fed `lag` context rows took s seconds: past the few a verify pass leaves
-    // behind, the feed is catching up, timed apart with what each row added.
-    void time(int64_t lag, double s, Draft* draft) {
+    // behind, the feed is catching up, timed apart with what each row added (not when the
+    // context was evaluated again: that is the target's work).
+    void time(int64_t lag, bool stale, double s, Draft* draft) {
         if (lag <= kFree) {
             per_pass_.add(s);
             return;
         }
         draft->catch_up_seconds += s;
-        if (per_pass_.seen > 0) feed_row_.add(std::max(0.0, s - per_pass_.value) / static_cast<double>(lag));
+        if (per_pass_.seen > 0 && !stale) feed_row_.add(std::max(0.0, s - per_pass_.value) / static_cast<double>(lag));
     }
 
     model::Session& session_;

@@ -195,6 +195,12 @@ void Scheduler::timed_pass(int rows, double seconds) {
     fit_.all.add(r, kFitWeight);
 }
 
+void Scheduler::wasted(int p, double seconds) {
+    if (!(seconds > 0)) return;
+    balance_ -= seconds;
+    own_[static_cast<size_t>(p)] -= seconds;
+}
+
 void Scheduler::verified(int p, int k, int accepted, double seconds, double caught_up) {
     const size_t ip = static_cast<size_t>(p);
     if (seconds > 0 && k >= 1 && k <= n_max_ && c1_known_) {

@@ -63,6 +63,9 @@ public:
     // took `seconds` (0: not timed, and the ledger is not told), of which caught_up catching the
     // proposer up.
     void verified(int p, int k, int accepted, double seconds = 0.0, double caught_up = 0.0);
+    // Proposer p was asked for a draft and drafted nothing it could verify (a confidence cut,
+    // a context it could not draft after): its `seconds` are a loss to the ledger.
+    void wasted(int p, double seconds);
     // Tokens the generation may still emit: what an investment must be repaid over.
     void set_horizon(int64_t tokens) { horizon_ = tokens; }
 
