@@ -176,8 +176,9 @@ class Trainer:
     (atomically) and resumes from it."""
 
     def __init__(self, net: DrafterNet, train: Sequence[Sample], heldout: Sequence[Sample], cfg: TrainConfig,
-                 work: Path, log: Any = sys.stderr) -> None:
-        self.net, self.train, self.heldout, self.cfg, self.work, self.log = net, train, heldout, cfg, work, log
+                 work: Path, log: Any = None) -> None:
+        self.net, self.train, self.heldout, self.cfg, self.work = net, train, heldout, cfg, work
+        self.log = log if log is not None else sys.stderr  # looked up now: stderr may be replaced
         self.params = [p for p in net.parameters() if p.requires_grad]
         self.opt = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=0.0)
         self.step = 0
@@ -192,7 +193,7 @@ class Trainer:
             self.opt.load_state_dict(state["opt"])
             self.step, self.history = state["step"], state["history"]
             self.rng.bit_generator.state = state["rng"]
-            print(f"ds4 train-drafter: resumed at step {self.step} from {ckpt}", file=log)
+            print(f"ds4 train-drafter: resumed at step {self.step} from {ckpt}", file=self.log)
 
     def lr(self) -> float:
         c = self.cfg
