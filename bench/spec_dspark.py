@@ -14,8 +14,6 @@ Run through ``bench/spec.py --dspark [--rounds 3] [--tokens 128] [--threads 2]``
 from __future__ import annotations
 
 import argparse
-import statistics
-from typing import Any
 
 import ds4
 from ds4.chat import apply_chat_template
@@ -48,28 +46,9 @@ def prompt_sets(model: ds4.Model) -> dict[str, list[list[int]]]:
     return {"chat (chat template)": chat, "code (plain continuation)": [model.tokenize(p) for p in CODE]}
 
 
-def run(model: ds4.Model, prompts: list[list[int]], tokens: int, spec: ds4.Spec | None) -> tuple[float, list, dict]:
-    """Tokens/s over the set, every output, and the summed speculation counts."""
-    seconds, n, outs = 0.0, 0, []
-    sums: dict[str, Any] = {"n_accepted": 0, "n_drafted": 0, "n_spec_passes": 0, "acc": [], "dr": []}
-    for p in prompts:
-        g = model.session().generate(p, max_tokens=tokens, spec=spec)
-        st = g.stats
-        seconds += st["end_to_end_seconds"]
-        n += st["n_generated"] - 1
-        outs.append(g.tokens)
-        for k in ("n_accepted", "n_drafted", "n_spec_passes"):
-            sums[k] += st[k]
-        for key, src in (("acc", "accepted_per_position"), ("dr", "drafted_per_position")):
-            total = sums[key]
-            total += [0] * (len(st[src]) - len(total))
-            for i, x in enumerate(st[src]):
-                total[i] += x
-    return n / seconds, outs, sums
-
-
 def dspark(args: argparse.Namespace) -> None:
     from spec import cpu_line
+    from spec_mtp import tables
 
     model = ds4.Model(threads=args.threads, n_ctx=1024)
     settings: dict[str, ds4.Spec | None] = {
@@ -86,24 +65,4 @@ def dspark(args: argparse.Namespace) -> None:
     drafter = ds4.Spec(types=["dspark"]).block_drafter(model)
     print(f"# {cpu_line()}\n# Gemma 3 270M Q4_K_M with {drafter.path.split('/')[-1]} (block {drafter.block_size}), "
           f"{args.tokens} tokens per prompt, {args.threads} threads, median of {args.rounds} rounds")
-    for name, prompts in prompt_sets(model).items():
-        rates: dict[str, list[float]] = {s: [] for s in settings}
-        ratios: dict[str, list[float]] = {s: [] for s in settings}
-        counts: dict[str, dict] = {}
-        want = None
-        for _ in range(args.rounds):
-            for s, spec in settings.items():
-                rate, outs, sums = run(model, prompts, args.tokens, spec)
-                want = want or outs
-                if outs != want:
-                    raise SystemExit(f"{s}: greedy output differs from plain decoding")
-                rates[s].append(rate)
-                ratios[s].append(rate / rates["plain"][-1])
-                counts.setdefault(s, sums)
-        print(f"\n### {name}\n")
-        print("| ds4 | decode tok/s | vs plain | accepted / drafted per position | tokens / pass |\n|---|---:|---:|---|---:|")
-        for s in settings:
-            c = counts[s]
-            per_pos = ", ".join(f"{a}/{d}" for a, d in zip(c["acc"], c["dr"])) or "n/a"
-            tpp = (c["n_accepted"] + c["n_spec_passes"]) / c["n_spec_passes"] if c["n_spec_passes"] else 1.0
-            print(f"| {s} | {statistics.median(rates[s]):.0f} | {statistics.median(ratios[s]):.2f} | {per_pos} | {tpp:.2f} |")
+    tables(model, prompt_sets(model), settings, args, stop_at_eog=True)

@@ -89,15 +89,7 @@ bool BlockFeed::resync(const std::vector<int32_t>& tokens) {
     const auto p = static_cast<int64_t>(tokens.size());
     for (int64_t at = 0; at < p; at += kChunk) {
         const int64_t n = std::min(kChunk, p - at);
-        const std::vector<Out> none(static_cast<size_t>(n), Out::none);
-        const SeqRows seq{scratch.get(), n, Attend::causal};
-        Request req = Request::of(seq, tokens.data() + at);
-        req.out = none.data();
-        const Captures cap = before(at, n);
-        req.capture_layers = cap.layers;
-        req.n_capture = cap.n;
-        req.hidden = cap.hidden;
-        target.forward(req);
+        target.eval_captures(*scratch, tokens.data() + at, n, before(at, n));
         committed(*scratch, tokens, at, n);
         feed();
     }

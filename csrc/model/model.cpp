@@ -215,6 +215,18 @@ void Model::eval_one(state::State& st, const int32_t* tokens, int64_t n, int64_t
     forward_locked(req);
 }
 
+void Model::eval_captures(state::State& st, const int32_t* tokens, int64_t n, const Captures& cap) {
+    if (n == 0) return;
+    const std::vector<Out> none(static_cast<size_t>(n), Out::none);
+    const SeqRows seq{&st, n, Attend::causal};
+    Request req = Request::of(seq, tokens);
+    req.out = none.data();
+    req.capture_layers = cap.layers;
+    req.n_capture = cap.n;
+    req.hidden = cap.hidden;
+    forward(req);
+}
+
 int64_t Model::split_rows() const {
     int64_t rows = backend_->split_rows(work_.head.type);
     for (const PassWork::Part& p : work_.layers) rows = std::max(rows, backend_->split_rows(p.type));

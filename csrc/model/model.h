@@ -107,6 +107,10 @@ public:
     // pass on this model's backend, serialised with its passes.
     void lend(const std::function<void(const Lent&)>& fn);
 
+    // Appends tokens[0, n) to `st` returning nothing but the hidden states `cap` keeps of every
+    // row: how a drafter's feed recovers the context it lost track of.
+    void eval_captures(state::State& st, const int32_t* tokens, int64_t n, const Captures& cap);
+
     // Per row of a forward pass: multiply-adds and weight bytes by format (model/pass_cost.h).
     const PassWork& work() const { return work_; }
     // The prior of what r rows add to a one-row pass (model/pass_cost.h), r = 1 .. max_rows;

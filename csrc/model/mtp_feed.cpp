@@ -91,14 +91,7 @@ bool MtpFeed::resync(state::State& st, const std::vector<int32_t>& tokens, int64
     const std::unique_ptr<state::State> scratch = model_->new_state();
     for (int64_t at = 0; at < p; at += kChunk) {
         const int64_t n = std::min(kChunk, p - at);
-        const std::vector<Out> none(static_cast<size_t>(n), Out::none);
-        const SeqRows seq{scratch.get(), n, Attend::causal};
-        Request req = Request::of(seq, tokens.data() + at);
-        req.out = none.data();
-        req.capture_layers = &final_norm_;
-        req.n_capture = 1;
-        req.hidden = keep(at, n);
-        model_->forward(req);
+        model_->eval_captures(*scratch, tokens.data() + at, n, before(at, n));
         hid_.insert(hid_.end(), pass_.begin(), pass_.begin() + n * d_);
         feed(st, tokens, at + n, -1, nullptr);
     }

@@ -2,7 +2,6 @@
 #include "speculative/dflash.h"
 
 #include <algorithm>
-#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -12,10 +11,6 @@
 namespace ds4::speculative {
 
 namespace {
-
-double now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // Context rows a draft takes along at about the cost of its block: the tokens a verify pass
 // accepted since the last draft.
@@ -78,9 +73,9 @@ public:
             draft->tokens.push_back(id);
             return id;
         };
-        const double t0 = now();
+        const double t0 = now_seconds();
         if (!session_.block_draft(ctx.back(), n, !draw_.argmax_only(), head_rows_, pick)) return;
-        time(lag, stale, now() - t0, draft);
+        time(lag, stale, now_seconds() - t0, draft);
     }
 
 private:

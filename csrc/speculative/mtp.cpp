@@ -2,7 +2,6 @@
 #include "speculative/mtp.h"
 
 #include <algorithm>
-#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -30,10 +29,6 @@ void MtpDepth::verified(int k, int accepted) {
 }
 
 namespace {
-
-double now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // Rows of a first step that ride along with the drafted one at about its cost: the tokens a
 // verify pass accepted since the last draft.
@@ -90,7 +85,7 @@ public:
         const int64_t lag = session_.mtp_lag();
         int32_t tok = ctx.back();
         for (int i = 0; i < want; ++i) {
-            const double t0 = now();
+            const double t0 = now_seconds();
             int32_t id = -1;
             model::MtpOut out;
             out.head_rows = head_rows_;
@@ -106,7 +101,7 @@ public:
                 session_.mtp_chain(p + i, tok, hidden_[(i + 1) % 2].data(), out);
             }
             if (!draw_.argmax_only()) id = draw_.pick(row_.data(), static_cast<int32_t>(row_.size()), vocab_, draft);
-            time(i == 0 ? lag + 1 : 1, now() - t0, draft);
+            time(i == 0 ? lag + 1 : 1, now_seconds() - t0, draft);
             if (id < 0 || id >= vocab_) break;  // low confidence, or a padding row of the embedding
             draft->tokens.push_back(id);
             tok = id;

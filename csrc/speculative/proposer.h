@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +35,11 @@ struct TargetCost {
     double step = 0;  // seconds of a plain decode step
     double row = 0;   // seconds one more row adds to a batched pass
 };
+
+// A steady clock in seconds, for timing drafts.
+inline double now_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 // A proposer's running seconds per step: the first two samples set it, the faster counting (the
 // first step after a load runs cold: after one, the prior if that is faster), later ones move it

@@ -107,27 +107,40 @@ def convert_drafter(hf_dir: Path, cfg: dict[str, Any], out: Path, outtype: str, 
         raise ConvertError(f"{hf_dir}: missing tensor(s) {', '.join(missing[:5])}")
 
     def metadata(w: Any) -> None:
-        w.add_name(hf_dir.resolve().name)
-        w.add_context_length(int(cfg.get("max_position_embeddings", 4096)))
-        w.add_embedding_length(hidden)
-        w.add_block_count(layers)
-        w.add_feed_forward_length(ffn)
-        w.add_head_count(heads)
-        w.add_head_count_kv(kv_heads)
-        w.add_key_length(head_dim)
-        w.add_value_length(head_dim)
-        w.add_layer_norm_rms_eps(float(cfg.get("rms_norm_eps", 1e-6)))
-        w.add_rope_freq_base(rope.theta)
-        w.add_array(f"{ARCH}.target_layers", [i + 1 for i in ids])
-        w.add_uint32(f"{ARCH}.block_size", block)
-        w.add_uint32("tokenizer.ggml.mask_token_id", int(mask))
         scale = dcfg.get("input_embedding_scale", cfg.get("input_embedding_scale"))
-        if scale is not None:
-            w.add_float32(f"{ARCH}.input_embedding_scale", float(scale))
-        for key in ("architecture", "name", "vocab_fingerprint", "weights_fingerprint"):
-            w.add_string(f"{ARCH}.target.{key}", str(tm[key]) or Path(target).name)
+        write_keys(w, name=hf_dir.resolve().name, ctx=int(cfg.get("max_position_embeddings", 4096)), hidden=hidden,
+                   layers=layers, ffn=ffn, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                   eps=float(cfg.get("rms_norm_eps", 1e-6)), rope_base=rope.theta, captures=[i + 1 for i in ids],
+                   block=block, mask=int(mask), scale=None if scale is None else float(scale), target=tm,
+                   target_path=Path(target))
 
     return write_gguf(out, ARCH, metadata, [plan[n] for n in expected])
+
+
+def write_keys(w: Any, *, name: str, ctx: int, hidden: int, layers: int, ffn: int, heads: int, kv_heads: int,
+               head_dim: int, eps: float, rope_base: float, captures: list[int], block: int, mask: int,
+               scale: float | None, target: dict[str, Any], target_path: Path) -> None:
+    """The keys every drafter file has (docs/drafters.md): the draft layers' shape, the target layers
+    (capture indices), block size, mask token, the embedding scale when set, and the target's identity
+    (``_core.target_identity``)."""
+    w.add_name(name)
+    w.add_context_length(ctx)
+    w.add_embedding_length(hidden)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(ffn)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_layer_norm_rms_eps(eps)
+    w.add_rope_freq_base(rope_base)
+    w.add_array(f"{ARCH}.target_layers", captures)
+    w.add_uint32(f"{ARCH}.block_size", block)
+    w.add_uint32("tokenizer.ggml.mask_token_id", mask)
+    if scale is not None:
+        w.add_float32(f"{ARCH}.input_embedding_scale", scale)
+    for key in ("architecture", "name", "vocab_fingerprint", "weights_fingerprint"):
+        w.add_string(f"{ARCH}.target.{key}", str(target[key]) or target_path.name)
 
 
 def _gguf_name(hf: str) -> str | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ds4.convert import _out_qtype, _Planned, write_gguf
-from ds4.convert_drafter import ARCH
+from ds4.convert_drafter import ARCH, write_keys
 
 
 def export_drafter(net: Any, target: str | os.PathLike[str], out: str | os.PathLike[str], outtype: str = "f32",
@@ -29,26 +29,13 @@ def export_drafter(net: Any, target: str | os.PathLike[str], out: str | os.PathL
         plan.append(_Planned(name, lambda a=a: a, a.shape, _out_qtype(outtype, name, a.shape)))
 
     def meta(w: Any) -> None:
-        w.add_name(Path(out).stem)
-        w.add_context_length(1 << 20)
-        w.add_embedding_length(cfg.n_embd)
-        w.add_block_count(cfg.n_layer)
-        w.add_feed_forward_length(cfg.n_ff)
-        w.add_head_count(cfg.n_head)
-        w.add_head_count_kv(cfg.n_head_kv)
-        w.add_key_length(cfg.head_dim)
-        w.add_value_length(cfg.head_dim)
-        w.add_layer_norm_rms_eps(cfg.norm_eps)
-        w.add_rope_freq_base(cfg.rope_base)
-        w.add_array(f"{ARCH}.target_layers", list(cfg.target_layers))
-        w.add_uint32(f"{ARCH}.block_size", cfg.block_size)
-        w.add_uint32("tokenizer.ggml.mask_token_id", cfg.mask_token)
+        write_keys(w, name=Path(out).stem, ctx=1 << 20, hidden=cfg.n_embd, layers=cfg.n_layer, ffn=cfg.n_ff,
+                   heads=cfg.n_head, kv_heads=cfg.n_head_kv, head_dim=cfg.head_dim, eps=cfg.norm_eps,
+                   rope_base=cfg.rope_base, captures=list(cfg.target_layers), block=cfg.block_size, mask=cfg.mask_token,
+                   scale=float(net.target.embed_scale), target=tm, target_path=Path(target))
         if cfg.dspark:
             w.add_bool(f"{ARCH}.sample_from_anchor", cfg.from_anchor)
             w.add_uint32(f"{ARCH}.markov_rank", cfg.markov_rank)
-        w.add_float32(f"{ARCH}.input_embedding_scale", float(net.target.embed_scale))
-        for key in ("architecture", "name", "vocab_fingerprint", "weights_fingerprint"):
-            w.add_string(f"{ARCH}.target.{key}", str(tm[key]) or Path(target).name)
         for key, v in (metadata or {}).items():
             if isinstance(v, str):
                 w.add_string(key, v)
