@@ -90,13 +90,8 @@ def run(args: argparse.Namespace) -> int:
     layers = (tuple(int(i) + 1 for i in args.target_layers.split(",")) if args.target_layers
               else default_layers(model._m.n_layer))
     t0 = time.time()
-    data_path = work / "data.npz"
-    if data_path.exists():
-        samples = data.load(data_path)
-    else:
-        prompts = data.read_prompts(args.prompts) + corpus_prompts(args.corpus, args.seed)
-        samples = list(data.generate(model, prompts, layers, args.max_new))
-        data.save(samples, data_path)
+    prompts = data.read_prompts(args.prompts) + corpus_prompts(args.corpus, args.seed)
+    samples = data.generate_to(work, model, prompts, layers, args.max_new)
     data_s = time.time() - t0
     order = np.random.default_rng(args.seed).permutation(len(samples))
     n_held = max(1, len(samples) // 10)
@@ -112,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         d2t=reduced_vocab(train, args.draft_vocab, parts.n_vocab) if dspark and args.draft_vocab else ())
     n_tokens = sum(len(s.tokens) for s in samples)
     print(f"ds4 train-drafter: {describe(cfg)}; data {len(samples)} sequences, {n_tokens} tokens "
-          f"({len(heldout)} held out), made in {data_s:.0f} s", file=sys.stderr)
+          f"({len(heldout)} held out), ready in {data_s:.0f} s", file=sys.stderr)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     net = DrafterNet(cfg, parts, seed=args.seed).to_device(device)
     tc = TrainConfig(steps=args.steps, lr=args.lr, minutes=args.minutes, seed=args.seed)

@@ -50,12 +50,13 @@ def read_prompts(path: str | os.PathLike[str] | None) -> list[str]:
 
 
 def generate(model: object, prompts: Sequence[str | Sequence[int]], layers: Sequence[int], max_new: int, batch: int = 8,
-             progress: bool = True) -> Iterable[Sample]:
+             progress: bool = True, first: int = 0, total: int = 0) -> Iterable[Sample]:
     """One Sample per prompt (text, or token ids taken as they are): the target's greedy continuation
     of up to max_new tokens (``batch``
     prompts decoded together: each gets exactly its solo tokens), then the features. Every other
     prompt is rendered as a user turn through the model's chat template (as chat and the server
-    send it), the others continued as plain text (as ``ds4 -p``)."""
+    send it), the others continued as plain text (as ``ds4 -p``); `first` is the index of
+    prompts[0] in the whole set of `total` (which every other prompt and the progress count in)."""
     from ds4.chat import apply_chat_template
     from ds4.gguf import inspect
 
@@ -73,14 +74,14 @@ def generate(model: object, prompts: Sequence[str | Sequence[int]], layers: Sequ
     t0 = time.time()
     n_tokens = 0
     for at in range(0, len(prompts), batch):
-        ids = [ids_of(at + i, p) for i, p in enumerate(prompts[at:at + batch])]
+        ids = [ids_of(first + at + i, p) for i, p in enumerate(prompts[at:at + batch])]
         gens = model.generate_batch(ids, max_tokens=max_new, temperature=0.0)  # type: ignore[attr-defined]
         for prompt, g in zip(ids, gens):
             tokens = np.asarray(prompt + g.tokens, dtype=np.int32)
             n_tokens += len(tokens)
             yield Sample(tokens, features(model, tokens, layers), len(prompt) - 1)
         if progress:
-            print(f"\rds4 train-drafter: data {min(at + batch, len(prompts))}/{len(prompts)} prompts, {n_tokens} tokens, "
+            print(f"\rds4 train-drafter: data {first + min(at + batch, len(prompts))}/{total or len(prompts)} prompts, {n_tokens} tokens, "
                   f"{n_tokens / (time.time() - t0):.0f} tok/s", end="", file=sys.stderr, flush=True)
     if progress:
         print(file=sys.stderr)
@@ -94,6 +95,34 @@ def features(model: object, tokens: np.ndarray, layers: Sequence[int], chunk: in
         h = s.eval_hidden(tokens[at:at + chunk], list(layers))  # [k, n, d]
         parts.append(np.concatenate(list(h), axis=-1))
     return np.concatenate(parts)
+
+
+def generate_to(work: Path, model: object, prompts: Sequence[str], layers: Sequence[int], max_new: int,
+                shard: int = 64) -> list[Sample]:
+    """The samples of `prompts`, generated in shards of `shard` prompts saved under `work` as they
+    complete, so that an interrupted run resumes at the first missing shard. The work directory
+    remembers what its data was made from and refuses to mix data of other arguments."""
+    import hashlib
+
+    recipe = {"prompts": hashlib.sha256(json.dumps(list(prompts)).encode()).hexdigest()[:16], "max_new": max_new,
+              "layers": list(layers), "model": Path(model.path).name}  # type: ignore[attr-defined]
+    manifest = work / "data.json"
+    if manifest.exists() and json.loads(manifest.read_text()) != recipe:
+        raise SystemExit(f"{work} holds data made from other prompts, --max-new, --target-layers or target "
+                         f"({manifest.read_text().strip()}); use another --work-dir or remove it")
+    manifest.write_text(json.dumps(recipe))
+    out: list[Sample] = []
+    for k, at in enumerate(range(0, len(prompts), shard)):
+        path = work / f"data-{k:04d}.npz"
+        if path.exists():
+            out.extend(load(path))
+            continue
+        if at:
+            print(f"ds4 train-drafter: data resumed at prompt {at}", file=sys.stderr)
+        samples = list(generate(model, prompts[at:at + shard], layers, max_new, first=at, total=len(prompts)))
+        save(samples, path)
+        out.extend(samples)
+    return out
 
 
 def save(samples: Sequence[Sample], path: Path) -> None:

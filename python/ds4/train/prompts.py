@@ -1,6 +1,7 @@
 """The default prompt set ``ds4 train-drafter`` generates its data from when given none: requests
-of the kinds users send (code to write, fix or explain; prose to write, summarise or answer),
-composed from subjects and tasks, in a fixed order (the same set every run)."""
+of the kinds users send (code to write, fix or explain; prose to write, summarise or answer;
+advice; short creative forms) and code files to continue, composed from subjects and tasks, in a
+fixed order (the same set every run)."""
 
 from __future__ import annotations
 
@@ -40,13 +41,41 @@ PROSE_TASKS = [
 ]
 
 
+ACTIVITIES = [
+    "learn to cook", "start running", "save money each month", "write a cover letter", "keep houseplants alive",
+    "prepare for an exam", "make friends in a new city", "clean a laptop keyboard", "learn a new language",
+    "plan a birthday party", "reduce screen time", "negotiate a salary", "train a puppy", "start a vegetable garden",
+    "give a presentation", "organize a small kitchen", "learn to play the guitar", "travel on a budget",
+    "choose a laptop", "bake bread at home", "stay focused while working from home", "fix a slow computer",
+    "write a thank-you note", "paint a room", "prepare for a long flight", "start journaling",
+]
+CHAT_TASKS = [
+    "How do I {a}?", "Give me some tips to {a}.", "What are the most common mistakes people make when they {a}?",
+    "I want to {a}. Where should I start?", "Make a step-by-step plan to {a}.",
+]
+FORMS = ["a poem", "a haiku", "a short dialogue", "a product description", "a motivational speech", "a short letter",
+         "a riddle", "a news headline and a short article", "a fable with a moral", "a recipe"]
+FORM_SUBJECTS = ["autumn leaves", "a robot learning to paint", "the ocean at night", "a lost umbrella", "coffee",
+                 "a city in the rain", "friendship", "a very old tree", "the first day of school", "a talking dog"]
+COMMENT = {"Python": "# {s}\n", "JavaScript": "// {s}\n", "C": "/* {s} */\n", "Rust": "// {s}\n", "Go": "// {s}\n",
+           "Java": "// {s}\n", "C++": "// {s}\n", "TypeScript": "// {s}\n"}
+
+
 def default_prompts() -> list[str]:
+    """Requests (answered through the chat template or continued as text, see ds4.train.data) and
+    code to continue: each code subject started as a file in two languages."""
     out = []
     for i, s in enumerate(CODE_SUBJECTS):
         for j, task in enumerate(CODE_TASKS):
             out.append(task.format(s=s, lang=LANGUAGES[(i + j) % len(LANGUAGES)]))
+        for lang in (LANGUAGES[i % len(LANGUAGES)], LANGUAGES[(i + 3) % len(LANGUAGES)]):
+            out.append(COMMENT[lang].format(s=f"{s[0].upper()}{s[1:]}, in {lang}."))
     for s in PROSE_SUBJECTS:
         out.extend(task.format(s=s) for task in PROSE_TASKS)
+    for a in ACTIVITIES:
+        out.extend(task.format(a=a) for task in CHAT_TASKS)
+    for i, form in enumerate(FORMS):
+        out.extend(f"Write {form} about {s}." for s in FORM_SUBJECTS[i % 3::3])
     return out
 
 
