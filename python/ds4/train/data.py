@@ -112,13 +112,15 @@ def generate_to(work: Path, model: object, prompts: Sequence[str], layers: Seque
                          f"({manifest.read_text().strip()}); use another --work-dir or remove it")
     manifest.write_text(json.dumps(recipe))
     out: list[Sample] = []
+    resumed = False  # said once, at the first shard made in this run
     for k, at in enumerate(range(0, len(prompts), shard)):
         path = work / f"data-{k:04d}.npz"
         if path.exists():
             out.extend(load(path))
             continue
-        if at:
+        if out and not resumed:
             print(f"ds4 train-drafter: data resumed at prompt {at}", file=sys.stderr)
+        resumed = True
         samples = list(generate(model, prompts[at:at + shard], layers, max_new, first=at, total=len(prompts)))
         save(samples, path)
         out.extend(samples)
