@@ -268,9 +268,17 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
             } else if (path == "i16packed") {
                 for (int64_t r = 0; r < nx; r += ik.rows_max) {
                     const int m = static_cast<int>(std::min<int64_t>(ik.rows_max, nx - r));
-                    for (int64_t o = 0; o < n_rows; ++o) {
-                        ik.rows_packed(b.ptr + static_cast<size_t>(o) * row, n, a.data() + r * n, da.data() + r * groups,
-                                       xs.data() + r * halves, m, y + r * n_rows + o, n_rows);
+                    for (int64_t o = 0; o < n_rows;) {  // as the backend: two rows at a time where a kernel does
+                        const bool two = ik.rows_packed2 && o + 1 < n_rows;
+                        const uint8_t* wo = b.ptr + static_cast<size_t>(o) * row;
+                        if (two) {
+                            ik.rows_packed2(wo, row, n, a.data() + r * n, da.data() + r * groups, xs.data() + r * halves, m,
+                                            y + r * n_rows + o, n_rows);
+                        } else {
+                            ik.rows_packed(wo, n, a.data() + r * n, da.data() + r * groups, xs.data() + r * halves, m,
+                                           y + r * n_rows + o, n_rows);
+                        }
+                        o += two ? 2 : 1;
                     }
                 }
             } else {

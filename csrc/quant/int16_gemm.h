@@ -96,6 +96,8 @@ struct I16Kernels {
     // One packed row (packed.h) decoded as `decode` decodes the GGUF row, for the formats with a
     // packed layout.
     DecodeI16Fn decode_packed = nullptr;
+    // rows_packed over two consecutive packed rows at once, where the ISA has such a kernel.
+    RowsPacked2Fn rows_packed2 = nullptr;
 
     int64_t groups(int64_t n) const { return n / (kSpan * group_spans); }
     void quantize_row(const float* x, int64_t n, int16_t* a, float* da, float* xs) const {
@@ -135,6 +137,12 @@ DecodeI16Fn decode_packed(Type type);
 // The fused few-rows kernel of `type` (every format above), or nullptr.
 RowsI16Fn rows_i16(Type type);
 }  // namespace avx2
+namespace avx512 {
+DS4_I16_BLOCKS_DECLARE
+// Activation rows per pass of the block-lane kernels: two weight rows per register leave room
+// for twice the AVX2 kernels' rows.
+constexpr int kBlockRowsMax = 12;
+}  // namespace avx512
 #undef DS4_I16_DECLARE
 #undef DS4_I16_BLOCKS_DECLARE
 

@@ -282,8 +282,8 @@ void gemm_i16_blocks(const int16_t* q, const float* sw, const float*, bool, int,
 
 namespace {
 
-// The SIMD GEMM needs only AVX2 (AVX-512 machines run it too); the scalar ISA runs the
-// reference; NEON has none and keeps the float path.
+// The SIMD GEMM needs only AVX2 (AVX-512 machines run it too, and their own kernels for the
+// block-lane formats); the scalar ISA runs the reference; NEON has none and keeps the float path.
 constexpr bool all_batches(Type t) { return t != Type::Q2_K && t != Type::Q3_K && t != Type::Q5_K; }
 template <Type T>
 void decode_packed_ref(const void* row, int64_t n, int16_t* q, float* sw, float* mw) {
@@ -315,7 +315,23 @@ const I16Kernels& table(Isa isa) {
                                  lanes,
                                  lanes ? avx2::kBlockRowsMax : kDotRowsMax,
                                  avx2::decode_packed(T)};
-    if (isa == Isa::avx2 || isa == Isa::avx512) return simd;
+    if (isa == Isa::avx2) return simd;
+    // AVX-512: the block-lane formats' kernels two weight rows at a time, the others AVX2's.
+    static const I16Kernels wide = lanes ? I16Kernels{&decode_row<F>,
+                                                      F::kMin,
+                                                      F::B / kSpan,
+                                                      F::kRange,
+                                                      &avx2::quantize_i16,
+                                                      &avx512::gemm_i16_blocks,
+                                                      nullptr,
+                                                      avx512::rows_packed(T),
+                                                      all_batches(T),
+                                                      lanes,
+                                                      avx512::kBlockRowsMax,
+                                                      avx2::decode_packed(T),
+                                                      avx512::rows_packed2(T)}
+                                         : simd;
+    if (isa == Isa::avx512) return wide;
 #endif
     return isa == Isa::scalar ? scalar : none;
 }

@@ -31,6 +31,9 @@ namespace ds4::quant {
 // packed row: the int16-path dot, bit for bit what the GEMM gives.
 using RowsPackedFn = void (*)(const void* row, int64_t n, const int16_t* a, const float* da, const float* xs,
                               int nx, float* y, int64_t ldy);
+// The same for two consecutive packed rows, row_bytes apart: y[r * ldy] and y[r * ldy + 1].
+using RowsPacked2Fn = void (*)(const void* row, size_t row_bytes, int64_t n, const int16_t* a, const float* da,
+                               const float* xs, int nx, float* y, int64_t ldy);
 
 // Whether `type` has a packed layout.
 constexpr bool has_packed_layout(Type type) { return type == Type::Q5_0 || type == Type::Q8_0; }
@@ -44,5 +47,10 @@ namespace avx2 {
 // The packed rows kernel of `type`, or nullptr.
 RowsPackedFn rows_packed(Type type);
 }  // namespace avx2
+namespace avx512 {
+// The packed rows kernels of `type` (one row, two rows), or nullptr.
+RowsPackedFn rows_packed(Type type);
+RowsPacked2Fn rows_packed2(Type type);
+}  // namespace avx512
 
 }  // namespace ds4::quant

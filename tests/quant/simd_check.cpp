@@ -10,7 +10,8 @@
 // simd_x86.h), and, where the table has them, dot_rows for every row count 1..kDotRowsMax and
 // decode_groups + gemm_groups for several weight-row x activation-row shapes, both bit for bit
 // against the table's own dot (the emulated fma rounds the same way in all three, so bit-identity
-// holds under SIMDe too).
+// holds under SIMDe too). On x86, the int16 path of each format (int16_gemm.h) against its scalar
+// reference, bit for bit: GEMM, packed GEMM and packed rows kernels (check_i16).
 // Usage: simd_check avx2|avx512|neon [seed] (an arm64 build checks the NEON table, e.g. under
 // qemu-aarch64).  Prints one line per failure; exit status 1 if any.
 #include <cmath>
@@ -23,8 +24,10 @@
 #include <vector>
 
 #include "quant/blocks.h"
+#include "quant/int16_gemm.h"
 #include "quant/isa_tables.h"
 #include "quant/kernels.h"
+#include "quant/packed.h"
 #include "quant/types.h"
 
 using namespace ds4::quant;
@@ -142,6 +145,81 @@ int check_gemm(const Case& c, const TypeInfo& ti, const Kernels& k, int64_t n, i
     return failures;
 }
 
+#if defined(DS4_X86)
+// The int16 path of `type` on `isa` against the scalar reference, bit for bit: the GEMM over
+// decoded rows; for the formats with a packed layout, the GEMM over decoded packed rows and the
+// packed rows kernels (one row, and two at a time where the ISA has them) for every activation
+// row count up to rows_max and a rest; 7 weight rows (pairs and a last one alone).
+int check_i16(const Case& c, const TypeInfo& ti, Isa isa, std::mt19937_64& rng, int& checks) {
+    const I16Kernels& ik = i16_kernels(c.type, isa);
+    const I16Kernels& ref = i16_kernels(c.type, Isa::scalar);
+    if (!ik.gemm) return 0;
+    int failures = 0;
+    const int nw = 7;
+    const int64_t step = ti.block_size;
+    for (int64_t nblk : {1, 3, 4, 8, 12, 20, 35}) {
+        const int64_t n = nblk * step;
+        if (n % (kSpan * ik.group_spans) != 0) continue;
+        const size_t rb = row_bytes(ti, n);
+        std::vector<uint8_t> w;
+        for (int o = 0; o < nw; ++o) {
+            const auto row = random_row(c, ti, n, rng);
+            w.insert(w.end(), row.begin(), row.end());
+        }
+        const int nx = ik.rows_max + 1;
+        const auto x = activation_rows(nx, n, n, rng);
+        const int64_t groups = ik.groups(n), halves = n / kHalf;
+        std::vector<int16_t> a(static_cast<size_t>(nx * n));
+        std::vector<float> da(static_cast<size_t>(nx * groups)), xs(static_cast<size_t>(nx * halves));
+        for (int r = 0; r < nx; ++r) ik.quantize_row(x.data() + r * n, n, a.data() + r * n, da.data() + r * groups, xs.data() + r * halves);
+        const auto gemm = [&](const I16Kernels& k, const uint8_t* rows, DecodeI16Fn decode) {
+            std::vector<int16_t> q(static_cast<size_t>(nw * n));
+            std::vector<float> sw(static_cast<size_t>(nw * groups)), mw(static_cast<size_t>(nw * halves));
+            for (int o = 0; o < nw; ++o) decode(rows + o * rb, n, q.data() + o * n, sw.data() + o * groups, mw.data() + o * halves);
+            std::vector<float> y(static_cast<size_t>(nx * nw));
+            k.gemm_rows(q.data(), sw.data(), mw.data(), nw, a.data(), da.data(), xs.data(), nx, n, y.data(), nw);
+            return y;
+        };
+        const auto compare = [&](const char* what, const std::vector<float>& got, const std::vector<float>& want, int rows) {
+            for (int i = 0; i < rows * nw; ++i) {
+                ++checks;
+                if (!same_bits(got[i], want[i])) {
+                    ++failures;
+                    std::printf("FAIL i16 %s %s n=%lld row %d col %d: %.9g != %.9g\n", what, ti.name, static_cast<long long>(n),
+                                i / nw, i % nw, got[i], want[i]);
+                    return;
+                }
+            }
+        };
+        const std::vector<float> want = gemm(ref, w.data(), ref.decode);
+        compare("gemm", gemm(ik, w.data(), ik.decode), want, nx);
+        if (!ik.rows_packed) continue;
+        std::vector<uint8_t> packed(w.size());
+        pack_rows(c.type, w.data(), n, nw, packed.data());
+        compare("packed gemm", gemm(ik, packed.data(), ik.decode_packed), want, nx);
+        for (int m = 1; m <= nx; ++m) {
+            std::vector<float> y(static_cast<size_t>(m * nw), -1.0f);
+            for (int r = 0; r < m; r += ik.rows_max) {
+                const int k = std::min(ik.rows_max, m - r);
+                for (int o = 0; o < nw;) {
+                    const bool two = ik.rows_packed2 && o + 1 < nw;
+                    const uint8_t* row = packed.data() + o * rb;
+                    float* yo = y.data() + r * nw + o;
+                    if (two) {
+                        ik.rows_packed2(row, rb, n, a.data() + r * n, da.data() + r * groups, xs.data() + r * halves, k, yo, nw);
+                    } else {
+                        ik.rows_packed(row, n, a.data() + r * n, da.data() + r * groups, xs.data() + r * halves, k, yo, nw);
+                    }
+                    o += two ? 2 : 1;
+                }
+            }
+            compare("rows_packed", y, want, m);
+        }
+    }
+    return failures;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -206,6 +284,9 @@ int main(int argc, char** argv) {
             for (int64_t nblk : {1, 3})
                 for (const auto& [nw, nx] : shapes) failures += check_gemm(c, ti, simd, nblk * bs, nw, nx, rng, checks);
         }
+#if defined(DS4_X86)
+        failures += check_i16(c, ti, isa == "avx512" ? Isa::avx512 : Isa::avx2, rng, checks);
+#endif
     }
     std::printf("%s: %d checks, %d failures, worst error / bound = %.3g\n", isa.c_str(), checks, failures, worst);
     return failures ? 1 : 0;

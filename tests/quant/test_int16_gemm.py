@@ -138,14 +138,15 @@ def test_pack_round_trip(t, n):
 @pytest.mark.parametrize("isa", SIMD_ISAS)
 @pytest.mark.parametrize("t", PACKED_TYPES)
 def test_packed_rows_equal_gemm(t, isa):
-    # activation rows in chunks of 6 (the kernels' rows per pass) and a rest
+    # activation rows in chunks of the kernels' rows per pass (AVX2 6, AVX-512 12) and a rest; 21 weight
+    # rows: pairs (AVX-512) and a last one alone
     n = _n(t)
     data, _ = _weights(t, 21, n, 13)
     rng = np.random.default_rng(14)
     x = (rng.standard_normal((13, n)) * np.exp(rng.standard_normal(n))).astype(np.float32)
     packed = _core.pack_weights(t, data, 21, n)
     want = _core.matmul_path(t, data, 21, x, "i16", isa=isa)
-    for nx in (1, 2, 7, 13):
+    for nx in (1, 2, 6, 7, 12, 13):
         np.testing.assert_array_equal(_core.matmul_path(t, packed, 21, x[:nx], "i16packed", isa=isa), want[:nx])
     np.testing.assert_array_equal(_core.matmul_path(t, packed, 21, x, "i16packed_gemm", isa=isa), want)
 

@@ -160,8 +160,10 @@ def test_env_forces_scalar():
 # ---- the C++ checker: native AVX2, and AVX-512 through SIMDe emulation -----------------------
 
 CHECK_SOURCES = ["kernels.cpp", "kernels_ref.cpp", "kernels_ref_k.cpp", "kernels_ref_iq.cpp", "iq_tables.cpp",
-                 "types.cpp", "kernels_avx2.cpp", "kquants_avx2.cpp", "gemm_avx2.cpp"]
-AVX512_SOURCES = ["kernels_avx512.cpp", "kquants_avx512.cpp", "gemm_avx512.cpp"]
+                 "types.cpp", "kernels_avx2.cpp", "kquants_avx2.cpp", "gemm_avx2.cpp", "int16_ref.cpp", "packed.cpp",
+                 "int16_avx2.cpp", "int16_blocks_avx2.cpp", "int16_rows_avx2.cpp"]
+AVX512_SOURCES = ["kernels_avx512.cpp", "kquants_avx512.cpp", "gemm_avx512.cpp", "int16_blocks_avx512.cpp"]
+ARM_SOURCES = [s for s in CHECK_SOURCES if "avx" not in s and "int16" not in s and s != "packed.cpp"]
 AVX2_FLAGS = ["-mavx2", "-mfma", "-mf16c", "-mbmi2"]
 
 
@@ -212,7 +214,7 @@ def test_cpp_checker_neon_under_qemu(tmp_path):
     if cxx is None or qemu is None:
         pytest.skip("needs aarch64-linux-gnu-g++ and qemu-aarch64 (apt-get install g++-aarch64-linux-gnu qemu-user)")
     q = ROOT / "csrc" / "quant"
-    srcs = [q / s for s in CHECK_SOURCES if "avx" not in s] + [q / "kernels_neon.cpp",
+    srcs = [q / s for s in ARM_SOURCES] + [q / "kernels_neon.cpp",
                                                                ROOT / "tests" / "quant" / "simd_check.cpp"]
     objs = []
     for i in range(0, len(srcs), 2):

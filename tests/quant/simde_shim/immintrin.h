@@ -102,3 +102,24 @@ inline simde__m256i ds4_mm256_maskz_loadu_epi16(simde__mmask16 k, const void* p)
 }
 #define _mm256_maskz_loadu_epi16 ds4_mm256_maskz_loadu_epi16
 #endif
+
+// The fused multiply-adds rounded once, as the hardware's (SIMDe may compute a * b + c with two
+// roundings): the int16 path's kernels are checked bit for bit against the scalar reference's
+// std::fma.
+#include <cmath>
+inline simde__m512 ds4_mm512_fmadd_ps(simde__m512 a, simde__m512 b, simde__m512 c) {
+    const auto x = ds4_simde_shim::bits<std::array<float, 16>>(a), y = ds4_simde_shim::bits<std::array<float, 16>>(b);
+    auto z = ds4_simde_shim::bits<std::array<float, 16>>(c);
+    for (int i = 0; i < 16; ++i) z[i] = std::fma(x[i], y[i], z[i]);
+    return ds4_simde_shim::bits<simde__m512>(z);
+}
+#undef _mm512_fmadd_ps
+#define _mm512_fmadd_ps ds4_mm512_fmadd_ps
+inline simde__m128 ds4_mm_fmadd_ss(simde__m128 a, simde__m128 b, simde__m128 c) {
+    const auto x = ds4_simde_shim::bits<std::array<float, 4>>(a), y = ds4_simde_shim::bits<std::array<float, 4>>(b);
+    auto z = x;
+    z[0] = std::fma(x[0], y[0], ds4_simde_shim::bits<std::array<float, 4>>(c)[0]);
+    return ds4_simde_shim::bits<simde__m128>(z);
+}
+#undef _mm_fmadd_ss
+#define _mm_fmadd_ss ds4_mm_fmadd_ss
