@@ -265,29 +265,24 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
                 }
                 ik.gemm_rows(q.data(), sw.data(), mw.data(), static_cast<int>(n_rows), a.data(), da.data(), xs.data(),
                              static_cast<int>(nx), n, y, n_rows);
-            } else if (path == "i16packed") {
+            } else {  // the fused rows kernels, as the backend runs them: two rows at a time where a kernel does
+                const bool packed = path == "i16packed";
+                const quant::RowsI16Fn one = packed ? ik.rows_packed : ik.rows;
+                const quant::RowsPacked2Fn pair = packed ? ik.rows_packed2 : ik.rows2;
                 for (int64_t r = 0; r < nx; r += ik.rows_max) {
                     const int m = static_cast<int>(std::min<int64_t>(ik.rows_max, nx - r));
-                    for (int64_t o = 0; o < n_rows;) {  // as the backend: two rows at a time where a kernel does
-                        const bool two = ik.rows_packed2 && o + 1 < n_rows;
+                    for (int64_t o = 0; o < n_rows;) {
+                        const bool two = pair && nx > 1 && o + 1 < n_rows;
                         const uint8_t* wo = b.ptr + static_cast<size_t>(o) * row;
+                        float* yo = y + r * n_rows + o;
                         if (two) {
-                            ik.rows_packed2(wo, row, n, a.data() + r * n, da.data() + r * groups, xs.data() + r * halves, m,
-                                            y + r * n_rows + o, n_rows);
+                            pair(wo, row, n, a.data() + r * n, da.data() + r * groups, xs.data() + r * halves, m, yo, n_rows);
                         } else {
-                            ik.rows_packed(wo, n, a.data() + r * n, da.data() + r * groups, xs.data() + r * halves, m,
-                                           y + r * n_rows + o, n_rows);
+                            one(wo, n, a.data() + r * n, da.data() + r * groups, xs.data() + r * halves, m, yo, n_rows);
                         }
                         o += two ? 2 : 1;
                     }
                 }
-            } else {
-                for (int64_t o = 0; o < n_rows; ++o)
-                    for (int64_t r = 0; r < nx; r += quant::kDotRowsMax) {
-                        const int m = static_cast<int>(std::min<int64_t>(quant::kDotRowsMax, nx - r));
-                        ik.rows(b.ptr + static_cast<size_t>(o) * row, n, a.data() + r * n, da.data() + r * groups,
-                                xs.data() + r * halves, m, y + r * n_rows + o, n_rows);
-                    }
             }
         } else if (n_rows > 0) {
             std::vector<float> u(static_cast<size_t>(n_rows * n)), sc(static_cast<size_t>(n_rows * (n / k.group_len)));

@@ -96,8 +96,9 @@ struct I16Kernels {
     // One packed row (packed.h) decoded as `decode` decodes the GGUF row, for the formats with a
     // packed layout.
     DecodeI16Fn decode_packed = nullptr;
-    // rows_packed over two consecutive packed rows at once, where the ISA has such a kernel.
+    // rows_packed, and rows, over two consecutive rows at once, where the ISA has such kernels.
     RowsPacked2Fn rows_packed2 = nullptr;
+    RowsPacked2Fn rows2 = nullptr;
 
     int64_t groups(int64_t n) const { return n / (kSpan * group_spans); }
     void quantize_row(const float* x, int64_t n, int16_t* a, float* da, float* xs) const {
@@ -142,6 +143,11 @@ DS4_I16_BLOCKS_DECLARE
 // Activation rows per pass of the block-lane kernels: two weight rows per register leave room
 // for twice the AVX2 kernels' rows.
 constexpr int kBlockRowsMax = 12;
+// Activation rows per pass of the K-quants' rows kernels (AVX2: kDotRowsMax).
+constexpr int kKquantRowsMax = 8;
+// The fused rows kernels of Q4_K and Q6_K, one row and two at a time, or nullptr.
+RowsI16Fn rows_i16(Type type);
+RowsPacked2Fn rows2_i16(Type type);
 }  // namespace avx512
 #undef DS4_I16_DECLARE
 #undef DS4_I16_BLOCKS_DECLARE

@@ -316,7 +316,7 @@ const I16Kernels& table(Isa isa) {
                                  lanes ? avx2::kBlockRowsMax : kDotRowsMax,
                                  avx2::decode_packed(T)};
     if (isa == Isa::avx2) return simd;
-    // AVX-512: the block-lane formats' kernels two weight rows at a time, the others AVX2's.
+    // AVX-512: the block-lane formats' and K-quants' kernels two weight rows at a time, the others AVX2's.
     static const I16Kernels wide = lanes ? I16Kernels{&decode_row<F>,
                                                       F::kMin,
                                                       F::B / kSpan,
@@ -330,7 +330,21 @@ const I16Kernels& table(Isa isa) {
                                                       avx512::kBlockRowsMax,
                                                       avx2::decode_packed(T),
                                                       avx512::rows_packed2(T)}
-                                         : simd;
+                                         : avx512::rows2_i16(T) ? I16Kernels{&decode_row<F>,
+                                                                             F::kMin,
+                                                                             F::B / kSpan,
+                                                                             F::kRange,
+                                                                             &avx2::quantize_i16,
+                                                                             &avx2::gemm_i16,
+                                                                             avx512::rows_i16(T),
+                                                                             nullptr,
+                                                                             all_batches(T),
+                                                                             lanes,
+                                                                             avx512::kKquantRowsMax,
+                                                                             nullptr,
+                                                                             nullptr,
+                                                                             avx512::rows2_i16(T)}
+                                                                : simd;
     if (isa == Isa::avx512) return wide;
 #endif
     return isa == Isa::scalar ? scalar : none;

@@ -147,9 +147,10 @@ int check_gemm(const Case& c, const TypeInfo& ti, const Kernels& k, int64_t n, i
 
 #if defined(DS4_X86)
 // The int16 path of `type` on `isa` against the scalar reference, bit for bit: the GEMM over
-// decoded rows; for the formats with a packed layout, the GEMM over decoded packed rows and the
-// packed rows kernels (one row, and two at a time where the ISA has them) for every activation
-// row count up to rows_max and a rest; 7 weight rows (pairs and a last one alone).
+// decoded rows; the fused rows kernels (one weight row, and two at a time where the ISA has them)
+// for every activation row count up to rows_max and a rest, over GGUF rows and, for the formats
+// with a packed layout, packed rows (and the GEMM over decoded packed rows); 7 weight rows
+// (pairs and a last one alone).
 int check_i16(const Case& c, const TypeInfo& ti, Isa isa, std::mt19937_64& rng, int& checks) {
     const I16Kernels& ik = i16_kernels(c.type, isa);
     const I16Kernels& ref = i16_kernels(c.type, Isa::scalar);
@@ -193,28 +194,34 @@ int check_i16(const Case& c, const TypeInfo& ti, Isa isa, std::mt19937_64& rng, 
         };
         const std::vector<float> want = gemm(ref, w.data(), ref.decode);
         compare("gemm", gemm(ik, w.data(), ik.decode), want, nx);
+        // the rows kernels as the backend runs them: chunks of rows_max, two weight rows at a time
+        const auto rows = [&](const char* what, RowsPackedFn one, RowsPacked2Fn pair, const uint8_t* data) {
+            for (int m = 1; m <= nx; ++m) {
+                std::vector<float> y(static_cast<size_t>(m * nw), -1.0f);
+                for (int r = 0; r < m; r += ik.rows_max) {
+                    const int k = std::min(ik.rows_max, m - r);
+                    for (int o = 0; o < nw;) {
+                        const bool two = pair && m > 1 && o + 1 < nw;
+                        const uint8_t* row = data + o * rb;
+                        float* yo = y.data() + r * nw + o;
+                        const int16_t* ar = a.data() + r * n;
+                        if (two) {
+                            pair(row, rb, n, ar, da.data() + r * groups, xs.data() + r * halves, k, yo, nw);
+                        } else {
+                            one(row, n, ar, da.data() + r * groups, xs.data() + r * halves, k, yo, nw);
+                        }
+                        o += two ? 2 : 1;
+                    }
+                }
+                compare(what, y, want, m);
+            }
+        };
+        if (ik.rows) rows("rows", ik.rows, ik.rows2, w.data());
         if (!ik.rows_packed) continue;
         std::vector<uint8_t> packed(w.size());
         pack_rows(c.type, w.data(), n, nw, packed.data());
         compare("packed gemm", gemm(ik, packed.data(), ik.decode_packed), want, nx);
-        for (int m = 1; m <= nx; ++m) {
-            std::vector<float> y(static_cast<size_t>(m * nw), -1.0f);
-            for (int r = 0; r < m; r += ik.rows_max) {
-                const int k = std::min(ik.rows_max, m - r);
-                for (int o = 0; o < nw;) {
-                    const bool two = ik.rows_packed2 && o + 1 < nw;
-                    const uint8_t* row = packed.data() + o * rb;
-                    float* yo = y.data() + r * nw + o;
-                    if (two) {
-                        ik.rows_packed2(row, rb, n, a.data() + r * n, da.data() + r * groups, xs.data() + r * halves, k, yo, nw);
-                    } else {
-                        ik.rows_packed(row, n, a.data() + r * n, da.data() + r * groups, xs.data() + r * halves, k, yo, nw);
-                    }
-                    o += two ? 2 : 1;
-                }
-            }
-            compare("rows_packed", y, want, m);
-        }
+        rows("rows_packed", ik.rows_packed, ik.rows_packed2, packed.data());
     }
     return failures;
 }

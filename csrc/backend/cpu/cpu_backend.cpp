@@ -607,8 +607,9 @@ private:
         const int64_t by_threads = (w.n_out + 4 * pool_.size() - 1) / (4 * pool_.size());
         const int64_t rows = std::max<int64_t>(1, std::min(by_bytes, by_threads));
         // a kernel of two weight rows at a time gets whole pairs
-        return path == Path::int16_rows && n > 1 && w.packed && quant::i16_kernels(w.type).rows_packed2 ? (rows + 1) / 2 * 2
-                                                                                                           : rows;
+        const quant::I16Kernels& ik = quant::i16_kernels(w.type);
+        const bool pairs = path == Path::int16_rows && n > 1 && (w.packed ? ik.rows_packed2 : ik.rows2);
+        return pairs ? (rows + 1) / 2 * 2 : rows;
     }
     // Floats of per-thread scratch a path needs.
     static size_t path_scratch(Path path, const Weight& w) {
@@ -669,17 +670,17 @@ private:
             // Two weight rows at a time where the ISA has a kernel for it (AVX-512), for more
             // than one activation row (a decode step is bound by the weight stream).
             const auto* rows = static_cast<const uint8_t*>(w.packed ? w.packed : w.data);
-            const bool pairs = w.packed && ik.rows_packed2 && n > 1;
+            const quant::RowsPacked2Fn pair = w.packed ? ik.rows_packed2 : ik.rows2;
             for (int64_t o = o0; o < o1;) {
                 const uint8_t* wo = rows + static_cast<size_t>(o) * w.row_bytes;
-                const bool two = pairs && o + 1 < o1;
+                const bool two = pair && n > 1 && o + 1 < o1;
                 for (int64_t r = 0; r < n; r += ik.rows_max) {
                     const int m = static_cast<int>(std::min<int64_t>(ik.rows_max, n - r));
                     const int16_t* a = act_a_.data() + r * w.n_in;
                     const float *da = act_da_.data() + r * groups, *xs = act_xs_.data() + r * halves;
                     float* yo = y + r * ldy + (o - o0);
                     if (two) {
-                        ik.rows_packed2(wo, w.row_bytes, w.n_in, a, da, xs, m, yo, ldy);
+                        pair(wo, w.row_bytes, w.n_in, a, da, xs, m, yo, ldy);
                     } else {
                         (w.packed ? ik.rows_packed : ik.rows)(wo, w.n_in, a, da, xs, m, yo, ldy);
                     }

@@ -1,0 +1,74 @@
+"""Many-row int16 kernels (decode, verify blocks): GMAC/s per format, activation-row count and ISA.
+
+For each int16-path format, a weight matrix that fits the L2 / L3 caches (--kib, so that the kernel,
+not DRAM, is measured) against 1, 4, 8, 12 and 16 activation rows through the kernel the engine
+uses for fewer than 32 rows: the packed rows kernels for Q8_0 / Q5_0 (two weight rows at a time on
+AVX-512), the fused rows kernel for the others. One thread (``_core.matmul_path`` runs on the
+calling thread), timed by its CPU time, best of --reps; the activations' quantisation is included
+(a small share: rows x columns against the matrix's rows x columns x weight rows).
+
+    PYTHONPATH=python python bench/quant_rows.py [--kib 4096] [--cols 640] [--reps 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ds4 import _core
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "quant"))
+from qdata import block_geometry, random_blocks  # noqa: E402
+
+FORMATS = ["Q8_0", "Q5_0", "Q4_0", "Q4_1", "Q5_1", "Q4_K", "Q6_K"]
+PACKED = {"Q8_0", "Q5_0"}
+ROWS = [1, 4, 8, 12, 16]
+
+
+def gmacs(t: str, data: bytes, n_rows: int, x: np.ndarray, path: str, isa: str, reps: int) -> float:
+    _core.matmul_path(t, data, n_rows, x, path, isa=isa)
+    best = float("inf")
+    for _ in range(reps):
+        c0 = time.thread_time()
+        _core.matmul_path(t, data, n_rows, x, path, isa=isa)
+        best = min(best, time.thread_time() - c0)
+    return n_rows * x.shape[1] * x.shape[0] / best / 1e9
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kib", type=int, default=4096, help="weight bytes per matrix (KiB)")
+    ap.add_argument("--cols", type=int, default=640, help="row length (a multiple of 256)")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--types", default=",".join(FORMATS))
+    args = ap.parse_args()
+    isas = [i for i in _core.simd_available() if i != "scalar"]
+    rng = np.random.default_rng(0)
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    print(f"# int16 rows kernels, 1 thread, {args.kib} KiB of weights, row length {args.cols} (K-quants: rounded up to 256), best of {args.reps}; "
+          f"cpu: {cpu}; ISAs: {', '.join(isas)}; load average before: {os.getloadavg()[0]:.2f}")
+    print("| format | rows | " + " | ".join(f"{i} GMAC/s" for i in isas) + " | " +
+          " | ".join(f"{i} / {isas[0]}" for i in isas[1:]) + " |")
+    print("|---|---:|" + "---:|" * (2 * len(isas) - 1))
+    for t in args.types.split(","):
+        block, size = block_geometry(t)
+        cols = -(-args.cols // block) * block  # the K-quants' rows are whole super-blocks
+        n_rows = max(2, args.kib * 1024 // (cols // block * size))
+        data = random_blocks(t, n_rows * cols // block, rng)
+        path = "i16rows"
+        if t in PACKED:
+            data, path = _core.pack_weights(t, data, n_rows, cols), "i16packed"
+        for nx in ROWS:
+            x = rng.standard_normal((nx, cols)).astype(np.float32)
+            res = [gmacs(t, data, n_rows, x, path, isa, args.reps) for isa in isas]
+            print(f"| {t} ({cols}) | {nx} | " + " | ".join(f"{r:.1f}" for r in res) + " | " +
+                  " | ".join(f"{r / res[0]:.2f}x" for r in res[1:]) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

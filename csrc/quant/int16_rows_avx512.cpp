@@ -1,0 +1,142 @@
+// AVX-512 int16-path kernels of the K-quants (Q4_K, Q6_K) for a few activation rows (verify
+// blocks), two weight rows at a time: each super-block span is decoded per row as the AVX2
+// kernel decodes it (x86_kquant_spans.h), the two rows' vectors joined in one zmm (row o low,
+// row o + 1 high), each activation vector broadcast to both halves and vpdpwssd accumulating the
+// exact integer sums. Every lane does the AVX2 kernel's arithmetic (int16_rows_avx2.cpp: the same
+// integer sums per super-block, scale products, fmas, minimum terms and final lane trees), so
+// the floats are its floats, bit for bit. Up to 8 activation rows per pass (AVX2: 4).
+// GCC 12 warns on its own _mm512_undefined_* inside the insert / cast intrinsics (GCC PR 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+
+#include <array>
+#include <utility>
+
+#include "quant/int16_gemm.h"
+#include "quant/x86_kquant_spans.h"
+
+namespace ds4::quant::avx512 {
+
+namespace {
+
+inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+inline __m512 join(__m256 lo, __m256 hi) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+}
+inline __m256 high(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+
+// The AVX2 kernels' sum of 8 lanes: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+template <int kBytes>
+inline void prefetch(const uint8_t* p) {  // 1 KiB ahead of the weight stream, as the AVX2 kernels
+    for (int off = 0; off < kBytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + 1024 + off, _MM_HINT_T0);
+}
+
+// y[r * ldy] (row p0) and, when nw == 2, y[r * ldy + 1] (row p1) for R activation rows.
+template <class F, int R>
+void rows_super(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const int16_t* a, const float* da,
+                const float* xs, float* y, int64_t ldy) {
+    const int64_t nb = n / QK_K, halves = n / kHalf;
+    __m512 acc[R], c[R];
+    for (int r = 0; r < R; ++r) acc[r] = c[r] = _mm512_setzero_ps();
+    for (int64_t bi = 0; bi < nb; ++bi, p0 += F::kBytes, p1 += F::kBytes) {
+        prefetch<F::kBytes>(p0);
+        prefetch<F::kBytes>(p1);
+        const F f0(p0), f1(p1);
+        __m512i S[R];
+        for (int r = 0; r < R; ++r) S[r] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int k = 0; k < 8; ++k) {
+            __m256i v0[2], v1[2];
+            f0.span(k, v0);
+            f1.span(k, v1);
+            for (int i = 0; i < 2; ++i) {
+                const __m512i q = join(v0[i], v1[i]);
+                for (int r = 0; r < R; ++r) {
+                    const auto* ap = reinterpret_cast<const __m256i*>(a + r * n + bi * QK_K + 32 * k + 16 * i);
+                    S[r] = _mm512_dpwssd_epi32(S[r], q, _mm512_broadcast_i64x4(_mm256_loadu_si256(ap)));
+                }
+            }
+        }
+        const __m512 d = join(_mm256_set1_ps(f0.d()), _mm256_set1_ps(f1.d()));
+        for (int r = 0; r < R; ++r) {
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r]), _mm512_mul_ps(d, _mm512_set1_ps(da[r * nb + bi])), acc[r]);
+            if constexpr (F::kMin) {
+                const float* x = xs + r * halves + 16 * bi;
+                c[r] = _mm512_fmadd_ps(join(f0.mw[0], f1.mw[0]), _mm512_broadcast_f32x8(_mm256_loadu_ps(x)), c[r]);
+                c[r] = _mm512_fmadd_ps(join(f0.mw[1], f1.mw[1]), _mm512_broadcast_f32x8(_mm256_loadu_ps(x + 8)), c[r]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        const __m256 lo = _mm512_castps512_ps256(acc[r]), hi = high(acc[r]);
+        if constexpr (F::kMin) {
+            y[r * ldy] = hsum8(lo) - hsum8(_mm512_castps512_ps256(c[r]));
+            if (nw == 2) y[r * ldy + 1] = hsum8(hi) - hsum8(high(c[r]));
+        } else {
+            y[r * ldy] = hsum8(lo);
+            if (nw == 2) y[r * ldy + 1] = hsum8(hi);
+        }
+    }
+}
+
+template <class F>
+using RowsFn = void (*)(const uint8_t*, const uint8_t*, int, int64_t, const int16_t*, const float*, const float*,
+                        float*, int64_t);
+
+template <class F, size_t... I>
+constexpr std::array<RowsFn<F>, sizeof...(I)> rows_table(std::index_sequence<I...>) {
+    return {&rows_super<F, static_cast<int>(I) + 1>...};
+}
+
+template <class F>
+void rows_any(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const int16_t* a, const float* da,
+              const float* xs, int nx, float* y, int64_t ldy) {
+    static constexpr auto fns = rows_table<F>(std::make_index_sequence<kKquantRowsMax>());
+    fns[static_cast<size_t>(nx - 1)](p0, p1, nw, n, a, da, xs, y, ldy);
+}
+
+// One row: the AVX2 kernel as far as it goes (a decode step), past it this kernel over the row twice.
+template <class F, Type T>
+void rows1(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
+           int64_t ldy) {
+    if (nx <= kDotRowsMax) return avx2::rows_i16(T)(w, n, a, da, xs, nx, y, ldy);
+    const auto* p = static_cast<const uint8_t*>(w);
+    rows_any<F>(p, p, 1, n, a, da, xs, nx, y, ldy);
+}
+
+template <class F>
+void rows2(const void* w, size_t row_bytes, int64_t n, const int16_t* a, const float* da, const float* xs, int nx,
+           float* y, int64_t ldy) {
+    const auto* p = static_cast<const uint8_t*>(w);
+    rows_any<F>(p, p + row_bytes, 2, n, a, da, xs, nx, y, ldy);
+}
+
+}  // namespace
+
+RowsI16Fn rows_i16(Type type) {
+    switch (type) {
+        case Type::Q4_K: return &rows1<Q4K, Type::Q4_K>;
+        case Type::Q6_K: return &rows1<Q6K, Type::Q6_K>;
+        default: return nullptr;
+    }
+}
+
+RowsPacked2Fn rows2_i16(Type type) {
+    switch (type) {
+        case Type::Q4_K: return &rows2<Q4K>;
+        case Type::Q6_K: return &rows2<Q6K>;
+        default: return nullptr;
+    }
+}
+
+}  // namespace ds4::quant::avx512

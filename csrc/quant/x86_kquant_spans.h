@@ -1,0 +1,101 @@
+// The K-quants' super-blocks decoded for the int16 path (int16_gemm.h) 32 weights at a time into
+// two 16-lane int16 vectors, their sub-block scales folded in, as decode_row defines them: shared
+// by the AVX2 rows kernels (int16_rows_avx2.cpp) and the AVX-512 ones (int16_rows_avx512.cpp).
+// Include only from files compiled with AVX2 (or wider) flags; everything is in an unnamed
+// namespace, so each translation unit has its own copy, compiled for its own ISA.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "quant/blocks.h"
+
+namespace ds4::quant {
+namespace {
+
+// An f16 as a float, exactly (the F16C conversion: _cvtsh_ss's).
+inline float f16_to_f32(uint16_t h) { return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h))); }
+
+inline __m256i load_u8x16(const uint8_t* p) {
+    return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// A block of format Blk read in place: its size and its f16 scale d.
+template <class Blk>
+struct BlockRef {
+    static constexpr int kBytes = sizeof(Blk);
+    const Blk& b;
+    explicit BlockRef(const uint8_t* p) : b(*reinterpret_cast<const Blk*>(p)) {}
+    float d() const { return f16_to_f32(b.d); }
+};
+
+// Word k of the 8 int16 in each 128-bit lane of v, in every lane.
+inline __m256i word(__m256i v, int k) {
+    return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * k)));
+}
+
+// The super-block's weights, 32 at a time: span(k, v) sets v[0], v[1] to elements 32k .. 32k+15
+// and 32k+16 .. 32k+31 as int16 (sub-block scale applied); mw the minimum per half (halves
+// 0..7, 8..15).
+struct Q4K : BlockRef<block_q4_K> {
+    static constexpr bool kSuper = true;
+    static constexpr bool kMin = true;
+    __m256i sc;  // the 6-bit sub-block scales (blocks.h: scale_min_k4) as int16, in both lanes
+    __m256 mw[2];
+    explicit Q4K(const uint8_t* p) : BlockRef(p) {
+        // Bytes 0..3 hold scales 0..3 and the top bits of scales 4..7, bytes 4..7 the mins likewise,
+        // bytes 8..11 the low nibbles of scales and mins 4..7.
+        uint32_t lo, mid, hi;
+        std::memcpy(&lo, b.scales, 4);
+        std::memcpy(&mid, b.scales + 4, 4);
+        std::memcpy(&hi, b.scales + 8, 4);
+        const uint64_t s = (lo & 0x3F3F3F3Fu) | uint64_t{(hi & 0x0F0F0F0Fu) | ((lo >> 6) & 0x03030303u) << 4} << 32;
+        const uint64_t m = (mid & 0x3F3F3F3Fu) | uint64_t{((hi >> 4) & 0x0F0F0F0Fu) | ((mid >> 6) & 0x03030303u) << 4} << 32;
+        sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(s))));
+        // dmin * m per half, as decode_row writes it
+        const __m256 mf = _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(b.dmin)),
+                                        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m)))));
+        mw[0] = _mm256_permutevar8x32_ps(mf, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+        mw[1] = _mm256_permutevar8x32_ps(mf, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
+    }
+    void span(int k, __m256i (&v)[2]) const {
+        const uint8_t* qs = b.qs + 32 * (k / 2);
+        const __m256i s = word(sc, k);
+        for (int i = 0; i < 2; ++i) {
+            const __m256i x = load_u8x16(qs + 16 * i);
+            const __m256i q = k % 2 ? _mm256_srli_epi16(x, 4) : _mm256_and_si256(x, _mm256_set1_epi16(0x0F));
+            v[i] = _mm256_mullo_epi16(q, s);
+        }
+    }
+};
+
+// Q6_K: element 128 h + 32 g + l: nibble g / 2 of ql[64 h + 32 (g % 2) + l], bits 2 g of
+// qh[32 h + l], value q - 32, scale scales[(32 g + l) / 16 + 8 h].
+struct Q6K : BlockRef<block_q6_K> {
+    static constexpr bool kSuper = true;
+    static constexpr bool kMin = false;
+    __m256i sc[2];  // the 16 int8 scales as int16: 0..7 and 8..15, each in both lanes
+    explicit Q6K(const uint8_t* p) : BlockRef(p) {
+        const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+        sc[0] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s));
+        sc[1] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s, 8)));
+    }
+    void span(int k, __m256i (&v)[2]) const {
+        const int h = k / 4, g = k % 4;
+        const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32 * (g % 2)));
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+        const __m256i lo = g < 2 ? _mm256_and_si256(ql, _mm256_set1_epi8(0x0F))
+                                 : _mm256_and_si256(_mm256_srli_epi16(ql, 4), _mm256_set1_epi8(0x0F));
+        // bits 2g..2g+1 of each qh byte moved to bits 4..5
+        const __m256i hi = _mm256_and_si256(g < 2 ? _mm256_slli_epi16(qh, 4 - 2 * g) : _mm256_srli_epi16(qh, 2 * g - 4),
+                                            _mm256_set1_epi8(0x30));
+        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+        v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), word(sc[h], 2 * g));
+        v[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), word(sc[h], 2 * g + 1));
+    }
+};
+
+}  // namespace
+}  // namespace ds4::quant
