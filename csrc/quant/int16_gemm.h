@@ -137,9 +137,14 @@ constexpr int kBlockRowsMax = 6;
 DecodeI16Fn decode_packed(Type type);
 // The fused few-rows kernel of `type` (every format above), or nullptr.
 RowsI16Fn rows_i16(Type type);
+// y[r * ldy + o] -= the minimum terms of weight rows o < nw and activation rows r < nx (the
+// reference's order), for the GEMMs of the formats with a minimum.
+void min_terms(const float* mw, int nw, const float* xs, int nx, int64_t halves, float* y, int64_t ldy);
 }  // namespace avx2
 namespace avx512 {
 DS4_I16_BLOCKS_DECLARE
+void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans, int nw, const int16_t* a,
+              const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy);
 // Activation rows per pass of the block-lane kernels: two weight rows per register leave room
 // for twice the AVX2 kernels' rows.
 constexpr int kBlockRowsMax = 12;

@@ -316,35 +316,22 @@ const I16Kernels& table(Isa isa) {
                                  lanes ? avx2::kBlockRowsMax : kDotRowsMax,
                                  avx2::decode_packed(T)};
     if (isa == Isa::avx2) return simd;
-    // AVX-512: the block-lane formats' and K-quants' kernels two weight rows at a time, the others AVX2's.
-    static const I16Kernels wide = lanes ? I16Kernels{&decode_row<F>,
-                                                      F::kMin,
-                                                      F::B / kSpan,
-                                                      F::kRange,
-                                                      &avx2::quantize_i16,
-                                                      &avx512::gemm_i16_blocks,
-                                                      nullptr,
-                                                      avx512::rows_packed(T),
-                                                      all_batches(T),
-                                                      lanes,
-                                                      avx512::kBlockRowsMax,
-                                                      avx2::decode_packed(T),
-                                                      avx512::rows_packed2(T)}
-                                         : avx512::rows2_i16(T) ? I16Kernels{&decode_row<F>,
-                                                                             F::kMin,
-                                                                             F::B / kSpan,
-                                                                             F::kRange,
-                                                                             &avx2::quantize_i16,
-                                                                             &avx2::gemm_i16,
-                                                                             avx512::rows_i16(T),
-                                                                             nullptr,
-                                                                             all_batches(T),
-                                                                             lanes,
-                                                                             avx512::kKquantRowsMax,
-                                                                             nullptr,
-                                                                             nullptr,
-                                                                             avx512::rows2_i16(T)}
-                                                                : simd;
+    // AVX-512: two weight rows at a time (the GEMMs, the block-lane formats' packed rows kernels,
+    // the K-quants' rows kernels, each with more activation rows per pass); the rest is AVX2's.
+    static const I16Kernels wide = [] {
+        I16Kernels k = simd;
+        k.gemm = lanes ? &avx512::gemm_i16_blocks : &avx512::gemm_i16;
+        if (lanes) {
+            k.rows_packed = avx512::rows_packed(T);
+            k.rows_packed2 = avx512::rows_packed2(T);
+            k.rows_max = avx512::kBlockRowsMax;
+        } else if (avx512::rows2_i16(T)) {
+            k.rows = avx512::rows_i16(T);
+            k.rows2 = avx512::rows2_i16(T);
+            k.rows_max = avx512::kKquantRowsMax;
+        }
+        return k;
+    }();
     if (isa == Isa::avx512) return wide;
 #endif
     return isa == Isa::scalar ? scalar : none;

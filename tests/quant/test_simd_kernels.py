@@ -162,8 +162,8 @@ def test_env_forces_scalar():
 CHECK_SOURCES = ["kernels.cpp", "kernels_ref.cpp", "kernels_ref_k.cpp", "kernels_ref_iq.cpp", "iq_tables.cpp",
                  "types.cpp", "kernels_avx2.cpp", "kquants_avx2.cpp", "gemm_avx2.cpp", "int16_ref.cpp", "packed.cpp",
                  "int16_avx2.cpp", "int16_blocks_avx2.cpp", "int16_rows_avx2.cpp"]
-AVX512_SOURCES = ["kernels_avx512.cpp", "kquants_avx512.cpp", "gemm_avx512.cpp", "int16_blocks_avx512.cpp",
-                  "int16_rows_avx512.cpp"]
+AVX512_SOURCES = ["kernels_avx512.cpp", "kquants_avx512.cpp", "gemm_avx512.cpp", "int16_avx512.cpp",
+                  "int16_blocks_avx512.cpp", "int16_rows_avx512.cpp"]
 ARM_SOURCES = [s for s in CHECK_SOURCES if "avx" not in s and "int16" not in s and s != "packed.cpp"]
 AVX2_FLAGS = ["-mavx2", "-mfma", "-mf16c", "-mbmi2"]
 
