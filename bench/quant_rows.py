@@ -5,7 +5,9 @@ not DRAM, is measured) against 1, 4, 8, 12 and 16 activation rows through the ke
 uses for fewer than 32 rows: the packed rows kernels for Q8_0 / Q5_0 (two weight rows at a time on
 AVX-512), the fused rows kernel for the others. One thread (``_core.matmul_path`` runs on the
 calling thread), timed by its CPU time, best of --reps; the activations' quantisation is included
-(a small share: rows x columns against the matrix's rows x columns x weight rows).
+(a small share: rows x columns against the matrix's rows x columns x weight rows). First, the
+peak of vpdpwssd (bench/madd_peak.cpp, compiled here with g++) where the CPU has it: zmm, the
+AVX-512 kernels' instruction and their ceiling, and ymm (AVX-VNNI) for comparison.
 
     PYTHONPATH=python python bench/quant_rows.py [--kib 4096] [--cols 640] [--reps 5]
 """
@@ -14,7 +16,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,6 +45,28 @@ def gmacs(t: str, data: bytes, n_rows: int, x: np.ndarray, path: str, isa: str, 
     return n_rows * x.shape[1] * x.shape[0] / best / 1e9
 
 
+# (name, -DOP, compiler flags, /proc/cpuinfo flag) of bench/madd_peak.cpp's instructions
+PEAKS = [("vpdpwssd, ymm (avx-vnni)", 2, ["-mavx2", "-mavxvnni"], "avx_vnni"),
+         ("vpdpwssd, zmm (avx512-vnni)", 3, ["-mavx512f", "-mavx512bw", "-mavx512vnni"], "avx512_vnni")]
+
+
+def madd_peaks() -> list[str]:
+    """One line per multiply-add instruction this CPU has: its GMAC/s on one core."""
+    cxx = shutil.which("g++")
+    flags = next((line.split(":", 1)[1].split() for line in open("/proc/cpuinfo") if line.startswith("flags")), [])
+    src = Path(__file__).with_name("madd_peak.cpp")
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, op, cflags, flag in PEAKS:
+            if cxx is None or flag not in flags:
+                continue
+            exe = Path(tmp) / f"peak{op}"
+            subprocess.run([cxx, "-O2", "-std=c++17", f"-DOP={op}", *cflags, str(src), "-o", str(exe)], check=True)
+            runs = [float(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout) for _ in range(3)]
+            out.append(f"# peak of {name}: {max(runs):.1f} GMAC/s per core (best of 3)")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kib", type=int, default=4096, help="weight bytes per matrix (KiB)")
@@ -52,6 +79,7 @@ def main() -> None:
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
     print(f"# int16 rows kernels, 1 thread, {args.kib} KiB of weights, row length {args.cols} (K-quants: rounded up to 256), best of {args.reps}; "
           f"cpu: {cpu}; ISAs: {', '.join(isas)}; load average before: {os.getloadavg()[0]:.2f}")
+    print("\n".join(madd_peaks()))
     print("| format | rows | " + " | ".join(f"{i} GMAC/s" for i in isas) + " | " +
           " | ".join(f"{i} / {isas[0]}" for i in isas[1:]) + " |")
     print("|---|---:|" + "---:|" * (2 * len(isas) - 1))

@@ -1,0 +1,34 @@
+// The peak rate of the int16 multiply-add instruction of the AVX-512 kernels (vpdpwssd, zmm) and
+// of AVX-VNNI's (vpdpwssd, ymm) on one core: 12 independent accumulators (more than latency x
+// throughput on current cores), operands in registers. bench/quant_rows.py compiles it once per
+// instruction the CPU has, with its flags and -DOP=2 (ymm) or 3 (zmm), and reads the one number it
+// prints: GMAC/s (a MAC = one int16 x int16 product added).
+#include <immintrin.h>
+
+#include <chrono>
+#include <cstdio>
+
+#if OP == 3
+using V = __m512i;
+constexpr int kMacs = 32;
+inline V splat(int k) { return _mm512_set1_epi16(static_cast<short>(k + 3)); }
+inline V step(V a, V b) { return _mm512_dpwssd_epi32(a, b, b); }
+#else
+using V = __m256i;
+constexpr int kMacs = 16;
+inline V splat(int k) { return _mm256_set1_epi16(static_cast<short>(k + 3)); }
+inline V step(V a, V b) { return _mm256_dpwssd_avx_epi32(a, b, b); }
+#endif
+
+int main() {
+    constexpr long kIters = 20000000;
+    constexpr int kAcc = 12;
+    V acc[kAcc], b[kAcc];
+    for (int k = 0; k < kAcc; ++k) acc[k] = b[k] = splat(k);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (long i = 0; i < kIters; ++i)
+        for (int k = 0; k < kAcc; ++k) acc[k] = step(acc[k], b[k]);  // each reads its accumulator
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    asm volatile("" : : "m"(acc));
+    std::printf("%.1f\n", double(kIters) * kAcc * kMacs / s / 1e9);
+}
