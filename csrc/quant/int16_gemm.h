@@ -148,9 +148,9 @@ void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, 
 // Activation rows per pass of the block-lane kernels: two weight rows per register leave room
 // for twice the AVX2 kernels' rows.
 constexpr int kBlockRowsMax = 12;
-// Activation rows per pass of the K-quants' rows kernels (AVX2: kDotRowsMax).
-constexpr int kKquantRowsMax = 8;
-// The fused rows kernels of Q4_K and Q6_K, one row and two at a time, or nullptr.
+// Activation rows per pass of the natural-order formats' rows kernels (AVX2: kDotRowsMax).
+constexpr int kRowsMax = 8;
+// The fused rows kernels of Q4_0, Q4_1, Q5_1, Q4_K and Q6_K, one row and two at a time, or nullptr.
 RowsI16Fn rows_i16(Type type);
 RowsPacked2Fn rows2_i16(Type type);
 }  // namespace avx512

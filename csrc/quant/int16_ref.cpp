@@ -317,7 +317,8 @@ const I16Kernels& table(Isa isa) {
                                  avx2::decode_packed(T)};
     if (isa == Isa::avx2) return simd;
     // AVX-512: two weight rows at a time (the GEMMs, the block-lane formats' packed rows kernels,
-    // the K-quants' rows kernels, each with more activation rows per pass); the rest is AVX2's.
+    // the natural-order formats' rows kernels, each with more activation rows per pass); the rest
+    // is AVX2's.
     static const I16Kernels wide = [] {
         I16Kernels k = simd;
         k.gemm = lanes ? &avx512::gemm_i16_blocks : &avx512::gemm_i16;
@@ -328,7 +329,7 @@ const I16Kernels& table(Isa isa) {
         } else if (avx512::rows2_i16(T)) {
             k.rows = avx512::rows_i16(T);
             k.rows2 = avx512::rows2_i16(T);
-            k.rows_max = avx512::kKquantRowsMax;
+            k.rows_max = avx512::kRowsMax;
         }
         return k;
     }();

@@ -16,48 +16,12 @@
 #include "quant/blocks.h"
 #include "quant/int16_gemm.h"
 #include "quant/x86_avx2_util.h"
-#include "quant/x86_kquant_spans.h"
+#include "quant/x86_int16_spans.h"
 
 namespace ds4::quant::avx2 {
 
 namespace {
 
-// The 32-element legacy formats: span(p, v) sets v[0], v[1] to elements 0..15 and 16..31.
-inline void nibbles(const uint8_t* qs, __m256i (&v)[2]) {
-    const __m256i x = load_u8x16(qs);  // byte j: element j (low nibble) and j + 16 (high)
-    v[0] = _mm256_and_si256(x, _mm256_set1_epi16(0x0F));
-    v[1] = _mm256_srli_epi16(x, 4);
-}
-// -1 in the lanes of elements 16 i .. 16 i + 15 whose fifth bit (bit e of qh) is set.
-inline __m256i fifth_bits(const uint8_t* qh, int i) {
-    uint16_t h;
-    std::memcpy(&h, qh + 2 * i, sizeof h);
-    const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384,
-                                          static_cast<int16_t>(0x8000));
-    return _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(static_cast<int16_t>(h)), bit), bit);
-}
-template <class Blk, bool kFifth, bool kHasMin>
-struct Legacy : BlockRef<Blk> {
-    static constexpr bool kSuper = false;
-    static constexpr bool kMin = kHasMin;
-    using BlockRef<Blk>::b;
-    explicit Legacy(const uint8_t* p) : BlockRef<Blk>(p) {}
-    float mw() const {
-        if constexpr (kHasMin) return -_cvtsh_ss(b.m);
-        return 0.0f;
-    }
-    void span(__m256i (&v)[2]) const {
-        nibbles(b.qs, v);
-        for (int i = 0; i < 2; ++i) {
-            static_assert(!kFifth || kHasMin, "Q5_0 takes the block lanes (int16_blocks_avx2.cpp)");
-            if constexpr (kFifth) {  // q | 16 where the bit is set
-                v[i] = _mm256_or_si256(v[i], _mm256_and_si256(fifth_bits(b.qh, i), _mm256_set1_epi16(16)));
-            } else if constexpr (!kHasMin) {
-                v[i] = _mm256_sub_epi16(v[i], _mm256_set1_epi16(8));
-            }
-        }
-    }
-};
 // y[r] for the legacy formats: one group per block, so one conversion and fma per block and row.
 // The minimum term (Q4_1, Q5_1) takes eight halves (four blocks) per vector fma, in the
 // reference's lane order (half h into lane h % 8); a last partial four goes lane by lane.

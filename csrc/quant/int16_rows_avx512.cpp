@@ -1,9 +1,9 @@
-// AVX-512 int16-path kernels of the K-quants (Q4_K, Q6_K) for a few activation rows (verify
-// blocks), two weight rows at a time: each super-block span is decoded per row as the AVX2
-// kernel decodes it (x86_kquant_spans.h), the two rows' vectors joined in one zmm (row o low,
+// AVX-512 int16-path kernels of the natural-order formats (Q4_0, Q4_1, Q5_1, Q4_K, Q6_K) for a few
+// activation rows (verify blocks), two weight rows at a time: each span is decoded per row as the
+// AVX2 kernel decodes it (x86_int16_spans.h), the two rows' vectors joined in one zmm (row o low,
 // row o + 1 high), each activation vector broadcast to both halves and vpdpwssd accumulating the
 // exact integer sums. Every lane does the AVX2 kernel's arithmetic (int16_rows_avx2.cpp: the same
-// integer sums per super-block, scale products, fmas, minimum terms and final lane trees), so
+// integer sums per group, scale products, fmas, minimum terms and final lane trees), so
 // the floats are its floats, bit for bit. Up to 8 activation rows per pass (AVX2: 4).
 // GCC 12 warns on its own _mm512_undefined_* inside the insert / cast intrinsics (GCC PR 105593).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -13,10 +13,11 @@
 #include <immintrin.h>
 
 #include <array>
+#include <cmath>
 #include <utility>
 
 #include "quant/int16_gemm.h"
-#include "quant/x86_kquant_spans.h"
+#include "quant/x86_int16_spans.h"
 
 namespace ds4::quant::avx512 {
 
@@ -89,19 +90,92 @@ void rows_super(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const i
     }
 }
 
+// The legacy formats (Q4_0, Q4_1, Q5_1): one group per block, as the AVX2 kernel's rows_legacy,
+// the minimum term four blocks (eight halves) per vector fma and a last partial four lane by lane.
+template <class F, int R>
+void rows_legacy(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const int16_t* a, const float* da,
+                 const float* xs, float* y, int64_t ldy) {
+    const int64_t nb = n / kSpan, halves = n / kHalf;
+    __m512 acc[R], c[R];
+    for (int r = 0; r < R; ++r) acc[r] = c[r] = _mm512_setzero_ps();
+    const auto block = [&](int64_t bi, float (&m)[2]) {
+        prefetch<F::kBytes>(p0 + bi * F::kBytes);
+        prefetch<F::kBytes>(p1 + bi * F::kBytes);
+        const F f0(p0 + bi * F::kBytes), f1(p1 + bi * F::kBytes);
+        __m256i v0[2], v1[2];
+        f0.span(v0);
+        f1.span(v1);
+        const __m512i q0 = join(v0[0], v1[0]), q1 = join(v0[1], v1[1]);
+        const __m512 d = join(_mm256_set1_ps(f0.d()), _mm256_set1_ps(f1.d()));
+        for (int r = 0; r < R; ++r) {
+            const auto* ap = reinterpret_cast<const __m256i*>(a + r * n + bi * kSpan);
+            const __m512i S = _mm512_dpwssd_epi32(
+                _mm512_dpwssd_epi32(_mm512_setzero_si512(), q0, _mm512_broadcast_i64x4(_mm256_loadu_si256(ap))), q1,
+                _mm512_broadcast_i64x4(_mm256_loadu_si256(ap + 1)));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, _mm512_set1_ps(da[r * nb + bi])), acc[r]);
+        }
+        m[0] = f0.mw();
+        m[1] = f1.mw();
+    };
+    int64_t bi = 0;
+    float m[4][2];
+    if constexpr (F::kMin) {
+        for (; bi + 4 <= nb; bi += 4) {
+            for (int j = 0; j < 4; ++j) block(bi + j, m[j]);
+            const auto pairs = [&](int i) {
+                return _mm256_setr_ps(m[0][i], m[0][i], m[1][i], m[1][i], m[2][i], m[2][i], m[3][i], m[3][i]);
+            };
+            const __m512 mv = join(pairs(0), pairs(1));
+            for (int r = 0; r < R; ++r)
+                c[r] = _mm512_fmadd_ps(mv, _mm512_broadcast_f32x8(_mm256_loadu_ps(xs + r * halves + 2 * bi)), c[r]);
+        }
+    }
+    alignas(64) float cl[R][16];
+    for (int r = 0; r < R; ++r) _mm512_store_ps(cl[r], c[r]);
+    for (; bi < nb; ++bi) {
+        block(bi, m[0]);
+        if constexpr (F::kMin) {
+            for (int r = 0; r < R; ++r)
+                for (int i = 0; i < nw; ++i)
+                    for (int64_t h = 2 * bi; h < 2 * bi + 2; ++h)
+                        cl[r][8 * i + h % 8] = std::fma(m[0][i], xs[r * halves + h], cl[r][8 * i + h % 8]);
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        const __m256 lo = _mm512_castps512_ps256(acc[r]), hi = high(acc[r]);
+        if constexpr (F::kMin) {
+            y[r * ldy] = hsum8(lo) - hsum8(_mm256_load_ps(cl[r]));
+            if (nw == 2) y[r * ldy + 1] = hsum8(hi) - hsum8(_mm256_load_ps(cl[r] + 8));
+        } else {
+            y[r * ldy] = hsum8(lo);
+            if (nw == 2) y[r * ldy + 1] = hsum8(hi);
+        }
+    }
+}
+
+template <class F, int R>
+void rows_of(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const int16_t* a, const float* da,
+             const float* xs, float* y, int64_t ldy) {
+    if constexpr (F::kSuper) {
+        rows_super<F, R>(p0, p1, nw, n, a, da, xs, y, ldy);
+    } else {
+        rows_legacy<F, R>(p0, p1, nw, n, a, da, xs, y, ldy);
+    }
+}
+
 template <class F>
 using RowsFn = void (*)(const uint8_t*, const uint8_t*, int, int64_t, const int16_t*, const float*, const float*,
                         float*, int64_t);
 
 template <class F, size_t... I>
 constexpr std::array<RowsFn<F>, sizeof...(I)> rows_table(std::index_sequence<I...>) {
-    return {&rows_super<F, static_cast<int>(I) + 1>...};
+    return {&rows_of<F, static_cast<int>(I) + 1>...};
 }
 
 template <class F>
 void rows_any(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const int16_t* a, const float* da,
               const float* xs, int nx, float* y, int64_t ldy) {
-    static constexpr auto fns = rows_table<F>(std::make_index_sequence<kKquantRowsMax>());
+    static constexpr auto fns = rows_table<F>(std::make_index_sequence<kRowsMax>());
     fns[static_cast<size_t>(nx - 1)](p0, p1, nw, n, a, da, xs, y, ldy);
 }
 
@@ -123,8 +197,15 @@ void rows2(const void* w, size_t row_bytes, int64_t n, const int16_t* a, const f
 
 }  // namespace
 
+using Q4_0 = Legacy<block_q4_0, false, false>;
+using Q4_1 = Legacy<block_q4_1, false, true>;
+using Q5_1 = Legacy<block_q5_1, true, true>;
+
 RowsI16Fn rows_i16(Type type) {
     switch (type) {
+        case Type::Q4_0: return &rows1<Q4_0, Type::Q4_0>;
+        case Type::Q4_1: return &rows1<Q4_1, Type::Q4_1>;
+        case Type::Q5_1: return &rows1<Q5_1, Type::Q5_1>;
         case Type::Q4_K: return &rows1<Q4K, Type::Q4_K>;
         case Type::Q6_K: return &rows1<Q6K, Type::Q6_K>;
         default: return nullptr;
@@ -133,6 +214,9 @@ RowsI16Fn rows_i16(Type type) {
 
 RowsPacked2Fn rows2_i16(Type type) {
     switch (type) {
+        case Type::Q4_0: return &rows2<Q4_0>;
+        case Type::Q4_1: return &rows2<Q4_1>;
+        case Type::Q5_1: return &rows2<Q5_1>;
         case Type::Q4_K: return &rows2<Q4K>;
         case Type::Q6_K: return &rows2<Q6K>;
         default: return nullptr;
