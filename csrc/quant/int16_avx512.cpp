@@ -5,39 +5,18 @@
 // exact lane sums. Every lane does the AVX2 tile's arithmetic (the same integer group sums, scale
 // products, one fma per group, the same final lane tree and minimum terms), so the floats are
 // its floats, bit for bit; 12 activation rows per tile (AVX2: 6).
-// GCC 12 warns on its own _mm512_undefined_* inside the insert / cast intrinsics (GCC PR 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
 
 #include <array>
 #include <utility>
 
 #include "quant/int16_gemm.h"
+#include "quant/x86_avx512_pairs.h"
 
 namespace ds4::quant::avx512 {
 
 namespace {
 
 constexpr int kX = 12;  // activation rows per tile
-
-inline __m512i join(const int16_t* lo, const int16_t* hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo))),
-                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi)), 1);
-}
-inline __m512i bcast(const int16_t* p) {
-    return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
-// The AVX2 kernels' sum of 8 lanes: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
-inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 // Weight rows q0 and q1 (the same row when nw == 1) x X activation rows over every group of G spans.
 template <int X, int G>
@@ -57,16 +36,15 @@ void tile(const int16_t* q0, const int16_t* q1, const float* sw0, const float* s
                 S[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(S[r], w0, bcast(ap)), w1, bcast(ap + kHalf));
             }
         }
-        const __m512 sw = _mm512_castpd_ps(_mm512_insertf64x4(
-            _mm512_castpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(sw0[g]))), _mm256_castps_pd(_mm256_set1_ps(sw1[g])), 1));
+        const __m512 sw = join(_mm256_set1_ps(sw0[g]), _mm256_set1_ps(sw1[g]));
         for (int r = 0; r < X; ++r) {
             const __m512 scale = _mm512_mul_ps(sw, _mm512_set1_ps(da[r * groups + g]));
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r]), scale, acc[r]);
         }
     }
     for (int r = 0; r < X; ++r) {
-        y[r * ldy] = hsum8(_mm512_castps512_ps256(acc[r]));
-        if (nw == 2) y[r * ldy + 1] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r]), 1)));
+        y[r * ldy] = hsum_lo(acc[r]);
+        if (nw == 2) y[r * ldy + 1] = hsum_hi(acc[r]);
     }
 }
 

@@ -17,6 +17,7 @@
 #include "quant/int16_gemm.h"
 #include "quant/packed.h"
 #include "quant/x86_avx2_util.h"
+#include "quant/x86_int16_spans.h"
 
 namespace ds4::quant::avx2 {
 
@@ -117,18 +118,7 @@ struct PackedQ5 : PackedRow<22> {
                               _mm256_and_si256(_mm256_srai_epi16(load_word(w, 0), 15), sign)));
         fn(7, _mm256_or_si256(_mm256_srli_epi16(nib, 4), _mm256_and_si256(_mm256_srai_epi16(load_word(w, 1), 15), sign)));
     }
-    __m256i half(int64_t b, int h) const {  // a GGUF block: nibbles, then the fifth bits
-        const auto& blk = *reinterpret_cast<const block_q5_0*>(at(b));
-        alignas(32) int16_t q[16];
-        uint32_t qh;
-        std::memcpy(&qh, blk.qh, sizeof qh);
-        for (int l = 0; l < 16; ++l) {
-            const int k = 16 * h + l;
-            const int nib = h ? blk.qs[l] >> 4 : blk.qs[l] & 0x0F;
-            q[l] = static_cast<int16_t>((nib | ((qh >> k) & 1) << 4) - 16);
-        }
-        return _mm256_load_si256(reinterpret_cast<const __m256i*>(q));
-    }
+    __m256i half(int64_t b, int h) const { return q5_0_half(at(b), h); }
 };
 
 // y[r * ldy] for R activation rows (a, da: rows of n and of n / 32).
@@ -172,13 +162,7 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
             alignas(32) float lanes[8];
             _mm256_store_ps(lanes, acc[r]);
             for (int64_t b = bl.full; b < bl.nb; ++b) {
-                const auto* ap = reinterpret_cast<const __m256i*>(a + r * n + 32 * b);
-                const __m256i s2 = _mm256_add_epi32(_mm256_madd_epi16(w.half(b, 0), _mm256_loadu_si256(ap)),
-                                                    _mm256_madd_epi16(w.half(b, 1), _mm256_loadu_si256(ap + 1)));
-                __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s2), _mm256_extracti128_si256(s2, 1));
-                s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-                s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-                const float T = static_cast<float>(_mm_cvtsi128_si32(s));
+                const float T = block_sum(w.half(b, 0), w.half(b, 1), a + r * n + 32 * b);
                 lanes[b % 8] = _mm_cvtss_f32(
                     _mm_fmadd_ss(_mm_set_ss(T), _mm_set_ss(w.scale(b) * da[r * bl.nb + b]), _mm_set_ss(lanes[b % 8])));
             }

@@ -7,12 +7,6 @@
 // and final lane tree per weight row): the floats are the AVX2 kernel's, bit for bit. The 32
 // registers hold the sums and accumulators of 12 activation rows, so that a verify pass of up
 // to 12 rows decodes each weight chunk once (AVX2: 6).
-// GCC 12 warns on its own _mm512_undefined_* inside the insert / cast intrinsics (GCC PR 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
 
 #include <array>
 #include <cstring>
@@ -21,23 +15,12 @@
 #include "quant/blocks.h"
 #include "quant/int16_gemm.h"
 #include "quant/packed.h"
+#include "quant/x86_avx512_pairs.h"
+#include "quant/x86_int16_spans.h"
 
 namespace ds4::quant::avx512 {
 
 namespace {
-
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
-inline __m256i join(__m128i lo, __m128i hi) { return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1); }
-inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
-
-// The AVX2 kernels' sum of 8 lanes: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
-inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 // A weight source gives, per chunk of 8 blocks from block b0, its 16 vectors of both rows in
 // order to fn(v, vector) and the 8 scales of each (lanes 0..7 and 8..15); the same for a last
@@ -48,7 +31,7 @@ inline float hsum8(__m256 v) {
 struct Decoded {
     const int16_t* q[2];
     const float* sw[2];
-    __m512i at(int64_t e) const { return join(load256(q[0] + e), load256(q[1] + e)); }
+    __m512i at(int64_t e) const { return join(q[0] + e, q[1] + e); }
     template <class F>
     void chunk(int64_t b0, F&& fn) const {
         for (int v = 0; v < 16; ++v) fn(v, at(32 * b0 + 16 * v));
@@ -151,18 +134,7 @@ struct PackedQ5 : PackedRows<22> {
         fn(6, _mm512_or_si512(_mm512_and_si512(nib, _mm512_set1_epi16(0x0F)), sign_of(words[0])));
         fn(7, _mm512_or_si512(_mm512_srli_epi16(nib, 4), sign_of(words[1])));
     }
-    __m256i half(int i, int64_t b, int h) const {  // a GGUF block: nibbles, then the fifth bits
-        const auto& blk = *reinterpret_cast<const block_q5_0*>(at(i, b));
-        alignas(32) int16_t q[16];
-        uint32_t qh;
-        std::memcpy(&qh, blk.qh, sizeof qh);
-        for (int l = 0; l < 16; ++l) {
-            const int k = 16 * h + l;
-            const int nib = h ? blk.qs[l] >> 4 : blk.qs[l] & 0x0F;
-            q[l] = static_cast<int16_t>((nib | ((qh >> k) & 1) << 4) - 16);
-        }
-        return _mm256_load_si256(reinterpret_cast<const __m256i*>(q));
-    }
+    __m256i half(int i, int64_t b, int h) const { return q5_0_half(at(i, b), h); }
 };
 
 // y[r * ldy] (row 0) and, when nw == 2, y[r * ldy + 1] (row 1) for R activation rows (a, da:
@@ -176,8 +148,7 @@ void block_rows(const W& w, int nw, int64_t n, const int16_t* a, const float* da
     const auto mac = [&](const int16_t* ac) {
         return [&S, ac, n](int v, __m512i q) {
             for (int r = 0; r < R; ++r) {
-                const __m512i x = _mm512_broadcast_i64x4(load256(ac + r * n + 16 * v));
-                S[r] = _mm512_dpwssd_epi32(S[r], q, x);
+                S[r] = _mm512_dpwssd_epi32(S[r], q, bcast(ac + r * n + 16 * v));
             }
         };
     };
@@ -207,13 +178,7 @@ void block_rows(const W& w, int nw, int64_t n, const int16_t* a, const float* da
             _mm512_store_ps(lanes, acc[r]);
             for (int i = 0; i < nw; ++i) {
                 for (int64_t b = bl.full; b < bl.nb; ++b) {
-                    const auto* ap = reinterpret_cast<const __m256i*>(a + r * n + 32 * b);
-                    const __m256i s2 = _mm256_add_epi32(_mm256_madd_epi16(w.half(i, b, 0), _mm256_loadu_si256(ap)),
-                                                        _mm256_madd_epi16(w.half(i, b, 1), _mm256_loadu_si256(ap + 1)));
-                    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s2), _mm256_extracti128_si256(s2, 1));
-                    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-                    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-                    const float T = static_cast<float>(_mm_cvtsi128_si32(s));
+                    const float T = block_sum(w.half(i, b, 0), w.half(i, b, 1), a + r * n + 32 * b);
                     float& lane = lanes[8 * i + b % 8];
                     lane = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(T), _mm_set_ss(w.scale(i, b) * da[r * bl.nb + b]),
                                                       _mm_set_ss(lane)));
@@ -223,8 +188,8 @@ void block_rows(const W& w, int nw, int64_t n, const int16_t* a, const float* da
         }
     }
     for (int r = 0; r < R; ++r) {
-        y[r * ldy] = hsum8(_mm512_castps512_ps256(acc[r]));
-        if (nw == 2) y[r * ldy + 1] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r]), 1)));
+        y[r * ldy] = hsum_lo(acc[r]);
+        if (nw == 2) y[r * ldy + 1] = hsum_hi(acc[r]);
     }
 }
 

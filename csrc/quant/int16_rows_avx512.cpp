@@ -5,41 +5,30 @@
 // exact integer sums. Every lane does the AVX2 kernel's arithmetic (int16_rows_avx2.cpp: the same
 // integer sums per group, scale products, fmas, minimum terms and final lane trees), so
 // the floats are its floats, bit for bit. Up to 8 activation rows per pass (AVX2: 4).
-// GCC 12 warns on its own _mm512_undefined_* inside the insert / cast intrinsics (GCC PR 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
 
 #include <array>
 #include <cmath>
 #include <utility>
 
 #include "quant/int16_gemm.h"
+#include "quant/x86_avx512_pairs.h"
 #include "quant/x86_int16_spans.h"
 
 namespace ds4::quant::avx512 {
 
 namespace {
 
-inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
-inline __m512 join(__m256 lo, __m256 hi) {
-    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
-}
-inline __m256 high(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
-
-// The AVX2 kernels' sum of 8 lanes: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
-inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 template <int kBytes>
 inline void prefetch(const uint8_t* p) {  // 1 KiB ahead of the weight stream, as the AVX2 kernels
     for (int off = 0; off < kBytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + 1024 + off, _MM_HINT_T0);
+}
+
+// y[0] = row o's sum of acc (less its minimum term c, for the formats with one) and, when nw == 2,
+// y[1] = row o + 1's.
+template <bool kMin>
+inline void store(__m512 acc, __m512 c, int nw, float* y) {
+    y[0] = kMin ? hsum_lo(acc) - hsum_lo(c) : hsum_lo(acc);
+    if (nw == 2) y[1] = kMin ? hsum_hi(acc) - hsum_hi(c) : hsum_hi(acc);
 }
 
 // y[r * ldy] (row p0) and, when nw == 2, y[r * ldy + 1] (row p1) for R activation rows.
@@ -63,8 +52,7 @@ void rows_super(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const i
             for (int i = 0; i < 2; ++i) {
                 const __m512i q = join(v0[i], v1[i]);
                 for (int r = 0; r < R; ++r) {
-                    const auto* ap = reinterpret_cast<const __m256i*>(a + r * n + bi * QK_K + 32 * k + 16 * i);
-                    S[r] = _mm512_dpwssd_epi32(S[r], q, _mm512_broadcast_i64x4(_mm256_loadu_si256(ap)));
+                    S[r] = _mm512_dpwssd_epi32(S[r], q, bcast(a + r * n + bi * QK_K + 32 * k + 16 * i));
                 }
             }
         }
@@ -78,16 +66,7 @@ void rows_super(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const i
             }
         }
     }
-    for (int r = 0; r < R; ++r) {
-        const __m256 lo = _mm512_castps512_ps256(acc[r]), hi = high(acc[r]);
-        if constexpr (F::kMin) {
-            y[r * ldy] = hsum8(lo) - hsum8(_mm512_castps512_ps256(c[r]));
-            if (nw == 2) y[r * ldy + 1] = hsum8(hi) - hsum8(high(c[r]));
-        } else {
-            y[r * ldy] = hsum8(lo);
-            if (nw == 2) y[r * ldy + 1] = hsum8(hi);
-        }
-    }
+    for (int r = 0; r < R; ++r) store<F::kMin>(acc[r], c[r], nw, y + r * ldy);
 }
 
 // The legacy formats (Q4_0, Q4_1, Q5_1): one group per block, as the AVX2 kernel's rows_legacy,
@@ -108,10 +87,9 @@ void rows_legacy(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const 
         const __m512i q0 = join(v0[0], v1[0]), q1 = join(v0[1], v1[1]);
         const __m512 d = join(_mm256_set1_ps(f0.d()), _mm256_set1_ps(f1.d()));
         for (int r = 0; r < R; ++r) {
-            const auto* ap = reinterpret_cast<const __m256i*>(a + r * n + bi * kSpan);
-            const __m512i S = _mm512_dpwssd_epi32(
-                _mm512_dpwssd_epi32(_mm512_setzero_si512(), q0, _mm512_broadcast_i64x4(_mm256_loadu_si256(ap))), q1,
-                _mm512_broadcast_i64x4(_mm256_loadu_si256(ap + 1)));
+            const int16_t* ap = a + r * n + bi * kSpan;
+            const __m512i S = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), q0, bcast(ap)), q1,
+                                                  bcast(ap + kHalf));
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, _mm512_set1_ps(da[r * nb + bi])), acc[r]);
         }
         m[0] = f0.mw();
@@ -141,16 +119,7 @@ void rows_legacy(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const 
                         cl[r][8 * i + h % 8] = std::fma(m[0][i], xs[r * halves + h], cl[r][8 * i + h % 8]);
         }
     }
-    for (int r = 0; r < R; ++r) {
-        const __m256 lo = _mm512_castps512_ps256(acc[r]), hi = high(acc[r]);
-        if constexpr (F::kMin) {
-            y[r * ldy] = hsum8(lo) - hsum8(_mm256_load_ps(cl[r]));
-            if (nw == 2) y[r * ldy + 1] = hsum8(hi) - hsum8(_mm256_load_ps(cl[r] + 8));
-        } else {
-            y[r * ldy] = hsum8(lo);
-            if (nw == 2) y[r * ldy + 1] = hsum8(hi);
-        }
-    }
+    for (int r = 0; r < R; ++r) store<F::kMin>(acc[r], _mm512_load_ps(cl[r]), nw, y + r * ldy);
 }
 
 template <class F, int R>

@@ -134,5 +134,31 @@ struct Legacy : BlockRef<Blk> {
         }
     }
 };
+// Elements 16 h .. 16 h + 15 of a GGUF Q5_0 block (nibbles, then the fifth bits) as int16 q - 16:
+// the block-lane kernels' last blocks in the natural order.
+inline __m256i q5_0_half(const uint8_t* p, int h) {
+    const auto& blk = *reinterpret_cast<const block_q5_0*>(p);
+    alignas(32) int16_t q[16];
+    uint32_t qh;
+    std::memcpy(&qh, blk.qh, sizeof qh);
+    for (int l = 0; l < 16; ++l) {
+        const int k = 16 * h + l;
+        const int nib = h ? blk.qs[l] >> 4 : blk.qs[l] & 0x0F;
+        q[l] = static_cast<int16_t>((nib | ((qh >> k) & 1) << 4) - 16);
+    }
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(q));
+}
+
+// A block's exact integer sum, as a float: weight halves q0, q1 against the 32 activations at a.
+inline float block_sum(__m256i q0, __m256i q1, const int16_t* a) {
+    const auto* ap = reinterpret_cast<const __m256i*>(a);
+    const __m256i s2 = _mm256_add_epi32(_mm256_madd_epi16(q0, _mm256_loadu_si256(ap)),
+                                        _mm256_madd_epi16(q1, _mm256_loadu_si256(ap + 1)));
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s2), _mm256_extracti128_si256(s2, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return static_cast<float>(_mm_cvtsi128_si32(s));
+}
+
 }  // namespace
 }  // namespace ds4::quant

@@ -1,0 +1,44 @@
+// Helpers of the AVX-512 int16 kernels that take two weight rows at a time (int16_avx512.cpp,
+// int16_blocks_avx512.cpp, int16_rows_avx512.cpp): a zmm holds row o in its low 256 bits and row
+// o + 1 in its high ones, activation vectors are broadcast to both halves, and each half ends in
+// the AVX2 kernels' 8-lane sum, so that every lane does the AVX2 kernels' arithmetic. Include only
+// from files compiled with the AVX-512 flags; everything is in an unnamed namespace (one copy per
+// translation unit, compiled for its ISA).
+#pragma once
+
+// GCC 12 warns on its own _mm512_undefined_* inside the insert / cast intrinsics (GCC PR 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace ds4::quant {
+namespace {
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline __m256i join(__m128i lo, __m128i hi) { return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1); }
+inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+inline __m512i join(const int16_t* lo, const int16_t* hi) { return join(load256(lo), load256(hi)); }
+inline __m512 join(__m256 lo, __m256 hi) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+}
+// 16 int16 activations in both halves.
+inline __m512i bcast(const int16_t* p) { return _mm512_broadcast_i64x4(load256(p)); }
+
+// The AVX2 kernels' sum of 8 lanes: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+// ... of row o's half and of row o + 1's.
+inline float hsum_lo(__m512 v) { return hsum8(_mm512_castps512_ps256(v)); }
+inline float hsum_hi(__m512 v) { return hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))); }
+
+}  // namespace
+}  // namespace ds4::quant
