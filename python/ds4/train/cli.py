@@ -23,7 +23,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--kind", choices=("dspark", "dflash"), default="dspark")
     p.add_argument("--prompts", help="jsonl of prompts ({\"prompt\": ...} per line; default: the shipped set)")
     p.add_argument("--corpus", type=int, default=0,
-                   help="add N prompts cut from the Python installation's own code and package docs (varied data)")
+                   help="add N prompts cut from the standard library's code and docstrings (varied data)")
     p.add_argument("--work-dir", help="data and checkpoints (default: OUT.gguf.work)")
     p.add_argument("--max-new", type=int, default=192, help="tokens the target continues each prompt with")
     p.add_argument("--layers", type=int, default=1, help="draft layers (default 1)")

@@ -5,6 +5,11 @@ fixed order (the same set every run)."""
 
 from __future__ import annotations
 
+import ast
+import random
+import sysconfig
+from pathlib import Path
+
 CODE_SUBJECTS = [
     "a function that reverses a linked list", "a binary search over a sorted list", "a class for a bank account",
     "parsing a CSV file and summing a column", "a memoized Fibonacci function", "an LRU cache",
@@ -79,27 +84,39 @@ def default_prompts() -> list[str]:
     return out
 
 
-def corpus_prompts(n: int, seed: int = 0) -> list[str]:
-    """n varied prompts from text every Python installation has: windows of its standard library's
-    source (code to continue) and of the documentation of the installed packages (prose to
-    continue), some wrapped in a request (explain, summarise, continue); drawn with `seed`."""
-    import random
-    import sysconfig
-    from pathlib import Path
+def _docstrings(files: list[Path]) -> list[str]:
+    """The prose of these sources: their module, class and function docstrings of 400+ characters."""
+    out = []
+    for path in files:
+        try:
+            tree = ast.parse(path.read_text(errors="replace"))
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node)
+                if doc and len(doc) >= 400:
+                    out.append(doc)
+    return out
 
+
+def corpus_prompts(n: int, seed: int = 0) -> list[str]:
+    """n varied prompts from text every Python installation has, the same for one Python version
+    whatever else is installed: windows of its standard library's source (code to continue) and of
+    the standard library's docstrings (prose to continue), some wrapped in a request (explain,
+    summarise, continue); drawn with `seed`."""
     rng = random.Random(seed)
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     code = sorted(p for p in stdlib.glob("*.py") if p.stat().st_size > 2000)
-    docs = sorted(p for p in Path(sysconfig.get_paths()["purelib"]).glob("*.dist-info/METADATA") if p.stat().st_size > 2000)
+    docs = _docstrings(code)
     asks = ["Explain what this code does:\n\n{t}", "Summarize the following text:\n\n{t}", "Continue this:\n\n{t}",
             "Find a bug in this code, if there is one:\n\n{t}", "Rewrite this more clearly:\n\n{t}"]
     out: list[str] = []
     while len(out) < n and (code or docs):
-        src = rng.choice(code if (len(out) % 2 == 0 and code) or not docs else docs)
-        text = src.read_text(errors="replace")
-        if src.name == "METADATA":  # the description, after the header's fields
-            text = text.split("\n\n", 1)[-1]
-        lines = text.splitlines()
+        if (len(out) % 2 == 0 and code) or not docs:
+            lines = rng.choice(code).read_text(errors="replace").splitlines()
+        else:
+            lines = rng.choice(docs).splitlines()
         at = rng.randrange(max(1, len(lines) - 40))
         text = "\n".join(lines[at:at + rng.randint(8, 30)]).strip()
         if len(text) < 200:
