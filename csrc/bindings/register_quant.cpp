@@ -267,12 +267,12 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
                              static_cast<int>(nx), n, y, n_rows);
             } else {  // the fused rows kernels, as the backend runs them: two rows at a time where a kernel does
                 const bool packed = path == "i16packed";
-                const quant::RowsI16Fn one = packed ? ik.rows_packed : ik.rows;
-                const quant::RowsPacked2Fn pair = packed ? ik.rows_packed2 : ik.rows2;
+                const quant::RowsI16Fn one = ik.rows_of(packed);
+                const quant::RowsPacked2Fn pair = ik.pairs_of(packed, nx);
                 for (int64_t r = 0; r < nx; r += ik.rows_max) {
                     const int m = static_cast<int>(std::min<int64_t>(ik.rows_max, nx - r));
                     for (int64_t o = 0; o < n_rows;) {
-                        const bool two = pair && nx > 1 && o + 1 < n_rows;
+                        const bool two = pair && o + 1 < n_rows;
                         const uint8_t* wo = b.ptr + static_cast<size_t>(o) * row;
                         float* yo = y + r * n_rows + o;
                         if (two) {

@@ -101,6 +101,13 @@ struct I16Kernels {
     RowsPacked2Fn rows2 = nullptr;
 
     int64_t groups(int64_t n) const { return n / (kSpan * group_spans); }
+    // The fused kernel of one weight row (GGUF or packed), and of two where the ISA has one and
+    // the call has more than one activation row (a decode step is bound by the weight stream,
+    // where the one-row kernels measured faster).
+    RowsI16Fn rows_of(bool packed) const { return packed ? rows_packed : rows; }
+    RowsPacked2Fn pairs_of(bool packed, int64_t activation_rows) const {
+        return activation_rows > 1 ? (packed ? rows_packed2 : rows2) : nullptr;
+    }
     void quantize_row(const float* x, int64_t n, int16_t* a, float* da, float* xs) const {
         quantize(x, n, group_spans, range, a, da, xs);
         if (block_lanes) BlockLanes(n).to_lanes_in_place(a);

@@ -195,13 +195,15 @@ int check_i16(const Case& c, const TypeInfo& ti, Isa isa, std::mt19937_64& rng, 
         const std::vector<float> want = gemm(ref, w.data(), ref.decode);
         compare("gemm", gemm(ik, w.data(), ik.decode), want, nx);
         // the rows kernels as the backend runs them: chunks of rows_max, two weight rows at a time
-        const auto rows = [&](const char* what, RowsPackedFn one, RowsPacked2Fn pair, const uint8_t* data) {
+        const auto rows = [&](const char* what, bool packed, const uint8_t* data) {
+            const RowsPackedFn one = ik.rows_of(packed);
             for (int m = 1; m <= nx; ++m) {
+                const RowsPacked2Fn pair = ik.pairs_of(packed, m);
                 std::vector<float> y(static_cast<size_t>(m * nw), -1.0f);
                 for (int r = 0; r < m; r += ik.rows_max) {
                     const int k = std::min(ik.rows_max, m - r);
                     for (int o = 0; o < nw;) {
-                        const bool two = pair && m > 1 && o + 1 < nw;
+                        const bool two = pair && o + 1 < nw;
                         const uint8_t* row = data + o * rb;
                         float* yo = y.data() + r * nw + o;
                         const int16_t* ar = a.data() + r * n;
@@ -216,12 +218,12 @@ int check_i16(const Case& c, const TypeInfo& ti, Isa isa, std::mt19937_64& rng, 
                 compare(what, y, want, m);
             }
         };
-        if (ik.rows) rows("rows", ik.rows, ik.rows2, w.data());
+        if (ik.rows) rows("rows", false, w.data());
         if (!ik.rows_packed) continue;
         std::vector<uint8_t> packed(w.size());
         pack_rows(c.type, w.data(), n, nw, packed.data());
         compare("packed gemm", gemm(ik, packed.data(), ik.decode_packed), want, nx);
-        rows("rows_packed", ik.rows_packed, ik.rows_packed2, packed.data());
+        rows("rows_packed", true, packed.data());
     }
     return failures;
 }

@@ -574,7 +574,7 @@ private:
     Path path_of(const Weight& w, int64_t n) const {
         const quant::I16Kernels& ik = quant::i16_kernels(w.type);
         if (int16_ && ik.gemm && (n >= kInt16BatchRows || ik.all_batches)) {
-            const bool fused = (w.packed ? ik.rows_packed : ik.rows) != nullptr;
+            const bool fused = ik.rows_of(w.packed) != nullptr;
             return n < kInt16BatchRows && fused ? Path::int16_rows : Path::int16_gemm;
         }
         const quant::Kernels& k = quant::kernels(w.type);
@@ -607,8 +607,7 @@ private:
         const int64_t by_threads = (w.n_out + 4 * pool_.size() - 1) / (4 * pool_.size());
         const int64_t rows = std::max<int64_t>(1, std::min(by_bytes, by_threads));
         // a kernel of two weight rows at a time gets whole pairs
-        const quant::I16Kernels& ik = quant::i16_kernels(w.type);
-        const bool pairs = path == Path::int16_rows && n > 1 && (w.packed ? ik.rows_packed2 : ik.rows2);
+        const bool pairs = path == Path::int16_rows && quant::i16_kernels(w.type).pairs_of(w.packed, n);
         return pairs ? (rows + 1) / 2 * 2 : rows;
     }
     // Floats of per-thread scratch a path needs.
@@ -667,13 +666,13 @@ private:
             // rows would otherwise be read from L2 once per chunk).
             const quant::I16Kernels& ik = quant::i16_kernels(w.type);
             const int64_t groups = ik.groups(w.n_in), halves = w.n_in / quant::kHalf;
-            // Two weight rows at a time where the ISA has a kernel for it (AVX-512), for more
-            // than one activation row (a decode step is bound by the weight stream).
+            // Two weight rows at a time where the ISA has a kernel for it (AVX-512).
             const auto* rows = static_cast<const uint8_t*>(w.packed ? w.packed : w.data);
-            const quant::RowsPacked2Fn pair = w.packed ? ik.rows_packed2 : ik.rows2;
+            const quant::RowsI16Fn one = ik.rows_of(w.packed);
+            const quant::RowsPacked2Fn pair = ik.pairs_of(w.packed, n);
             for (int64_t o = o0; o < o1;) {
                 const uint8_t* wo = rows + static_cast<size_t>(o) * w.row_bytes;
-                const bool two = pair && n > 1 && o + 1 < o1;
+                const bool two = pair && o + 1 < o1;
                 for (int64_t r = 0; r < n; r += ik.rows_max) {
                     const int m = static_cast<int>(std::min<int64_t>(ik.rows_max, n - r));
                     const int16_t* a = act_a_.data() + r * w.n_in;
@@ -682,7 +681,7 @@ private:
                     if (two) {
                         pair(wo, w.row_bytes, w.n_in, a, da, xs, m, yo, ldy);
                     } else {
-                        (w.packed ? ik.rows_packed : ik.rows)(wo, w.n_in, a, da, xs, m, yo, ldy);
+                        one(wo, w.n_in, a, da, xs, m, yo, ldy);
                     }
                 }
                 o += two ? 2 : 1;
