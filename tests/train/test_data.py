@@ -1,5 +1,6 @@
 """Training data made in shards (ds4.train.data.generate_to): an interrupted run resumes at the
-first missing shard with the same samples, and a work directory refuses data of other arguments."""
+first missing shard with the same samples, a longer prompt set reuses the shards it starts with, a
+shard whose prompts changed is made again, and a work directory refuses data of other arguments."""
 
 from __future__ import annotations
 
@@ -29,5 +30,22 @@ def test_shards_resume_and_refuse_other_recipes(tmp_path: Path, capsys: pytest.C
     assert len(again) == len(first) == 5
     for a, b in zip(first, again):
         assert a.start == b.start and np.array_equal(a.tokens, b.tokens) and np.array_equal(a.features, b.features)
-    with pytest.raises(SystemExit, match="other prompts, --max-new"):
+    with pytest.raises(SystemExit, match="another target, --target-layers or --max-new"):
         data.generate_to(tmp_path, model, prompts, (1, 2), 16, shard=2)
+
+
+def test_shards_grow_with_the_prompt_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = ds4.Model(str(block_target.target_gguf()), threads=2)
+    prompts = ["one two three", "a b c d", "the cat"]
+    first = data.generate_to(tmp_path, model, prompts, (1, 2), 12, shard=2)
+    stamp = {p.name: p.stat().st_mtime_ns for p in tmp_path.glob("data-*.npz")}
+    capsys.readouterr()
+    longer = data.generate_to(tmp_path, model, prompts + ["x y", "five six"], (1, 2), 12, shard=2)
+    assert "data resumed at prompt 2" in capsys.readouterr().err
+    assert (tmp_path / "data-0000.npz").stat().st_mtime_ns == stamp["data-0000.npz"]  # reused, not made again
+    assert len(longer) == 5 and np.array_equal(longer[0].tokens, first[0].tokens)
+    assert (tmp_path / "data-0001.npz").stat().st_mtime_ns != stamp["data-0001.npz"]  # its prompts grew: made again
+    assert np.array_equal(longer[2].tokens, first[2].tokens)
+    changed = data.generate_to(tmp_path, model, ["one two", "a b c d", "x y", "x y", "five six"], (1, 2), 12, shard=2)
+    assert len(changed) == 5 and len(changed[0].tokens) < len(longer[0].tokens)  # shard 0 made again from its new prompts
+    assert np.array_equal(changed[4].tokens, longer[4].tokens)

@@ -40,6 +40,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--minutes", type=float, default=0.0, help="stop (resumably) after this much training in this run")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--device", default="auto", help="where torch trains: auto (CUDA when present, else the CPU), cpu, cuda")
+    p.add_argument("--precision", choices=("auto", "f32", "bf16"), default="auto",
+                   help="matrix products in training: auto (bf16 where the hardware has it: AVX512_BF16, AMX, CUDA), f32, bf16")
     p.add_argument("--outtype", choices=("f32", "f16", "q8_0"), default="q8_0", help="the drafter's matrices (default q8_0)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=run)
@@ -69,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
     from ds4.train.drafter_net import DrafterConfig, DrafterNet
     from ds4.train.export import export_drafter
     from ds4.train.prompts import corpus_prompts
-    from ds4.train.trainer import (TrainConfig, Trainer, acceptance, calibrate, default_layers, describe, reduced_vocab,
-                                   target_parts)
+    from ds4.train.trainer import (TrainConfig, Trainer, acceptance, bf16_is_native, calibrate, default_layers, describe,
+                                   reduced_vocab, target_parts)
 
     out = Path(args.out)
     work = Path(args.work_dir) if args.work_dir else out.with_name(out.name + ".work")
@@ -106,11 +108,13 @@ def run(args: argparse.Namespace) -> int:
         norm_eps=1e-6, markov_rank=args.markov_rank if dspark else 0,
         d2t=reduced_vocab(train, args.draft_vocab, parts.n_vocab) if dspark and args.draft_vocab else ())
     n_tokens = sum(len(s.tokens) for s in samples)
-    print(f"ds4 train-drafter: {describe(cfg)}; data {len(samples)} sequences, {n_tokens} tokens "
-          f"({len(heldout)} held out), ready in {data_s:.0f} s", file=sys.stderr)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     net = DrafterNet(cfg, parts, seed=args.seed).to_device(device)
-    tc = TrainConfig(steps=args.steps, lr=args.lr, minutes=args.minutes, seed=args.seed)
+    bf16 = args.precision == "bf16" or (args.precision == "auto" and bf16_is_native(device))
+    tc = TrainConfig(steps=args.steps, lr=args.lr, minutes=args.minutes, seed=args.seed, bf16=bf16)
+    print(f"ds4 train-drafter: {describe(cfg)}; data {len(samples)} sequences, {n_tokens} tokens "
+          f"({len(heldout)} held out), ready in {data_s:.0f} s; training on {device} in {'bf16' if bf16 else 'f32'}",
+          file=sys.stderr)
     trainer = Trainer(net, train, heldout, tc, work)
     t1 = time.time()
     if not trainer.run():

@@ -100,31 +100,45 @@ def features(model: object, tokens: np.ndarray, layers: Sequence[int], chunk: in
 def generate_to(work: Path, model: object, prompts: Sequence[str], layers: Sequence[int], max_new: int,
                 shard: int = 64) -> list[Sample]:
     """The samples of `prompts`, generated in shards of `shard` prompts saved under `work` as they
-    complete, so that an interrupted run resumes at the first missing shard. The work directory
-    remembers what its data was made from and refuses to mix data of other arguments."""
-    import hashlib
-
-    recipe = {"prompts": hashlib.sha256(json.dumps(list(prompts)).encode()).hexdigest()[:16], "max_new": max_new,
-              "layers": list(layers), "model": Path(model.path).name}  # type: ignore[attr-defined]
-    manifest = work / "data.json"
-    if manifest.exists() and json.loads(manifest.read_text()) != recipe:
-        raise SystemExit(f"{work} holds data made from other prompts, --max-new, --target-layers or target "
-                         f"({manifest.read_text().strip()}); use another --work-dir or remove it")
-    manifest.write_text(json.dumps(recipe))
+    complete. The work directory's manifest (data.json) names the target, layers and --max-new its
+    data was made with, and each shard's prompts (a hash): an interrupted run resumes at the first
+    missing shard, a longer prompt set reuses the shards of the prompts it starts with (data grows
+    run by run), a shard whose prompts changed is made again, and data of another target, layers
+    or --max-new is refused."""
+    recipe = {"max_new": max_new, "layers": list(layers), "model": Path(model.path).name}  # type: ignore[attr-defined]
+    path = work / "data.json"
+    manifest = json.loads(path.read_text()) if path.exists() else {**recipe, "shards": {}}
+    if {k: manifest.get(k) for k in recipe} != recipe or not isinstance(manifest.get("shards"), dict):
+        raise SystemExit(f"{work} holds data made with another target, --target-layers or --max-new (or an older "
+                         f"format): {path.read_text().strip()[:200]}; use another --work-dir or remove it")
     out: list[Sample] = []
     resumed = False  # said once, at the first shard made in this run
     for k, at in enumerate(range(0, len(prompts), shard)):
-        path = work / f"data-{k:04d}.npz"
-        if path.exists():
-            out.extend(load(path))
+        name, key = f"data-{k:04d}.npz", _digest(prompts[at:at + shard])
+        if manifest["shards"].get(name) == key and (work / name).exists():
+            out.extend(load(work / name))
             continue
         if out and not resumed:
             print(f"ds4 train-drafter: data resumed at prompt {at}", file=sys.stderr)
         resumed = True
         samples = list(generate(model, prompts[at:at + shard], layers, max_new, first=at, total=len(prompts)))
-        save(samples, path)
+        save(samples, work / name)
         out.extend(samples)
+        manifest["shards"][name] = key
+        _write_json(path, manifest)
     return out
+
+
+def _digest(prompts: Sequence[str]) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(list(prompts)).encode()).hexdigest()[:16]
+
+
+def _write_json(path: Path, value: object) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(value, indent=1))
+    os.replace(tmp, path)
 
 
 def save(samples: Sequence[Sample], path: Path) -> None:

@@ -148,7 +148,7 @@ class DrafterNet(nn.Module):
 
     def context(self, features: torch.Tensor) -> torch.Tensor:
         """The fused context rows [T, d] of the target's features [T, k * d]."""
-        return rms_norm(features @ self.p("fc.weight").T, self.p("enc.output_norm.weight"), self.cfg.norm_eps)
+        return rms_norm(F.linear(features, self.p("fc.weight")), self.p("enc.output_norm.weight"), self.cfg.norm_eps)
 
     def layers(self, g: torch.Tensor, ctx_pos: torch.Tensor, x: torch.Tensor, pos: torch.Tensor,
                visible: torch.Tensor) -> torch.Tensor:
@@ -162,12 +162,12 @@ class DrafterNet(nn.Module):
             h = rms_norm(x, self.p(p + "attn_norm.weight"), eps)
 
             def keys(rows: torch.Tensor, at: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-                k = (rows @ self.p(p + "attn_k.weight").T).view(rows.shape[0], c.n_head_kv, hd)
+                k = F.linear(rows, self.p(p + "attn_k.weight")).view(rows.shape[0], c.n_head_kv, hd)
                 k = rope(rms_norm(k, self.p(p + "attn_k_norm.weight"), eps), at, c.rope_base)
-                v = (rows @ self.p(p + "attn_v.weight").T).view(rows.shape[0], c.n_head_kv, hd)
+                v = F.linear(rows, self.p(p + "attn_v.weight")).view(rows.shape[0], c.n_head_kv, hd)
                 return k, v
 
-            q = (h @ self.p(p + "attn_q.weight").T).view(h.shape[0], c.n_head, hd)
+            q = F.linear(h, self.p(p + "attn_q.weight")).view(h.shape[0], c.n_head, hd)
             q = rope(rms_norm(q, self.p(p + "attn_q_norm.weight"), eps), pos, c.rope_base)
             kc, vc = keys(g, ctx_pos)
             kb, vb = keys(h, pos)
@@ -176,25 +176,25 @@ class DrafterNet(nn.Module):
             att = torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(hd)
             att = att.masked_fill(~visible[None], float("-inf")).softmax(-1)
             o = torch.einsum("hqk,khd->qhd", att, v).reshape(h.shape[0], c.n_head * hd)
-            x = x + o @ self.p(p + "attn_output.weight").T
+            x = x + F.linear(o, self.p(p + "attn_output.weight"))
             h = rms_norm(x, self.p(p + "ffn_norm.weight"), eps)
-            up = F.silu(h @ self.p(p + "ffn_gate.weight").T) * (h @ self.p(p + "ffn_up.weight").T)
-            x = x + up @ self.p(p + "ffn_down.weight").T
+            up = F.silu(F.linear(h, self.p(p + "ffn_gate.weight"))) * F.linear(h, self.p(p + "ffn_up.weight"))
+            x = x + F.linear(up, self.p(p + "ffn_down.weight"))
         return rms_norm(x, self.p("output_norm.weight"), eps)
 
     def base_logits(self, h: torch.Tensor) -> torch.Tensor:
         """Logits over the draft vocabulary (the reduced one, or the target's) of final-normed rows."""
         if self.cfg.d2t:
-            return h @ self.p("output.weight").T
-        z = h @ self.target.output.T
+            return F.linear(h, self.p("output.weight"))
+        z = F.linear(h, self.target.output)
         cap = self.target.softcap
         return cap * torch.tanh(z / cap) if cap > 0 else z
 
     def markov(self, base: torch.Tensor, h: torch.Tensor, prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """DSpark: logits + W2 W1[prev] and the confidence sigmoid(w [h; W1[prev]] + b), per row."""
         w1 = self.p("markov_w1.weight")[self.t2d[prev] if self.cfg.d2t else prev]
-        logits = base + w1 @ self.p("markov_w2.weight").T
-        conf = torch.sigmoid(torch.cat([h, w1], -1) @ self.p("conf_proj.weight").T + self.p("conf_proj.bias"))[..., 0]
+        logits = base + F.linear(w1, self.p("markov_w2.weight"))
+        conf = torch.sigmoid(F.linear(torch.cat([h, w1], -1), self.p("conf_proj.weight"), self.p("conf_proj.bias")))[..., 0]
         return logits, conf
 
     def to_target(self, logits: torch.Tensor) -> torch.Tensor:

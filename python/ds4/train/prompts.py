@@ -10,6 +10,8 @@ import random
 import sysconfig
 from pathlib import Path
 
+from ds4.train.prompts_chat import chat_prompts
+
 CODE_SUBJECTS = [
     "a function that reverses a linked list", "a binary search over a sorted list", "a class for a bank account",
     "parsing a CSV file and summing a column", "a memoized Fibonacci function", "an LRU cache",
@@ -68,7 +70,8 @@ COMMENT = {"Python": "# {s}\n", "JavaScript": "// {s}\n", "C": "/* {s} */\n", "R
 
 def default_prompts() -> list[str]:
     """Requests (answered through the chat template or continued as text, see ds4.train.data) and
-    code to continue: each code subject started as a file in two languages."""
+    code to continue: each code subject started as a file in two languages; then everyday chat
+    requests (ds4.train.prompts_chat)."""
     out = []
     for i, s in enumerate(CODE_SUBJECTS):
         for j, task in enumerate(CODE_TASKS):
@@ -81,7 +84,7 @@ def default_prompts() -> list[str]:
         out.extend(task.format(a=a) for task in CHAT_TASKS)
     for i, form in enumerate(FORMS):
         out.extend(f"Write {form} about {s}." for s in FORM_SUBJECTS[i % 3::3])
-    return out
+    return out + [p for p in chat_prompts() if p not in out]
 
 
 def _docstrings(files: list[Path]) -> list[str]:
