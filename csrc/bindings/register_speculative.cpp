@@ -114,6 +114,9 @@ void register_speculative(py::module_& m) {
                  return s.at(p).pick(p, available, draft_cost, catch_up, draft_fixed);
              }, py::arg("p"), py::arg("available"), py::arg("draft_cost") = 0.0, py::arg("catch_up") = 0.0,
              py::arg("draft_fixed") = 0.0)
+        .def("cut", [](Sched& s, int p, int k, const std::vector<float>& confidence) {
+                 return s.at(p, k).cut(p, k, confidence);
+             }, py::arg("p"), py::arg("k"), py::arg("confidence"))
         .def("timed_pass", [](Sched& s, int rows, double seconds) { s.s.timed_pass(rows, seconds); },
              py::arg("rows"), py::arg("seconds"))
         .def("verified", [](Sched& s, int p, int k, int accepted, double seconds, double caught_up) {

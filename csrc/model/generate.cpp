@@ -188,6 +188,7 @@ int32_t Generator::speculate(int32_t tok) {
             if (want > 0) prop.propose(context_, want, &draft_);
             stats_.catch_up_seconds += draft_.catch_up_seconds;
             k = std::min(want, static_cast<int>(draft_.tokens.size()));
+            if (k > floor && !draft_.confidence.empty()) k = std::max(floor, scheduler_->cut(p, k, draft_.confidence));
             if (want > 0 && k == 0) scheduler_->wasted(p, now() - tp);
         } else {
             prop.propose(context_, pcap, &draft_);

@@ -71,6 +71,7 @@ public:
             const int32_t id = r.logits && !draw_.argmax_only() ? draw_.pick(r.logits, n_vocab, vocab_, draft) : r.argmax;
             if (id < 0 || id >= vocab_) return -1;  // low confidence, or a padding row of the embedding
             draft->tokens.push_back(id);
+            if (d_->has_confidence()) draft->confidence.push_back(r.confidence);
             return id;
         };
         const double t0 = now_seconds();

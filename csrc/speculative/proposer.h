@@ -20,11 +20,15 @@ struct Draft {
     // Empty when the tokens are deterministic (q one-hot at each); otherwise tokens.size() rows
     // of the target's n_vocab probabilities, row i the distribution token i was drawn from.
     std::vector<float> q;
+    // Empty, or per token the proposer's estimate that it is accepted given the ones before it
+    // were (a DSpark drafter's calibrated confidence head): the scheduler cuts the draft by it.
+    std::vector<float> confidence;
     // Seconds the proposer spent catching up (feeding what it missed) before drafting.
     double catch_up_seconds = 0;
     void clear() {
         tokens.clear();
         q.clear();
+        confidence.clear();
         catch_up_seconds = 0;
     }
 };

@@ -116,6 +116,24 @@ bool Scheduler::worth(double draft_cost, double draft_fixed) const {
     return best_case >= kMinGain / cost(1);
 }
 
+int Scheduler::cut(int p, int k, const std::vector<float>& confidence) const {
+    if (!c1_known_) return k;
+    const int kmax = std::min(k, static_cast<int>(confidence.size()));
+    const double slow = slow_[static_cast<size_t>(p)];
+    int best = 0;
+    double best_rate = 1.0 / c1_, e = 1.0, prefix = 1.0;
+    for (int i = 1; i <= kmax; ++i) {
+        prefix *= std::clamp(static_cast<double>(confidence[static_cast<size_t>(i - 1)]), 0.0, 1.0);
+        e += prefix;
+        const double rate = e / (slow * (cost(i + 1) + i * row_overhead_));
+        if (rate > best_rate) {
+            best = i;
+            best_rate = rate;
+        }
+    }
+    return best;
+}
+
 int Scheduler::pick(int p, int available, double draft_cost, double catch_up, double draft_fixed) {
     if (!c1_known_) return 0;
     const size_t ip = static_cast<size_t>(p);

@@ -54,6 +54,11 @@ public:
     // per token, after catch_up seconds of bringing the proposer up to date. A proposer that
     // costs must be predicted to gain 5 %.
     int pick(int p, int available, double draft_cost = 0.0, double catch_up = 0.0, double draft_fixed = 0.0);
+    // After proposer p drafted k tokens with confidences (its estimate that token i is accepted
+    // given the ones before it were, DSpark's calibrated confidence head), how many of them to
+    // verify: the prefix with the most expected tokens per second, the draft being paid for
+    // already; 0 decodes plainly. Never more than k (what pick() weighed against the ledger).
+    int cut(int p, int k, const std::vector<float>& confidence) const;
     // Seconds each verified draft token adds besides its row of the pass (exact sampling's
     // per-row probabilities); 0 by default.
     void set_row_overhead(double seconds) { row_overhead_ = seconds; }

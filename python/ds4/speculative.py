@@ -63,7 +63,8 @@ class Spec:
     ``--mtp-model``): a few layers conditioned on the target's hidden states draft a block of tokens
     in one non-causal pass (docs/drafters.md); DSpark's Markov head conditions each drafted token on
     the one before, and its confidence head ends the draft where the running estimate that the draft
-    is accepted falls below ``confidence`` (the seeds' ``--dspark-confidence``). ``ds4 convert``
+    is accepted falls below ``confidence`` (the seeds' ``--dspark-confidence``); unset, the scheduler
+    verifies the prefix its confidences predict to yield the most tokens per second. ``ds4 convert``
     makes a DFlash drafter of z-lab's checkpoints, llama.cpp's ``dflash`` GGUFs load as they are,
     ``ds4 train-drafter`` trains one for any model, and the embedded model ships with a DSpark
     drafter: ``Spec(types=["dspark"])`` on it needs no file. Given ``mtp_model``, its kind is

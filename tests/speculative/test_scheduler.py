@@ -189,6 +189,19 @@ def test_a_block_drafters_cost_is_per_draft() -> None:
     assert [s.pick(0, N_MAX, draft_cost=0.8) for _ in range(20)] == [0] * 20
 
 
+def test_a_draft_is_cut_by_its_confidences() -> None:
+    # After a block drafter's pass (paid for already), the prefix with the most expected tokens
+    # per second is verified: on the 1 + k/2 curve, 0.9, 0.9, 0.9 then 0.1 keeps three (3.44
+    # tokens for 2.5 steps; a fourth adds 0.07 tokens for half a step); drafts unlikely to be
+    # accepted are not verified at all; a sure one is verified whole, and never past k.
+    s = _core.SpecScheduler(N_MAX, COST, 1)
+    assert s.cut(0, 8, [0.9, 0.9, 0.9, 0.1, 0.9, 0.9, 0.9, 0.9]) == 3
+    assert s.cut(0, 8, [0.2] * 8) == 0
+    assert s.cut(0, 8, [1.0] * 8) == 8
+    assert s.cut(0, 2, [1.0] * 8) == 2
+    assert s.cut(0, 8, [1.0] * 3) == 3
+
+
 def test_probes_of_a_lagging_draft_model_stay_within_budget() -> None:
     # A draft model rejected at its first probe then sits out; a probe would first feed it what
     # it missed. The ledger takes a probe only while its worst case fits the allowance.
