@@ -12,7 +12,10 @@ It prints per figure (each a rate: higher is faster) the median over rounds of e
 B / A (the median of the per-round ratios). Build both trees first (``scripts/dev-build.sh`` in each); e.g. a worktree of the old
 commit: ``git worktree add ../ab_old HEAD~1 && (cd ../ab_old && scripts/dev-build.sh)``.
 
-Usage: python bench/ab.py --a ../ab_old --b . [--rounds 5] [--threads 2]
+``--set dspark`` times the default DSpark against plain decoding instead (``--drafter-a`` /
+``--drafter-b``: two drafters, on one tree or two).
+
+Usage: python bench/ab.py --a ../ab_old --b . [--rounds 5] [--threads 2] [--set core|dspark|all]
 """
 
 from __future__ import annotations
@@ -40,6 +43,27 @@ for name, spec in (("plain", None), ("edit ngram chain", ds4.Spec(types=["ngram-
 print(json.dumps(out))
 """
 
+DSPARK = r"""
+import json, sys
+sys.path.insert(0, "bench")
+import ds4
+from spec_dspark import prompt_sets
+m = ds4.Model(threads={threads}, n_ctx=1024)
+sets = prompt_sets(m)
+spec = ds4.Spec(types=["dspark"], mtp_model={drafter!r})
+m.session().generate(sets[next(iter(sets))][0], max_tokens=8, spec=spec)  # warm-up
+out = {{}}
+for name, prompts in sets.items():
+    for label, sp in (("plain", None), ("dspark", spec)):
+        n, t = 0, 0.0
+        for ids in prompts:
+            g = m.session().generate(ids, max_tokens={tokens}, spec=sp)
+            n += g.stats["n_generated"]
+            t += g.stats["end_to_end_seconds"]
+        out[f"{{name.split()[0]}} {{label}} e2e tok/s"] = n / t
+print(json.dumps(out))
+"""
+
 
 def run(tree: Path, args: list[str], env_extra: dict[str, str] | None = None) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree / "python"), OPENBLAS_NUM_THREADS="1", **(env_extra or {}))
@@ -47,9 +71,14 @@ def run(tree: Path, args: list[str], env_extra: dict[str, str] | None = None) ->
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(tree: Path, spec_file: str, a: argparse.Namespace) -> dict[str, float]:
+def measure(tree: Path, spec_file: str, a: argparse.Namespace, drafter: str | None) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    if a.set in ("dspark", "all"):
+        figures.update(run(tree, ["-c", DSPARK.format(threads=a.threads, tokens=a.dspark_tokens, drafter=drafter)]))
+    if a.set == "dspark":
+        return figures
     w = run(tree, ["bench/vs_llamacpp.py", "--worker", "ds4", "--spec", spec_file, "--threads", str(a.threads)])
-    figures = {"prefill tok/s": w["prefill_tok_s"], "decode tok/s": w["decode_tok_s"]}
+    figures.update({"prefill tok/s": w["prefill_tok_s"], "decode tok/s": w["decode_tok_s"]})
     for k in (1, 8, 16):
         figures[f"verify passes of {k} rows per second"] = 1000.0 / w["verify_ms"][f"verify k={k}"]
     e = run(tree, ["-c", EDIT.format(threads=a.threads, tokens=a.spec_tokens)])
@@ -67,6 +96,12 @@ def main() -> None:
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--decode-tokens", type=int, default=128)
     ap.add_argument("--spec-tokens", type=int, default=256)
+    ap.add_argument("--set", choices=("core", "dspark", "all"), default="core",
+                    help="core: prefill, decode, verify, the n-gram edit; dspark: the default DSpark against plain on "
+                         "bench/spec_dspark.py's held-out chat and code prompts (end to end)")
+    ap.add_argument("--dspark-tokens", type=int, default=128)
+    ap.add_argument("--drafter-a", help="tree A's DSpark drafter (default: the one it ships)")
+    ap.add_argument("--drafter-b", help="tree B's DSpark drafter (default: the one it ships)")
     a = ap.parse_args()
     trees = {"A": a.a.resolve(), "B": a.b.resolve()}
     sys.path.insert(0, str(trees["B"] / "python"))
@@ -88,7 +123,8 @@ def main() -> None:
     ratios: dict[str, list[float]] = {}
     for r in range(a.rounds):
         order = ("A", "B") if r % 2 == 0 else ("B", "A")
-        got = {t: measure(trees[t], spec_file, a) for t in order}
+        drafters = {"A": a.drafter_a, "B": a.drafter_b}
+        got = {t: measure(trees[t], spec_file, a, drafters[t]) for t in order}
         for t in order:
             for k, v in got[t].items():
                 res[t].setdefault(k, []).append(v)

@@ -224,6 +224,8 @@ void register_generator(py::module_& m) {
             },
             py::arg("sampling"), "The sampling-mode boundary: sample with these settings from the next token on.")
         .def("run", [](GeneratorHandle& h) { h.locked([](model::Generator& g) { g.run(); }); })
+        .def("cancel", [](GeneratorHandle& h) { h.locked([](model::Generator& g) { g.cancel(); }); },
+             "Ends the generation where it is (stop reason 'cancelled'); an engine drops it at its next step.")
         .def_property_readonly("done", [](GeneratorHandle& h) { return h.locked([](model::Generator& g) { return g.done(); }); })
         .def_property_readonly("tokens", [](GeneratorHandle& h) { return h.locked([](model::Generator& g) { return g.tokens(); }); })
         .def_property_readonly("text", [](GeneratorHandle& h) { return utf8_str(h.locked([](model::Generator& g) { return g.text(); })); })

@@ -107,6 +107,15 @@ public:
     void fed(int64_t n, const float* logits, int32_t argmax, double seconds);
     // The context cannot take rows(): generation ends as when a plain pass overflows.
     void overflow() { feed_.clear(); finish("context"); flush(nullptr); }
+    // Ends the generation where it is (stop reason "cancelled": its client went away); an engine
+    // drops it at its next step. Nothing once it has ended.
+    void cancel() {
+        if (!done_) {
+            feed_.clear();
+            finish("cancelled");
+            flush(nullptr);
+        }
+    }
 
     // The sampling-mode boundary (the server calls it when output enters tool-call syntax): from
     // the next token on, sample with `sampling`. Draft tokens a verify pass accepted under the old

@@ -30,6 +30,8 @@ class Batch:
         self.model = model
         self._e = _core.Engine(model._m, max_rows)
         self._watch: list[tuple[Generation, Callable[[str], Any], list[int]]] = []
+        # The engine holds each generator until the step after it ended: kept alive here till then.
+        self._held: list[Generation] = []
 
     def add(
         self,
@@ -52,6 +54,7 @@ class Batch:
         core = _core.Generator(session._s, self.model._m, np.asarray(ids, dtype=np.int64), opts)
         self._e.add(core)
         gen = Generation(core)
+        self._held.append(gen)
         if on_text is not None:
             self._watch.append((gen, on_text, [0]))
             self._notify()
@@ -59,7 +62,9 @@ class Batch:
 
     def step(self) -> bool:
         """One forward pass; returns whether any generation is still running."""
-        running = self._e.step()
+        ended = {id(g) for g in self._held if g.done}
+        running = self._e.step()  # which lets go of the ones that had ended
+        self._held = [g for g in self._held if id(g) not in ended]
         self._notify()
         return running
 

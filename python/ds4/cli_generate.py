@@ -42,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     p.add_argument("--ignore-eos", action="store_true", help="keep going past end-of-generation tokens")
     p.add_argument("--json", action="store_true", help="print the generation and its stats as one JSON object")
+    add_spec_arguments(p)
+    return p
+
+
+def add_spec_arguments(p: argparse.ArgumentParser) -> None:
+    """The speculative-decoding flags (the seeds' names and llama.cpp's), as ``ds4`` and ``ds4-server`` take them."""
     s = p.add_argument_group("speculative decoding (at --temp 0 the same text as plain decoding)")
     s.add_argument("--spec-type", help="proposers chained in order, comma-separated: ngram-simple, ngram-mod, draft, mtp, "
                    "dflash, dspark (llama.cpp's draft-* names too)")
@@ -66,7 +72,6 @@ def build_parser() -> argparse.ArgumentParser:
                         "for a model with an MTP block)")
     s.add_argument("--quality", "--dspark-strict", dest="quality", action="store_true",
                    help="target-only decoding: speculation off")
-    return p
 
 
 def _sampling(args: argparse.Namespace, model: Any) -> dict[str, Any]:
@@ -83,11 +88,11 @@ def _sampling(args: argparse.Namespace, model: Any) -> dict[str, Any]:
         seed=args.seed,
         stop=args.stop,
         stop_at_eog=not args.ignore_eos,
-        spec=_spec(args, model),
+        spec=spec_from_args(args, model),
     )
 
 
-def _spec(args: argparse.Namespace, model: Any) -> Any:
+def spec_from_args(args: argparse.Namespace, model: Any) -> Any:
     from ds4 import Spec
 
     types = [t.strip() for t in (args.spec_type or "").split(",") if t.strip()]

@@ -25,7 +25,7 @@ class Generation:
     ``cost_prior_seconds``), the scheduler's ``spec_balance_seconds`` (what speculation gained
     over plain decoding, by its ledger) and ``stop_reason`` (``"max_tokens"``, ``"eog"`` for an
     end-of-generation token, ``"stop"`` for a stop string, ``"context"`` when the context filled
-    up).
+    up, ``"cancelled"`` after :meth:`cancel`).
     """
 
     def __init__(self, core: _core.Generator) -> None:
@@ -47,6 +47,11 @@ class Generation:
         pass, never re-evaluating the context) and evaluates it again, so what follows is what a
         fresh session that evaluated the same tokens would sample with the new settings."""
         self._g.set_sampling(_core.SamplingParams(**sampling))
+
+    def cancel(self) -> None:
+        """Ends the generation where it is (``stats["stop_reason"]`` ``"cancelled"``): a batch
+        drops it at its next step. Nothing once it has ended."""
+        self._g.cancel()
 
     @property
     def done(self) -> bool:

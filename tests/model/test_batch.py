@@ -56,6 +56,24 @@ def test_generate_batch_and_joining_between_steps(gemma: ds4.Model) -> None:
     assert late.tokens == gemma.session().generate(PROMPTS[1], max_tokens=8).tokens
 
 
+def test_generations_nobody_holds_and_cancelled_ones_leave_safely(gemma: ds4.Model) -> None:
+    # The engine keeps a generation until the step after it ended: the batch keeps it alive till
+    # then, so a caller that drops it (a server once its request is answered) frees nothing in use
+    # and a new generation can take its place.
+    b = gemma.batch()
+    for i in range(12):
+        b.add(PROMPTS[i % len(PROMPTS)], max_tokens=1 + i % 3)
+        b.step()
+    b.run()
+    long = b.add(PROMPTS[0], max_tokens=50)
+    other = b.add(PROMPTS[1], max_tokens=6, stop_at_eog=False)
+    b.step()
+    long.cancel()
+    b.run()
+    assert long.stats["stop_reason"] == "cancelled" and len(long.tokens) < 50
+    assert other.tokens == gemma.session().generate(PROMPTS[1], max_tokens=6, stop_at_eog=False).tokens
+
+
 def test_batched_generation_continues_its_session(gemma: ds4.Model) -> None:
     s = gemma.session()
     s.generate(PROMPTS[2], max_tokens=6)

@@ -1,0 +1,163 @@
+"""The HTTP side of ``ds4-server``: a Starlette app (ASGI) over the generation thread (worker.py).
+
+Bodies are read up to ``max_body`` bytes (413 past it) and parsed as JSON (400 otherwise); a
+refused request gets the API's error shape and the server keeps serving the others. A streamed
+response sends server-sent events as the worker decodes, and an SSE comment every
+``keepalive`` seconds while there is nothing to send (a long prefill), so that clients and proxies
+do not time out; a client that goes away cancels its generation, which frees its slot at the next
+step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request as HttpRequest
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ds4.model import Model
+from ds4.server import openai_api
+from ds4.server.errors import ApiError
+from ds4.server.worker import Busy, Job, Worker
+
+log = logging.getLogger("ds4.server")
+
+
+def _sse(obj: Any) -> bytes:
+    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode()
+
+
+class Server:
+    def __init__(self, model: Model, name: str, worker: Worker, max_body: int = 8 << 20, keepalive: float = 10.0) -> None:
+        self.model, self.name, self.worker, self.max_body, self.keepalive = model, name, worker, max_body, keepalive
+
+    async def body(self, request: HttpRequest) -> Any:
+        # A body over the limit is read to its end (up to 8x the limit, then the connection is
+        # dropped) so that the client, still sending, gets the 413 rather than a broken pipe.
+        size = request.headers.get("content-length")
+        if size is not None and size.isdigit() and int(size) > 8 * self.max_body:
+            raise ApiError(f"the request body is {size} bytes; the limit is {self.max_body}", status=413)
+        data = bytearray()
+        seen = 0
+        async for part in request.stream():
+            seen += len(part)
+            if seen <= self.max_body:
+                data += part
+            elif seen > 8 * self.max_body:
+                break
+        if seen > self.max_body:
+            raise ApiError(f"the request body is over the limit of {self.max_body} bytes", status=413)
+        try:
+            return json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ApiError(f"the request body is not valid JSON: {e}") from None
+
+    async def models(self, request: HttpRequest) -> Response:
+        return JSONResponse({"object": "list", "data": [
+            {"id": self.name, "object": "model", "created": int(time.time()), "owned_by": "ds4"}]})
+
+    async def chat(self, request: HttpRequest) -> Response:
+        return await self.openai(request, "chat")
+
+    async def completions(self, request: HttpRequest) -> Response:
+        return await self.openai(request, "completion")
+
+    async def openai(self, request: HttpRequest, kind: str) -> Response:
+        req = openai_api.parse(kind, self.model, self.name, await self.body(request))
+        job = Job(req.prompt, req.options, asyncio.get_running_loop())
+        try:
+            self.worker.submit(job)
+        except Busy as e:
+            raise ApiError(str(e), status=429, type="rate_limit_error") from None
+        if req.stream:
+            return StreamingResponse(self._stream(request, req, job), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        gen = await self._finish(request, job)
+        if gen is None:
+            return Response(status_code=499)
+        return JSONResponse(openai_api.response(req, gen))
+
+    async def _finish(self, request: HttpRequest, job: Job) -> Any:
+        """The finished Generation of a non-streamed job (None: its client went away)."""
+        try:
+            while True:
+                try:
+                    kind, value = await asyncio.wait_for(job.events.get(), timeout=1.0)
+                except asyncio.TimeoutError:
+                    if await request.is_disconnected():
+                        self.worker.cancel(job)
+                        return None
+                    continue
+                if kind == "error":
+                    raise ApiError(value)
+                if kind == "done":
+                    return value
+        except asyncio.CancelledError:
+            self.worker.cancel(job)
+            raise
+
+    async def _stream(self, request: HttpRequest, req: openai_api.Request, job: Job) -> AsyncIterator[bytes]:
+        first = True
+        try:
+            while True:
+                try:
+                    kind, value = await asyncio.wait_for(job.events.get(), timeout=self.keepalive)
+                except asyncio.TimeoutError:
+                    yield b": keepalive\n\n"
+                    continue
+                if kind == "text":
+                    yield _sse(openai_api.chunk(req, value, first=first))
+                    first = False
+                elif kind == "error":
+                    yield _sse(ApiError(value).openai())
+                    return
+                else:
+                    if first and req.kind == "chat":
+                        yield _sse(openai_api.chunk(req, first=True))
+                    yield _sse(openai_api.chunk(req, finish=openai_api.finish_reason(value)))
+                    if req.include_usage:
+                        yield _sse(openai_api.usage_chunk(req, value))
+                    yield b"data: [DONE]\n\n"
+                    return
+        finally:
+            if not job.gen or not job.gen.done:
+                self.worker.cancel(job)
+
+
+def _errors(handler: Callable[[HttpRequest], Awaitable[Response]]) -> Callable[[HttpRequest], Awaitable[Response]]:
+    async def wrapped(request: HttpRequest) -> Response:
+        try:
+            return await handler(request)
+        except ApiError as e:
+            return JSONResponse(e.openai(), status_code=e.status)
+        except Exception as e:  # a bug: answered, logged, and the server goes on
+            log.exception("error serving %s", request.url.path)
+            return JSONResponse(ApiError(f"internal error: {e}", status=500, type="server_error").openai(), status_code=500)
+    return wrapped
+
+
+def create_app(model: Model, name: str | None = None, worker: Worker | None = None, **options: Any) -> Starlette:
+    """The ASGI app serving `model` (through `worker`, else a new one with its defaults)."""
+    s = Server(model, name or model.path.rsplit("/", 1)[-1].removesuffix(".gguf"), worker or Worker(model), **options)
+    routes = [
+        Route("/v1/models", _errors(s.models), methods=["GET"]),
+        Route("/v1/chat/completions", _errors(s.chat), methods=["POST"]),
+        Route("/v1/completions", _errors(s.completions), methods=["POST"]),
+    ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        s.worker.close()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.server = s
+    return app

@@ -1,0 +1,56 @@
+"""``ds4-server [-m FILE] [--host H] [--port P] [--ctx N] [--parallel N] [--max-queue N]`` plus the
+speculative flags of ``ds4``: serves the model (the embedded one without -m) over OpenAI's API."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ds4.cli_generate import add_spec_arguments
+
+    p = argparse.ArgumentParser(prog="ds4-server", description="ds4's OpenAI-compatible HTTP server")
+    p.add_argument("-m", "--model", help="GGUF file (default: the embedded Gemma 3 270M)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    p.add_argument("-c", "--ctx", "--ctx-size", dest="ctx", type=int, default=None,
+                   help="context length of each session (default: the model's trained context)")
+    p.add_argument("-t", "--threads", type=int, default=None, help="threads (default: all cores)")
+    p.add_argument("--parallel", "-np", type=int, default=4,
+                   help="sessions decoded together in one batched step (default 4); 1 runs requests one at a time, "
+                        "with the speculative flags")
+    p.add_argument("--max-queue", type=int, default=64, help="requests waiting for a slot before 429 (default 64)")
+    p.add_argument("--max-body-mb", type=float, default=8.0, help="largest request body (default 8 MB)")
+    p.add_argument("--alias", help="the model name /v1/models reports (default: the file's name)")
+    add_spec_arguments(p)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        import uvicorn
+
+        from ds4.server.app import create_app
+    except ImportError as e:
+        raise SystemExit(f"ds4-server needs the server extra ({e.name} is missing): pip install 'ds4[server]'") from None
+    from ds4 import Model
+    from ds4.cli_generate import spec_from_args
+    from ds4.server.worker import Worker
+
+    model = Model(args.model, threads=args.threads, n_ctx=args.ctx)
+    spec = spec_from_args(args, model)
+    if spec is not None and args.parallel != 1:
+        print("ds4-server: speculative decoding serves one request at a time: use --parallel 1 "
+              "(batched sessions decode plainly, as the seeds' serving does)", file=sys.stderr)
+        return 2
+    worker = Worker(model, parallel=args.parallel, max_queue=args.max_queue, spec=spec)
+    app = create_app(model, args.alias, worker, max_body=int(args.max_body_mb * (1 << 20)))
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""OpenAI's ``/v1/chat/completions`` and ``/v1/completions``: requests checked as the API checks
+them (an unknown argument, a wrong type or a value out of range is a 400 naming the argument),
+turned into a prompt and generation options; responses and stream chunks in the API's shapes."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ds4.chat import apply_chat_template
+from ds4.generation import Generation
+from ds4.model import Model
+from ds4.server.errors import ApiError, invalid
+
+_COMMON = {"model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "seed",
+           "presence_penalty", "frequency_penalty", "logit_bias", "user", "logprobs", "top_logprobs",
+           # llama.cpp's extensions, which its clients send
+           "top_k", "min_p", "repeat_penalty"}
+CHAT_FIELDS = _COMMON | {"messages", "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls",
+                         "response_format", "metadata", "store", "service_level"}
+COMPLETION_FIELDS = _COMMON | {"prompt", "echo", "suffix", "best_of"}
+ROLES = {"system", "developer", "user", "assistant", "tool"}
+FINISH = {"eog": "stop", "stop": "stop", "max_tokens": "length", "context": "length", "cancelled": "stop"}
+
+
+@dataclass
+class Request:
+    """A checked request: the prompt's ids and Session.generate's options."""
+
+    kind: str  # "chat" or "completion"
+    model: str
+    prompt: list[int]
+    options: dict[str, Any]
+    stream: bool
+    include_usage: bool
+    id: str
+    created: int
+
+
+def _number(body: Mapping[str, Any], key: str, lo: float, hi: float, default: float) -> float:
+    v = body.get(key)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise invalid(key, f"expected a number, got {type(v).__name__}")
+    if not lo <= v <= hi:
+        raise invalid(key, f"{v} is not in [{lo}, {hi}]")
+    return float(v)
+
+
+def _integer(body: Mapping[str, Any], key: str, lo: int, hi: int | None = None) -> int | None:
+    v = body.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise invalid(key, f"expected an integer, got {type(v).__name__}")
+    if v < lo or (hi is not None and v > hi):
+        raise invalid(key, f"{v} is not in [{lo}, {hi if hi is not None else 'inf'}]")
+    return v
+
+
+def _flag(body: Mapping[str, Any], key: str) -> bool:
+    v = body.get(key, False)
+    if v is None:
+        return False
+    if not isinstance(v, bool):
+        raise invalid(key, f"expected a boolean, got {type(v).__name__}")
+    return v
+
+
+def _stop(body: Mapping[str, Any]) -> list[str]:
+    v = body.get("stop")
+    if v is None:
+        return []
+    stops = [v] if isinstance(v, str) else v
+    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
+        raise invalid("stop", "expected a non-empty string or a list of them")
+    if len(stops) > 4:
+        raise invalid("stop", f"at most 4 stop sequences, got {len(stops)}")
+    return stops
+
+
+def _logit_bias(model: Model, body: Mapping[str, Any]) -> dict[int, float] | None:
+    v = body.get("logit_bias")
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        raise invalid("logit_bias", "expected an object of token id -> bias")
+    out = {}
+    for k, b in v.items():
+        try:
+            tok = int(k)
+        except ValueError:
+            raise invalid("logit_bias", f"{k!r} is not a token id") from None
+        if not 0 <= tok < model.n_vocab:
+            raise invalid("logit_bias", f"token {tok} is outside the vocabulary [0, {model.n_vocab})")
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not -100 <= b <= 100:
+            raise invalid("logit_bias", f"the bias of token {tok} must be a number in [-100, 100]")
+        out[tok] = float(b)
+    return out
+
+
+def _content(m: Mapping[str, Any], i: int) -> str:
+    c = m.get("content")
+    if c is None or isinstance(c, str):
+        return c or ""
+    if isinstance(c, list):
+        parts = []
+        for part in c:
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise invalid(f"messages[{i}].content", "only text parts ({\"type\": \"text\", \"text\": ...}) are supported")
+            parts.append(part["text"])
+        return "".join(parts)
+    raise invalid(f"messages[{i}].content", f"expected a string or a list of parts, got {type(c).__name__}")
+
+
+def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise invalid("messages", "expected a non-empty list of messages")
+    out = []
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict):
+            raise invalid(f"messages[{i}]", "expected an object")
+        role = m.get("role")
+        if role not in ROLES:
+            raise invalid(f"messages[{i}].role", f"expected one of {sorted(ROLES)}, got {role!r}")
+        out.append({"role": "system" if role == "developer" else role, "content": _content(m, i)})
+    return out
+
+
+def _completion_prompt(model: Model, body: Mapping[str, Any]) -> list[int]:
+    p = body.get("prompt")
+    if isinstance(p, list) and len(p) == 1 and isinstance(p[0], (str, list)):
+        p = p[0]
+    if isinstance(p, str):
+        return model.tokenize(p)
+    if isinstance(p, list) and p and all(isinstance(t, int) and not isinstance(t, bool) for t in p):
+        if not all(0 <= t < model.n_vocab for t in p):
+            raise invalid("prompt", f"a token id is outside the vocabulary [0, {model.n_vocab})")
+        return list(p)
+    raise invalid("prompt", "expected a string, a list of token ids, or a list of one of them")
+
+
+def parse(kind: str, model: Model, name: str, body: Any) -> Request:
+    """The checked request of a JSON body for `kind` ("chat" or "completion")."""
+    if not isinstance(body, dict):
+        raise ApiError("the request body must be a JSON object")
+    allowed = CHAT_FIELDS if kind == "chat" else COMPLETION_FIELDS
+    for key in body:
+        if key not in allowed:
+            raise ApiError(f"Unrecognized request argument supplied: {key}", param=key)
+    if "model" in body and not isinstance(body["model"], str):
+        raise invalid("model", "expected a string")
+    if (_integer(body, "n", 1) or 1) != 1 or (kind == "completion" and (_integer(body, "best_of", 1) or 1) != 1):
+        raise invalid("n", "this server makes one choice per request")
+    if _flag(body, "logprobs") or body.get("top_logprobs"):
+        raise invalid("logprobs", "log probabilities are not supported by this server yet")
+    if kind == "chat":
+        if body.get("tools") or body.get("tool_choice") not in (None, "none"):
+            raise invalid("tools", "tool calls are not supported by this server yet")
+        fmt = body.get("response_format")
+        if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") != "text"):
+            raise invalid("response_format", "only {\"type\": \"text\"} is supported")
+        text = apply_chat_template(model, _messages(body), add_generation_prompt=True)
+        prompt = model.tokenize(text, add_special=False)
+    else:
+        if _flag(body, "echo") or body.get("suffix") is not None:
+            raise invalid("echo" if body.get("echo") else "suffix", "not supported by this server")
+        prompt = _completion_prompt(model, body)
+    room = model.n_ctx - len(prompt)
+    if room < 1:
+        raise ApiError(f"the prompt is {len(prompt)} tokens; this server's context is {model.n_ctx}",
+                       param="messages" if kind == "chat" else "prompt", code="context_length_exceeded")
+    key = "max_completion_tokens" if kind == "chat" and body.get("max_completion_tokens") is not None else "max_tokens"
+    max_tokens = _integer(body, key, 1)
+    default = room if kind == "chat" else 16  # the APIs' defaults: the rest of the context; 16
+    opts: dict[str, Any] = {
+        "max_tokens": min(max_tokens if max_tokens is not None else default, room),
+        "temperature": _number(body, "temperature", 0.0, 2.0, 1.0),
+        "top_p": _number(body, "top_p", 0.0, 1.0, 1.0),
+        "top_k": _integer(body, "top_k", 0) or 0,
+        "min_p": _number(body, "min_p", 0.0, 1.0, 0.0),
+        "repeat_penalty": _number(body, "repeat_penalty", 0.0, 10.0, 1.0),
+        "presence_penalty": _number(body, "presence_penalty", -2.0, 2.0, 0.0),
+        "frequency_penalty": _number(body, "frequency_penalty", -2.0, 2.0, 0.0),
+        "logit_bias": _logit_bias(model, body),
+        "seed": _integer(body, "seed", -(2**63), 2**64 - 1),
+        "stop": _stop(body),
+    }
+    if opts["top_p"] == 0.0:
+        opts["top_p"] = 1.0
+        opts["top_k"] = 1  # top_p 0: only the most likely token, as the API means it
+    if opts["seed"] is not None:
+        opts["seed"] %= 2**64
+    stream_options = body.get("stream_options")
+    if stream_options is not None and not isinstance(stream_options, dict):
+        raise invalid("stream_options", "expected an object")
+    stream = _flag(body, "stream")
+    prefix = "chatcmpl" if kind == "chat" else "cmpl"
+    return Request(kind, body.get("model") or name, prompt, opts, stream,
+                   bool((stream_options or {}).get("include_usage")), f"{prefix}-{uuid.uuid4().hex[:24]}", int(time.time()))
+
+
+def usage(req: Request, gen: Generation) -> dict[str, int]:
+    n = int(gen.stats.get("n_generated", len(gen.tokens)))
+    return {"prompt_tokens": len(req.prompt), "completion_tokens": n, "total_tokens": len(req.prompt) + n}
+
+
+def finish_reason(gen: Generation) -> str:
+    return FINISH.get(str(gen.stats.get("stop_reason")), "stop")
+
+
+def response(req: Request, gen: Generation) -> dict[str, Any]:
+    if req.kind == "chat":
+        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": gen.text}, "logprobs": None}
+        obj = "chat.completion"
+    else:
+        choice, obj = {"index": 0, "text": gen.text, "logprobs": None}, "text_completion"
+    choice["finish_reason"] = finish_reason(gen)
+    return {"id": req.id, "object": obj, "created": req.created, "model": req.model, "choices": [choice],
+            "usage": usage(req, gen)}
+
+
+def chunk(req: Request, text: str | None = None, finish: str | None = None, first: bool = False) -> dict[str, Any]:
+    """A stream chunk: text (the chat's first chunk also names the role) or the end (finish)."""
+    if req.kind == "chat":
+        delta: dict[str, Any] = {"role": "assistant"} if first else {}
+        if text is not None:
+            delta["content"] = text
+        choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        obj = "chat.completion.chunk"
+    else:
+        choice, obj = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}, "text_completion"
+    return {"id": req.id, "object": obj, "created": req.created, "model": req.model, "choices": [choice]}
+
+
+def usage_chunk(req: Request, gen: Generation) -> dict[str, Any]:
+    obj = "chat.completion.chunk" if req.kind == "chat" else "text_completion"
+    return {"id": req.id, "object": obj, "created": req.created, "model": req.model, "choices": [],
+            "usage": usage(req, gen)}

@@ -1,0 +1,163 @@
+"""The server's generation thread: one model, every request's generation on it.
+
+Requests wait in a bounded queue (``Busy`` when it is full: the server answers 429) and join the
+running batch at the next step (continuous batching: ``ds4.Batch``, one forward pass per step for
+every running generation, a long prompt fed in chunks beside the decoding rows). With one slot
+(``parallel=1``) a request runs alone and may speculate (``spec``), as the seeds' non-batched
+serving; batched generations decode plainly. Events reach each request's asyncio queue through its
+event loop: ``("text", piece)`` as text is decoded, then ``("done", Generation)`` or
+``("error", message)``. A cancelled request (its client went away) ends at the next step and frees
+its slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ds4.generation import Generation
+from ds4.model import Model
+from ds4.speculative import Spec
+
+log = logging.getLogger("ds4.server")
+
+class Busy(Exception):
+    """The queue of waiting requests is full."""
+
+
+@dataclass
+class Job:
+    prompt: Sequence[int]
+    options: dict[str, Any]  # Session.generate's options (max_tokens, temperature, stop, seed, ...)
+    loop: asyncio.AbstractEventLoop
+    events: asyncio.Queue[tuple[str, Any]] = field(default_factory=asyncio.Queue)
+    cancelled: bool = False
+    gen: Generation | None = None
+
+    def emit(self, kind: str, value: Any) -> None:
+        self.loop.call_soon_threadsafe(self.events.put_nowait, (kind, value))
+
+
+class Worker:
+    def __init__(self, model: Model, parallel: int = 4, max_queue: int = 64, spec: Spec | None = None,
+                 max_rows: int = 512) -> None:
+        if parallel < 1 or max_queue < 0:
+            raise ValueError(f"parallel must be >= 1 and max_queue >= 0, got {parallel} and {max_queue}")
+        self.model, self.parallel, self.max_queue, self.spec = model, parallel, max_queue, spec
+        self._max_rows = max_rows
+        self._waiting: deque[Job] = deque()
+        self._cond = threading.Condition()
+        self._stop = False
+        self._running = 0
+        self._thread = threading.Thread(target=self._run, name="ds4-server-worker", daemon=True)
+        self._thread.start()
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a slot."""
+        return len(self._waiting)
+
+    @property
+    def running(self) -> int:
+        """Requests generating."""
+        return self._running
+
+    def submit(self, job: Job) -> None:
+        with self._cond:
+            free = self.parallel - self._running
+            if len(self._waiting) >= self.max_queue + max(0, free):
+                raise Busy(f"{self._running} requests are generating and {len(self._waiting)} waiting "
+                           f"(--parallel {self.parallel}, --max-queue {self.max_queue}); retry later")
+            self._waiting.append(job)
+            self._cond.notify()
+
+    def cancel(self, job: Job) -> None:
+        with self._cond:
+            job.cancelled = True
+            if job in self._waiting:
+                self._waiting.remove(job)
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        self._thread.join()
+
+    def _next_jobs(self, running: int) -> list[Job] | None:
+        """Waits until there is work; the jobs that take the free slots (None: stopping)."""
+        with self._cond:
+            self._running = running
+            while not self._stop and not self._waiting and running == 0:
+                self._cond.wait()
+            if self._stop:
+                return None
+            out = []
+            while self._waiting and running + len(out) < self.parallel:
+                out.append(self._waiting.popleft())
+            self._running = running + len(out)
+            return out
+
+    def _run(self) -> None:
+        if self.parallel == 1:
+            self._run_alone()
+            return
+        batch = self.model.batch(self._max_rows)
+        active: list[tuple[Job, list[int]]] = []
+        while (new := self._next_jobs(len(active))) is not None:
+            for job in new:
+                shown = [0]
+                try:
+                    job.gen = batch.add(job.prompt, **job.options)
+                except (ValueError, RuntimeError) as e:
+                    job.emit("error", str(e))
+                    continue
+                active.append((job, shown))
+            for job, _ in active:
+                if job.cancelled and job.gen is not None:
+                    job.gen.cancel()
+            if active:
+                try:
+                    batch.step()
+                except Exception as e:  # noqa: BLE001 - a failed pass ends its requests, not the server
+                    log.exception("a batched step failed")
+                    for job, _ in active:
+                        job.emit("error", f"generation failed: {e}")
+                        if job.gen is not None:
+                            job.gen.cancel()
+                    batch = self.model.batch(self._max_rows)
+                    active = []
+                    continue
+            left = []
+            for job, shown in active:
+                gen = job.gen
+                assert gen is not None
+                text = gen.text
+                if len(text) > shown[0] and not job.cancelled:
+                    job.emit("text", text[shown[0]:])
+                    shown[0] = len(text)
+                if gen.done:
+                    job.emit("done", gen)
+                else:
+                    left.append((job, shown))
+            active = left
+
+    def _run_alone(self) -> None:
+        while (new := self._next_jobs(0)) is not None:
+            for job in new:
+                try:
+                    job.gen = self.model.session().generate(job.prompt, stream=True, spec=self.spec, **job.options)
+                    for piece in job.gen:
+                        if job.cancelled:
+                            job.gen.cancel()
+                            break
+                        job.emit("text", piece)
+                except (ValueError, RuntimeError) as e:
+                    job.emit("error", str(e))
+                    continue
+                job.emit("done", job.gen)
