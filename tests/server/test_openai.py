@@ -27,17 +27,6 @@ CHAT = [{"role": "system", "content": "You are terse."}, {"role": "user", "conte
 
 
 @pytest.fixture(scope="module")
-def model() -> ds4.Model:
-    return ds4.Model(threads=2, n_ctx=512)
-
-
-@pytest.fixture(scope="module")
-def server(model: ds4.Model) -> Any:
-    with live.serve(model, parallel=4, max_queue=8) as (url, srv):
-        yield url, srv
-
-
-@pytest.fixture(scope="module")
 def client(server: Any) -> Any:
     return openai.OpenAI(base_url=server[0] + "/v1", api_key="none", max_retries=0, timeout=120)
 

@@ -16,6 +16,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
@@ -24,15 +25,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ds4.model import Model
-from ds4.server import openai_api
+from ds4.server import anthropic_api, openai_api
 from ds4.server.errors import ApiError
 from ds4.server.worker import Busy, Job, Worker
 
 log = logging.getLogger("ds4.server")
-
-
-def _sse(obj: Any) -> bytes:
-    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode()
 
 
 class Server:
@@ -65,25 +62,38 @@ class Server:
             {"id": self.name, "object": "model", "created": int(time.time()), "owned_by": "ds4"}]})
 
     async def chat(self, request: HttpRequest) -> Response:
-        return await self.openai(request, "chat")
+        req = openai_api.parse("chat", self.model, self.name, await self.body(request))
+        return await self.serve(request, req, lambda gen: openai_api.response(req, gen), Stream(
+            openai_api.stream_start(req), lambda piece: openai_api.stream_text(req, piece),
+            lambda gen: openai_api.stream_end(req, gen), lambda e: openai_api.sse(e.openai())))
 
     async def completions(self, request: HttpRequest) -> Response:
-        return await self.openai(request, "completion")
+        req = openai_api.parse("completion", self.model, self.name, await self.body(request))
+        return await self.serve(request, req, lambda gen: openai_api.response(req, gen), Stream(
+            [], lambda piece: openai_api.stream_text(req, piece), lambda gen: openai_api.stream_end(req, gen),
+            lambda e: openai_api.sse(e.openai())))
 
-    async def openai(self, request: HttpRequest, kind: str) -> Response:
-        req = openai_api.parse(kind, self.model, self.name, await self.body(request))
+    async def messages(self, request: HttpRequest) -> Response:
+        req = anthropic_api.parse(self.model, self.name, await self.body(request))
+        return await self.serve(request, req, lambda gen: anthropic_api.response(self.model, req, gen), Stream(
+            anthropic_api.stream_start(req), anthropic_api.stream_text,
+            lambda gen: anthropic_api.stream_end(self.model, req, gen),
+            lambda e: anthropic_api.event("error", {"error": e.anthropic()["error"]})))
+
+    async def serve(self, request: HttpRequest, req: openai_api.Request, respond: Callable[[Any], dict[str, Any]],
+                    stream: Stream) -> Response:
         job = Job(req.prompt, req.options, asyncio.get_running_loop())
         try:
             self.worker.submit(job)
         except Busy as e:
             raise ApiError(str(e), status=429, type="rate_limit_error") from None
         if req.stream:
-            return StreamingResponse(self._stream(request, req, job), media_type="text/event-stream",
+            return StreamingResponse(self._stream(job, stream), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         gen = await self._finish(request, job)
         if gen is None:
             return Response(status_code=499)
-        return JSONResponse(openai_api.response(req, gen))
+        return JSONResponse(respond(gen))
 
     async def _finish(self, request: HttpRequest, job: Job) -> Any:
         """The finished Generation of a non-streamed job (None: its client went away)."""
@@ -104,9 +114,10 @@ class Server:
             self.worker.cancel(job)
             raise
 
-    async def _stream(self, request: HttpRequest, req: openai_api.Request, job: Job) -> AsyncIterator[bytes]:
-        first = True
+    async def _stream(self, job: Job, stream: Stream) -> AsyncIterator[bytes]:
         try:
+            for b in stream.start:
+                yield b
             while True:
                 try:
                     kind, value = await asyncio.wait_for(job.events.get(), timeout=self.keepalive)
@@ -114,33 +125,41 @@ class Server:
                     yield b": keepalive\n\n"
                     continue
                 if kind == "text":
-                    yield _sse(openai_api.chunk(req, value, first=first))
-                    first = False
+                    yield stream.text(value)
                 elif kind == "error":
-                    yield _sse(ApiError(value).openai())
+                    yield stream.error(ApiError(value))
                     return
                 else:
-                    if first and req.kind == "chat":
-                        yield _sse(openai_api.chunk(req, first=True))
-                    yield _sse(openai_api.chunk(req, finish=openai_api.finish_reason(value)))
-                    if req.include_usage:
-                        yield _sse(openai_api.usage_chunk(req, value))
-                    yield b"data: [DONE]\n\n"
+                    for b in stream.end(value):
+                        yield b
                     return
         finally:
             if not job.gen or not job.gen.done:
                 self.worker.cancel(job)
 
 
-def _errors(handler: Callable[[HttpRequest], Awaitable[Response]]) -> Callable[[HttpRequest], Awaitable[Response]]:
+@dataclass
+class Stream:
+    """An API's server-sent events: the opening ones, one per text piece, the closing ones, an error."""
+
+    start: list[bytes]
+    text: Callable[[str], bytes]
+    end: Callable[[Any], list[bytes]]
+    error: Callable[[ApiError], bytes]
+
+
+def _errors(handler: Callable[[HttpRequest], Awaitable[Response]], shape: str = "openai"
+            ) -> Callable[[HttpRequest], Awaitable[Response]]:
+    """The handler, its refusals answered in the error shape of its API (``openai`` or ``anthropic``)."""
     async def wrapped(request: HttpRequest) -> Response:
         try:
             return await handler(request)
         except ApiError as e:
-            return JSONResponse(e.openai(), status_code=e.status)
+            return JSONResponse(getattr(e, shape)(), status_code=e.status)
         except Exception as e:  # a bug: answered, logged, and the server goes on
             log.exception("error serving %s", request.url.path)
-            return JSONResponse(ApiError(f"internal error: {e}", status=500, type="server_error").openai(), status_code=500)
+            err = ApiError(f"internal error: {e}", status=500, type="server_error")
+            return JSONResponse(getattr(err, shape)(), status_code=500)
     return wrapped
 
 
@@ -151,6 +170,7 @@ def create_app(model: Model, name: str | None = None, worker: Worker | None = No
         Route("/v1/models", _errors(s.models), methods=["GET"]),
         Route("/v1/chat/completions", _errors(s.chat), methods=["POST"]),
         Route("/v1/completions", _errors(s.completions), methods=["POST"]),
+        Route("/v1/messages", _errors(s.messages, "anthropic"), methods=["POST"]),
     ]
 
     @contextlib.asynccontextmanager

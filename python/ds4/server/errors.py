@@ -16,6 +16,10 @@ class ApiError(Exception):
     def openai(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
+    def anthropic(self) -> dict[str, Any]:
+        kind = {413: "request_too_large", 500: "api_error"}.get(self.status, self.type)
+        return {"type": "error", "error": {"type": kind, "message": self.message}}
+
 
 def invalid(param: str, message: str) -> ApiError:
     return ApiError(f"{param}: {message}", param=param)

@@ -4,6 +4,7 @@ turned into a prompt and generation options; responses and stream chunks in the 
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Mapping
@@ -14,6 +15,7 @@ from ds4.chat import apply_chat_template
 from ds4.generation import Generation
 from ds4.model import Model
 from ds4.server.errors import ApiError, invalid
+from ds4.server.fields import flag, integer, number
 
 _COMMON = {"model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "seed",
            "presence_penalty", "frequency_penalty", "logit_bias", "user", "logprobs", "top_logprobs",
@@ -38,37 +40,6 @@ class Request:
     include_usage: bool
     id: str
     created: int
-
-
-def _number(body: Mapping[str, Any], key: str, lo: float, hi: float, default: float) -> float:
-    v = body.get(key)
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise invalid(key, f"expected a number, got {type(v).__name__}")
-    if not lo <= v <= hi:
-        raise invalid(key, f"{v} is not in [{lo}, {hi}]")
-    return float(v)
-
-
-def _integer(body: Mapping[str, Any], key: str, lo: int, hi: int | None = None) -> int | None:
-    v = body.get(key)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise invalid(key, f"expected an integer, got {type(v).__name__}")
-    if v < lo or (hi is not None and v > hi):
-        raise invalid(key, f"{v} is not in [{lo}, {hi if hi is not None else 'inf'}]")
-    return v
-
-
-def _flag(body: Mapping[str, Any], key: str) -> bool:
-    v = body.get(key, False)
-    if v is None:
-        return False
-    if not isinstance(v, bool):
-        raise invalid(key, f"expected a boolean, got {type(v).__name__}")
-    return v
 
 
 def _stop(body: Mapping[str, Any]) -> list[str]:
@@ -155,9 +126,9 @@ def parse(kind: str, model: Model, name: str, body: Any) -> Request:
             raise ApiError(f"Unrecognized request argument supplied: {key}", param=key)
     if "model" in body and not isinstance(body["model"], str):
         raise invalid("model", "expected a string")
-    if (_integer(body, "n", 1) or 1) != 1 or (kind == "completion" and (_integer(body, "best_of", 1) or 1) != 1):
+    if (integer(body, "n", 1) or 1) != 1 or (kind == "completion" and (integer(body, "best_of", 1) or 1) != 1):
         raise invalid("n", "this server makes one choice per request")
-    if _flag(body, "logprobs") or body.get("top_logprobs"):
+    if flag(body, "logprobs") or body.get("top_logprobs"):
         raise invalid("logprobs", "log probabilities are not supported by this server yet")
     if kind == "chat":
         if body.get("tools") or body.get("tool_choice") not in (None, "none"):
@@ -168,7 +139,7 @@ def parse(kind: str, model: Model, name: str, body: Any) -> Request:
         text = apply_chat_template(model, _messages(body), add_generation_prompt=True)
         prompt = model.tokenize(text, add_special=False)
     else:
-        if _flag(body, "echo") or body.get("suffix") is not None:
+        if flag(body, "echo") or body.get("suffix") is not None:
             raise invalid("echo" if body.get("echo") else "suffix", "not supported by this server")
         prompt = _completion_prompt(model, body)
     room = model.n_ctx - len(prompt)
@@ -176,19 +147,19 @@ def parse(kind: str, model: Model, name: str, body: Any) -> Request:
         raise ApiError(f"the prompt is {len(prompt)} tokens; this server's context is {model.n_ctx}",
                        param="messages" if kind == "chat" else "prompt", code="context_length_exceeded")
     key = "max_completion_tokens" if kind == "chat" and body.get("max_completion_tokens") is not None else "max_tokens"
-    max_tokens = _integer(body, key, 1)
+    max_tokens = integer(body, key, 1)
     default = room if kind == "chat" else 16  # the APIs' defaults: the rest of the context; 16
     opts: dict[str, Any] = {
         "max_tokens": min(max_tokens if max_tokens is not None else default, room),
-        "temperature": _number(body, "temperature", 0.0, 2.0, 1.0),
-        "top_p": _number(body, "top_p", 0.0, 1.0, 1.0),
-        "top_k": _integer(body, "top_k", 0) or 0,
-        "min_p": _number(body, "min_p", 0.0, 1.0, 0.0),
-        "repeat_penalty": _number(body, "repeat_penalty", 0.0, 10.0, 1.0),
-        "presence_penalty": _number(body, "presence_penalty", -2.0, 2.0, 0.0),
-        "frequency_penalty": _number(body, "frequency_penalty", -2.0, 2.0, 0.0),
+        "temperature": number(body, "temperature", 0.0, 2.0, 1.0),
+        "top_p": number(body, "top_p", 0.0, 1.0, 1.0),
+        "top_k": integer(body, "top_k", 0) or 0,
+        "min_p": number(body, "min_p", 0.0, 1.0, 0.0),
+        "repeat_penalty": number(body, "repeat_penalty", 0.0, 10.0, 1.0),
+        "presence_penalty": number(body, "presence_penalty", -2.0, 2.0, 0.0),
+        "frequency_penalty": number(body, "frequency_penalty", -2.0, 2.0, 0.0),
         "logit_bias": _logit_bias(model, body),
-        "seed": _integer(body, "seed", -(2**63), 2**64 - 1),
+        "seed": integer(body, "seed", -(2**63), 2**64 - 1),
         "stop": _stop(body),
     }
     if opts["top_p"] == 0.0:
@@ -199,7 +170,7 @@ def parse(kind: str, model: Model, name: str, body: Any) -> Request:
     stream_options = body.get("stream_options")
     if stream_options is not None and not isinstance(stream_options, dict):
         raise invalid("stream_options", "expected an object")
-    stream = _flag(body, "stream")
+    stream = flag(body, "stream")
     prefix = "chatcmpl" if kind == "chat" else "cmpl"
     return Request(kind, body.get("model") or name, prompt, opts, stream,
                    bool((stream_options or {}).get("include_usage")), f"{prefix}-{uuid.uuid4().hex[:24]}", int(time.time()))
@@ -226,9 +197,9 @@ def response(req: Request, gen: Generation) -> dict[str, Any]:
 
 
 def chunk(req: Request, text: str | None = None, finish: str | None = None, first: bool = False) -> dict[str, Any]:
-    """A stream chunk: text (the chat's first chunk also names the role) or the end (finish)."""
+    """A stream chunk: text (the chat's first chunk names the role) or the end (finish)."""
     if req.kind == "chat":
-        delta: dict[str, Any] = {"role": "assistant"} if first else {}
+        delta: dict[str, Any] = {"role": "assistant", "content": ""} if first else {}
         if text is not None:
             delta["content"] = text
         choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
@@ -238,7 +209,22 @@ def chunk(req: Request, text: str | None = None, finish: str | None = None, firs
     return {"id": req.id, "object": obj, "created": req.created, "model": req.model, "choices": [choice]}
 
 
-def usage_chunk(req: Request, gen: Generation) -> dict[str, Any]:
-    obj = "chat.completion.chunk" if req.kind == "chat" else "text_completion"
-    return {"id": req.id, "object": obj, "created": req.created, "model": req.model, "choices": [],
-            "usage": usage(req, gen)}
+def sse(obj: Any) -> bytes:
+    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode()
+
+
+def stream_start(req: Request) -> list[bytes]:
+    return [sse(chunk(req, first=True))] if req.kind == "chat" else []
+
+
+def stream_text(req: Request, piece: str) -> bytes:
+    return sse(chunk(req, piece))
+
+
+def stream_end(req: Request, gen: Generation) -> list[bytes]:
+    out = [sse(chunk(req, finish=finish_reason(gen)))]
+    if req.include_usage:
+        obj = "chat.completion.chunk" if req.kind == "chat" else "text_completion"
+        out.append(sse({"id": req.id, "object": obj, "created": req.created, "model": req.model, "choices": [],
+                        "usage": usage(req, gen)}))
+    return out + [b"data: [DONE]\n\n"]
