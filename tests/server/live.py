@@ -10,13 +10,14 @@ from typing import Any
 
 
 @contextmanager
-def serve(model: Any, **worker: Any) -> Iterator[tuple[str, Any]]:
-    """(base URL, the app's Server) of `model` served until the block ends."""
+def serve(model: Any, worker: Any = None, **options: Any) -> Iterator[tuple[str, Any]]:
+    """(base URL, the app's Server) of `model` served (by `worker`, else a Worker with `options`)
+    until the block ends."""
     import uvicorn
 
     from ds4.server import Worker, create_app
 
-    w = Worker(model, **worker)
+    w = worker or Worker(model, **options)
     app = create_app(model, "gemma-test", w, max_body=1 << 20, keepalive=0.2)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -121,7 +121,11 @@ def _post(url: str, body: bytes | str | dict[str, Any], headers: dict[str, str] 
     ({"model": "m", "messages": CHAT, "n": 2}, "n"),
     ({"model": "m", "messages": CHAT, "stop": ["a", "b", "c", "d", "e"]}, "stop"),
     ({"model": "m", "messages": CHAT, "logit_bias": {"-1": 5}}, "logit_bias"),
-    ({"model": "m", "messages": CHAT, "tool_choice": "required", "tools": [{"type": "function"}]}, "tools"),
+    ({"model": "m", "messages": CHAT, "tool_choice": "required", "tools": [{"type": "function"}]}, "tools[0]"),
+    ({"model": "m", "messages": CHAT, "tool_choice": "required"}, "tool_choice"),
+    ({"model": "m", "messages": CHAT, "tools": [{"type": "function", "function": {"name": "f"}}],
+      "tool_choice": {"type": "function", "function": {"name": "g"}}}, "tool_choice"),
+    ({"model": "m", "messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
     ({"model": "m", "messages": [{"role": "user", "content": "word " * 600}]}, "messages"),
 ])
 def test_bad_requests_get_openai_errors(server: Any, client: Any, body: Any, param: str | None) -> None:

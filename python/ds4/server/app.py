@@ -16,7 +16,6 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
@@ -27,14 +26,16 @@ from starlette.routing import Route
 from ds4.model import Model
 from ds4.server import anthropic_api, openai_api
 from ds4.server.errors import ApiError
+from ds4.server.served import Served
 from ds4.server.worker import Busy, Job, Worker
 
 log = logging.getLogger("ds4.server")
 
 
 class Server:
-    def __init__(self, model: Model, name: str, worker: Worker, max_body: int = 8 << 20, keepalive: float = 10.0) -> None:
-        self.model, self.name, self.worker, self.max_body, self.keepalive = model, name, worker, max_body, keepalive
+    def __init__(self, served: Served, worker: Worker, max_body: int = 8 << 20, keepalive: float = 10.0) -> None:
+        self.served, self.worker, self.max_body, self.keepalive = served, worker, max_body, keepalive
+        self.model, self.name = served.model, served.name
 
     async def body(self, request: HttpRequest) -> Any:
         # A body over the limit is read to its end (up to 8x the limit, then the connection is
@@ -62,41 +63,30 @@ class Server:
             {"id": self.name, "object": "model", "created": int(time.time()), "owned_by": "ds4"}]})
 
     async def chat(self, request: HttpRequest) -> Response:
-        req = openai_api.parse("chat", self.model, self.name, await self.body(request))
-        return await self.serve(request, req, lambda gen: openai_api.response(req, gen), Stream(
-            openai_api.stream_start(req), lambda piece: openai_api.stream_text(req, piece),
-            lambda gen: openai_api.stream_end(req, gen), lambda e: openai_api.sse(e.openai())))
+        req = openai_api.parse("chat", self.served, await self.body(request))
+        return await self.serve(request, req, lambda *a: openai_api.response(req, *a), openai_api.Events(req))
 
     async def completions(self, request: HttpRequest) -> Response:
-        req = openai_api.parse("completion", self.model, self.name, await self.body(request))
-        return await self.serve(request, req, lambda gen: openai_api.response(req, gen), Stream(
-            [], lambda piece: openai_api.stream_text(req, piece), lambda gen: openai_api.stream_end(req, gen),
-            lambda e: openai_api.sse(e.openai())))
+        req = openai_api.parse("completion", self.served, await self.body(request))
+        return await self.serve(request, req, lambda *a: openai_api.response(req, *a), openai_api.Events(req))
 
     async def messages(self, request: HttpRequest) -> Response:
-        req = anthropic_api.parse(self.model, self.name, await self.body(request))
-        return await self.serve(request, req, lambda gen: anthropic_api.response(self.model, req, gen), Stream(
-            anthropic_api.stream_start(req), anthropic_api.stream_text,
-            lambda gen: anthropic_api.stream_end(self.model, req, gen),
-            lambda e: anthropic_api.event("error", {"error": e.anthropic()["error"]})))
+        req = anthropic_api.parse(self.served, await self.body(request))
+        return await self.serve(request, req, lambda *a: anthropic_api.response(self.model, req, *a),
+                                anthropic_api.Events(self.model, req))
 
-    async def serve(self, request: HttpRequest, req: openai_api.Request, respond: Callable[[Any], dict[str, Any]],
-                    stream: Stream) -> Response:
-        job = Job(req.prompt, req.options, asyncio.get_running_loop())
+    async def serve(self, request: HttpRequest, req: openai_api.Request, respond: Callable[..., dict[str, Any]],
+                    events: Any) -> Response:
+        """Runs `req`: its answer through respond(gen, text, calls), or streamed as `events` make it."""
+        job = Job(req.prompt, req.options, asyncio.get_running_loop(), req.tool_style, req.prefix)
         try:
             self.worker.submit(job)
         except Busy as e:
             raise ApiError(str(e), status=429, type="rate_limit_error") from None
         if req.stream:
-            return StreamingResponse(self._stream(job, stream), media_type="text/event-stream",
+            return StreamingResponse(self._stream(job, events), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        gen = await self._finish(request, job)
-        if gen is None:
-            return Response(status_code=499)
-        return JSONResponse(respond(gen))
-
-    async def _finish(self, request: HttpRequest, job: Job) -> Any:
-        """The finished Generation of a non-streamed job (None: its client went away)."""
+        text, calls = [], []
         try:
             while True:
                 try:
@@ -104,19 +94,24 @@ class Server:
                 except asyncio.TimeoutError:
                     if await request.is_disconnected():
                         self.worker.cancel(job)
-                        return None
+                        return Response(status_code=499)
                     continue
-                if kind == "error":
+                if kind == "text":
+                    text.append(value)
+                elif kind == "call":
+                    calls.append(value)
+                elif kind == "error":
                     raise ApiError(value)
-                if kind == "done":
-                    return value
+                else:
+                    return JSONResponse(respond(value, "".join(text), calls))
         except asyncio.CancelledError:
             self.worker.cancel(job)
             raise
 
-    async def _stream(self, job: Job, stream: Stream) -> AsyncIterator[bytes]:
+    async def _stream(self, job: Job, events: Any) -> AsyncIterator[bytes]:
+        calls = []
         try:
-            for b in stream.start:
+            for b in events.start():
                 yield b
             while True:
                 try:
@@ -125,27 +120,23 @@ class Server:
                     yield b": keepalive\n\n"
                     continue
                 if kind == "text":
-                    yield stream.text(value)
+                    out = events.text(value)
+                elif kind == "call":
+                    calls.append(value)
+                    out = events.call(value)
                 elif kind == "error":
-                    yield stream.error(ApiError(value))
+                    for b in events.error(ApiError(value)):
+                        yield b
                     return
                 else:
-                    for b in stream.end(value):
-                        yield b
+                    out = events.end(value, calls)
+                for b in out:
+                    yield b
+                if kind == "done":
                     return
         finally:
             if not job.gen or not job.gen.done:
                 self.worker.cancel(job)
-
-
-@dataclass
-class Stream:
-    """An API's server-sent events: the opening ones, one per text piece, the closing ones, an error."""
-
-    start: list[bytes]
-    text: Callable[[str], bytes]
-    end: Callable[[Any], list[bytes]]
-    error: Callable[[ApiError], bytes]
 
 
 def _errors(handler: Callable[[HttpRequest], Awaitable[Response]], shape: str = "openai"
@@ -165,7 +156,7 @@ def _errors(handler: Callable[[HttpRequest], Awaitable[Response]], shape: str = 
 
 def create_app(model: Model, name: str | None = None, worker: Worker | None = None, **options: Any) -> Starlette:
     """The ASGI app serving `model` (through `worker`, else a new one with its defaults)."""
-    s = Server(model, name or model.path.rsplit("/", 1)[-1].removesuffix(".gguf"), worker or Worker(model), **options)
+    s = Server(Served.of(model, name), worker or Worker(model), **options)
     routes = [
         Route("/v1/models", _errors(s.models), methods=["GET"]),
         Route("/v1/chat/completions", _errors(s.chat), methods=["POST"]),

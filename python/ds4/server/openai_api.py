@@ -16,6 +16,8 @@ from ds4.generation import Generation
 from ds4.model import Model
 from ds4.server.errors import ApiError, invalid
 from ds4.server.fields import flag, integer, number
+from ds4.server.served import Served
+from ds4.server.tools import ToolCall, forced_prefix, render
 
 _COMMON = {"model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "seed",
            "presence_penalty", "frequency_penalty", "logit_bias", "user", "logprobs", "top_logprobs",
@@ -32,7 +34,7 @@ FINISH = {"eog": "stop", "stop": "stop", "max_tokens": "length", "context": "len
 class Request:
     """A checked request: the prompt's ids and Session.generate's options."""
 
-    kind: str  # "chat" or "completion"
+    kind: str  # "chat", "completion" or "messages"
     model: str
     prompt: list[int]
     options: dict[str, Any]
@@ -40,6 +42,8 @@ class Request:
     include_usage: bool
     id: str
     created: int
+    tool_style: str | None = None  # the answer may hold tool calls in this syntax
+    prefix: str = ""               # what the answer was made to start with (a forced call)
 
 
 def _stop(body: Mapping[str, Any]) -> list[str]:
@@ -88,19 +92,77 @@ def _content(m: Mapping[str, Any], i: int) -> str:
     raise invalid(f"messages[{i}].content", f"expected a string or a list of parts, got {type(c).__name__}")
 
 
+def _arguments(text: Any, where: str) -> dict[str, Any]:
+    try:
+        args = json.loads(text) if isinstance(text, str) else text
+    except json.JSONDecodeError as e:
+        raise invalid(where, f"not JSON: {e}") from None
+    if not isinstance(args, dict):
+        raise invalid(where, "expected a JSON object")
+    return args
+
+
 def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The conversation in ds4.server.tools' canonical form."""
     msgs = body.get("messages")
     if not isinstance(msgs, list) or not msgs:
         raise invalid("messages", "expected a non-empty list of messages")
-    out = []
+    out: list[dict[str, Any]] = []
+    names: dict[str, str] = {}  # tool call id -> function name, for the results
     for i, m in enumerate(msgs):
         if not isinstance(m, dict):
             raise invalid(f"messages[{i}]", "expected an object")
         role = m.get("role")
         if role not in ROLES:
             raise invalid(f"messages[{i}].role", f"expected one of {sorted(ROLES)}, got {role!r}")
-        out.append({"role": "system" if role == "developer" else role, "content": _content(m, i)})
+        msg: dict[str, Any] = {"role": "system" if role == "developer" else role, "content": _content(m, i)}
+        if role == "assistant" and m.get("tool_calls"):
+            calls = m["tool_calls"]
+            if not isinstance(calls, list):
+                raise invalid(f"messages[{i}].tool_calls", "expected a list")
+            msg["tool_calls"] = []
+            for j, c in enumerate(calls):
+                where = f"messages[{i}].tool_calls[{j}]"
+                f = c.get("function") if isinstance(c, dict) else None
+                if not isinstance(f, dict) or not isinstance(f.get("name"), str) or not isinstance(c.get("id"), str):
+                    raise invalid(where, "expected {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}")
+                names[c["id"]] = f["name"]
+                msg["tool_calls"].append({"id": c["id"], "name": f["name"],
+                                          "arguments": _arguments(f.get("arguments", "{}"), where + ".function.arguments")})
+        if role == "tool":
+            if not isinstance(m.get("tool_call_id"), str):
+                raise invalid(f"messages[{i}].tool_call_id", "a tool message needs the id of the call it answers")
+            msg["tool_call_id"] = m["tool_call_id"]
+            msg["name"] = names.get(m["tool_call_id"], m.get("name"))
+        out.append(msg)
     return out
+
+
+def _tools(body: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """(the request's tools in canonical form, the call it forces: None, "any" or a name)."""
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        raise invalid("tools", "expected a list of tools")
+    out = []
+    for i, t in enumerate(tools):
+        f = t.get("function") if isinstance(t, dict) and t.get("type") == "function" else None
+        if not isinstance(f, dict) or not isinstance(f.get("name"), str) or not f["name"]:
+            raise invalid(f"tools[{i}]", "expected {\"type\": \"function\", \"function\": {\"name\", ...}}")
+        out.append({"name": f["name"], "description": f.get("description", ""),
+                    "parameters": f.get("parameters", {"type": "object", "properties": {}})})
+    choice = body.get("tool_choice")
+    if choice is None or choice == "auto":
+        return out, None
+    if choice == "none":
+        return [], None
+    if not out:
+        raise invalid("tool_choice", "there are no tools to choose from")
+    if choice == "required":
+        return out, "any"
+    name = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    if name not in {t["name"] for t in out}:
+        raise invalid("tool_choice", f"expected \"none\", \"auto\", \"required\" or one of the tools, got {choice!r}")
+    return out, name
 
 
 def _completion_prompt(model: Model, body: Mapping[str, Any]) -> list[int]:
@@ -116,8 +178,9 @@ def _completion_prompt(model: Model, body: Mapping[str, Any]) -> list[int]:
     raise invalid("prompt", "expected a string, a list of token ids, or a list of one of them")
 
 
-def parse(kind: str, model: Model, name: str, body: Any) -> Request:
+def parse(kind: str, served: Served, body: Any) -> Request:
     """The checked request of a JSON body for `kind` ("chat" or "completion")."""
+    model, name = served.model, served.name
     if not isinstance(body, dict):
         raise ApiError("the request body must be a JSON object")
     allowed = CHAT_FIELDS if kind == "chat" else COMPLETION_FIELDS
@@ -130,13 +193,18 @@ def parse(kind: str, model: Model, name: str, body: Any) -> Request:
         raise invalid("n", "this server makes one choice per request")
     if flag(body, "logprobs") or body.get("top_logprobs"):
         raise invalid("logprobs", "log probabilities are not supported by this server yet")
+    tools: list[dict[str, Any]] = []
+    force = None
     if kind == "chat":
-        if body.get("tools") or body.get("tool_choice") not in (None, "none"):
-            raise invalid("tools", "tool calls are not supported by this server yet")
         fmt = body.get("response_format")
         if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") != "text"):
             raise invalid("response_format", "only {\"type\": \"text\"} is supported")
-        text = apply_chat_template(model, _messages(body), add_generation_prompt=True)
+        tools, force = _tools(body)
+        msgs = _messages(body)
+        if tools or any(m.get("tool_calls") or m["role"] == "tool" for m in msgs):
+            text = render(served.metadata, msgs, tools, served.tool_style, force)
+        else:
+            text = apply_chat_template(served.metadata, msgs, add_generation_prompt=True)
         prompt = model.tokenize(text, add_special=False)
     else:
         if flag(body, "echo") or body.get("suffix") is not None:
@@ -173,7 +241,8 @@ def parse(kind: str, model: Model, name: str, body: Any) -> Request:
     stream = flag(body, "stream")
     prefix = "chatcmpl" if kind == "chat" else "cmpl"
     return Request(kind, body.get("model") or name, prompt, opts, stream,
-                   bool((stream_options or {}).get("include_usage")), f"{prefix}-{uuid.uuid4().hex[:24]}", int(time.time()))
+                   bool((stream_options or {}).get("include_usage")), f"{prefix}-{uuid.uuid4().hex[:24]}", int(time.time()),
+                   served.tool_style if tools else None, forced_prefix(served.tool_style, force))
 
 
 def usage(req: Request, gen: Generation) -> dict[str, int]:
@@ -181,17 +250,25 @@ def usage(req: Request, gen: Generation) -> dict[str, int]:
     return {"prompt_tokens": len(req.prompt), "completion_tokens": n, "total_tokens": len(req.prompt) + n}
 
 
-def finish_reason(gen: Generation) -> str:
-    return FINISH.get(str(gen.stats.get("stop_reason")), "stop")
+def finish_reason(gen: Generation, calls: list[ToolCall] | None = None) -> str:
+    return "tool_calls" if calls else FINISH.get(str(gen.stats.get("stop_reason")), "stop")
 
 
-def response(req: Request, gen: Generation) -> dict[str, Any]:
+def _call(c: ToolCall) -> dict[str, Any]:
+    return {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+
+
+def response(req: Request, gen: Generation, text: str, calls: list[ToolCall]) -> dict[str, Any]:
+    """The answer: `text` shown (without its tool calls) and `calls`."""
     if req.kind == "chat":
-        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": gen.text}, "logprobs": None}
+        message: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+        if calls:
+            message["tool_calls"] = [_call(c) for c in calls]
+        choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None}
         obj = "chat.completion"
     else:
-        choice, obj = {"index": 0, "text": gen.text, "logprobs": None}, "text_completion"
-    choice["finish_reason"] = finish_reason(gen)
+        choice, obj = {"index": 0, "text": text, "logprobs": None}, "text_completion"
+    choice["finish_reason"] = finish_reason(gen, calls)
     return {"id": req.id, "object": obj, "created": req.created, "model": req.model, "choices": [choice],
             "usage": usage(req, gen)}
 
@@ -213,18 +290,33 @@ def sse(obj: Any) -> bytes:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode()
 
 
-def stream_start(req: Request) -> list[bytes]:
-    return [sse(chunk(req, first=True))] if req.kind == "chat" else []
+class Events:
+    """One answer's stream of chunks (the chat's first names the role), then [DONE]."""
 
+    def __init__(self, req: Request) -> None:
+        self.req, self.n_calls = req, 0
 
-def stream_text(req: Request, piece: str) -> bytes:
-    return sse(chunk(req, piece))
+    def start(self) -> list[bytes]:
+        return [sse(chunk(self.req, first=True))] if self.req.kind == "chat" else []
 
+    def text(self, piece: str) -> list[bytes]:
+        return [sse(chunk(self.req, piece))]
 
-def stream_end(req: Request, gen: Generation) -> list[bytes]:
-    out = [sse(chunk(req, finish=finish_reason(gen)))]
-    if req.include_usage:
-        obj = "chat.completion.chunk" if req.kind == "chat" else "text_completion"
-        out.append(sse({"id": req.id, "object": obj, "created": req.created, "model": req.model, "choices": [],
-                        "usage": usage(req, gen)}))
-    return out + [b"data: [DONE]\n\n"]
+    def call(self, c: ToolCall) -> list[bytes]:
+        delta = {"tool_calls": [{"index": self.n_calls, **_call(c)}]}
+        self.n_calls += 1
+        req = self.req
+        return [sse({"id": req.id, "object": "chat.completion.chunk", "created": req.created, "model": req.model,
+                     "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}]})]
+
+    def error(self, e: ApiError) -> list[bytes]:
+        return [sse(e.openai())]
+
+    def end(self, gen: Generation, calls: list[ToolCall]) -> list[bytes]:
+        req = self.req
+        out = [sse(chunk(req, finish=finish_reason(gen, calls)))]
+        if req.include_usage:
+            obj = "chat.completion.chunk" if req.kind == "chat" else "text_completion"
+            out.append(sse({"id": req.id, "object": obj, "created": req.created, "model": req.model, "choices": [],
+                            "usage": usage(req, gen)}))
+        return out + [b"data: [DONE]\n\n"]

@@ -154,3 +154,88 @@ class ToolParser:
         if self.in_call:
             return _OPEN[self.style] + held
         return held
+
+
+# ------------------------------------------------------------------------------------------------
+# Prompts: the request's tools and its tool history, in the form the model reads them.
+#
+# Canonical forms, whatever the API: a tool {"name", "description", "parameters"}; an assistant
+# message may carry "tool_calls": [{"id", "name", "arguments": dict}]; a tool result is a message
+# {"role": "tool", "tool_call_id", "name", "content"}.
+
+
+def _native(metadata: dict[str, Any], style: str) -> bool:
+    """Whether the file's chat template renders tools and calls itself."""
+    template = str(metadata.get("tokenizer.chat_template") or "")
+    return style != "gemma" and "tools" in template and "tool_calls" in template
+
+
+def _call_text(style: str, name: str, arguments: dict[str, Any]) -> str:
+    if style == "gemma":
+        args = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+        return f"```tool_code\n{name}({args})\n```"
+    if style == "llama3":
+        return json.dumps({"name": name, "parameters": arguments}, ensure_ascii=False)
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}\n</tool_call>"
+
+
+def _instructions(style: str, tools: list[dict[str, Any]]) -> str:
+    listing = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+    # the example calls a real tool (small models copy an example's names)
+    params = list((tools[0].get("parameters") or {}).get("properties") or {})[:1]
+    example = _call_text(style, tools[0]["name"], {p: "..." for p in params})
+    return (f"You can call these functions:\n{listing}\n\nTo call a function, answer with exactly\n{example}\n"
+            "(one per call) and nothing else; the results come back in the next message.")
+
+
+def forced_prefix(style: str, choice: str | None) -> str:
+    """The text the answer is made to start with: "any" forces some call, a name that function's."""
+    if choice is None:
+        return ""
+    if style == "gemma":
+        return "```tool_code\n" + ("" if choice == "any" else f"{choice}(")
+    if style == "llama3":
+        return '{"name": "' + ("" if choice == "any" else f'{choice}", "parameters": ')
+    return "<tool_call>\n" + ("" if choice == "any" else '{"name": ' + json.dumps(choice) + ', "arguments": ')
+
+
+def render(model: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]], style: str,
+           force: str | None = None) -> str:
+    """The prompt text of a conversation with tools (the template's own tool syntax where it has
+    one; otherwise the tools described in the system message, in `style`'s syntax), ending with the
+    prefix a forced call starts with."""
+    from ds4.chat import apply_chat_template
+
+    md = model if isinstance(model, dict) else _metadata_of(model)
+    if _native(md, style):
+        msgs = []
+        for m in messages:
+            m = dict(m)
+            if m.get("tool_calls"):
+                m["tool_calls"] = [{"id": c["id"], "type": "function",
+                                    "function": {"name": c["name"], "arguments": c["arguments"]}} for c in m["tool_calls"]]
+            msgs.append(m)
+        specs = [{"type": "function", "function": t} for t in tools] or None
+        return apply_chat_template(md, msgs, tools=specs) + forced_prefix(style, force)
+    msgs = []
+    for m in messages:
+        if m["role"] == "tool":
+            msgs.append({"role": "user", "content": f"Result of {m.get('name') or 'the call'}:\n{m['content']}"})
+        elif m.get("tool_calls"):
+            calls = "\n".join(_call_text(style, c["name"], c["arguments"]) for c in m["tool_calls"])
+            msgs.append({"role": "assistant", "content": ((m.get("content") or "") + "\n" + calls).strip()})
+        else:
+            msgs.append({"role": m["role"], "content": m.get("content") or ""})
+    if tools:
+        info = _instructions(style, tools)
+        if msgs and msgs[0]["role"] == "system":
+            msgs[0] = {"role": "system", "content": msgs[0]["content"] + "\n\n" + info}
+        else:
+            msgs.insert(0, {"role": "system", "content": info})
+    return apply_chat_template(md, msgs) + forced_prefix(style, force)
+
+
+def _metadata_of(model: Any) -> dict[str, Any]:
+    from ds4.gguf import inspect
+
+    return inspect(model.path)["metadata"]

@@ -22,6 +22,7 @@ from typing import Any
 
 from ds4.generation import Generation
 from ds4.model import Model
+from ds4.server.tools import ToolParser
 from ds4.speculative import Spec
 
 log = logging.getLogger("ds4.server")
@@ -35,12 +36,42 @@ class Job:
     prompt: Sequence[int]
     options: dict[str, Any]  # Session.generate's options (max_tokens, temperature, stop, seed, ...)
     loop: asyncio.AbstractEventLoop
+    tool_style: str | None = None  # the request has tools: parse calls in this syntax (ds4.server.tools)
+    prefix: str = ""  # what the prompt made the answer start with (a forced call): parsed, not shown
     events: asyncio.Queue[tuple[str, Any]] = field(default_factory=asyncio.Queue)
     cancelled: bool = False
     gen: Generation | None = None
+    batched: bool = False  # decoded in the batched step (whose generations cannot switch sampling)
+    parser: ToolParser | None = None
+    calls_sent: int = 0
+    switched: bool = False
 
     def emit(self, kind: str, value: Any) -> None:
         self.loop.call_soon_threadsafe(self.events.put_nowait, (kind, value))
+
+    def relay(self, piece: str, final: bool = False) -> None:
+        """Decoded text to the request: shown text as ``("text", ...)``, each tool call as it closes
+        as ``("call", ToolCall)``. Where the answer enters call syntax, a generation that can switch
+        (not batched) samples greedily from there on: the seeds' sampling-mode boundary, which
+        rewinds drafts accepted past it."""
+        if self.tool_style is None:
+            if piece:
+                self.emit("text", piece)
+            return
+        if self.parser is None:
+            self.parser = ToolParser(self.tool_style)
+            self.parser.feed(self.prefix)
+        p = self.parser
+        shown = p.feed(piece) + (p.finish() if final else "")
+        if shown:
+            self.emit("text", shown)
+        while self.calls_sent < len(p.calls):
+            self.emit("call", p.calls[self.calls_sent])
+            self.calls_sent += 1
+        gen = self.gen
+        if p.in_call and not final and not self.batched and not self.switched and gen is not None and not gen.done:
+            self.switched = True
+            gen.set_sampling(temperature=0.0)
 
 
 class Worker:
@@ -112,6 +143,7 @@ class Worker:
         while (new := self._next_jobs(len(active))) is not None:
             for job in new:
                 shown = [0]
+                job.batched = True
                 try:
                     job.gen = batch.add(job.prompt, **job.options)
                 except (ValueError, RuntimeError) as e:
@@ -138,8 +170,8 @@ class Worker:
                 gen = job.gen
                 assert gen is not None
                 text = gen.text
-                if len(text) > shown[0] and not job.cancelled:
-                    job.emit("text", text[shown[0]:])
+                if not job.cancelled and (len(text) > shown[0] or gen.done):
+                    job.relay(text[shown[0]:], final=gen.done)
                     shown[0] = len(text)
                 if gen.done:
                     job.emit("done", gen)
@@ -156,7 +188,8 @@ class Worker:
                         if job.cancelled:
                             job.gen.cancel()
                             break
-                        job.emit("text", piece)
+                        job.relay(piece)
+                    job.relay("", final=True)
                 except (ValueError, RuntimeError) as e:
                     job.emit("error", str(e))
                     continue
