@@ -38,7 +38,8 @@ def test_messages_plain_and_streamed(client: Any, model: ds4.Model) -> None:
     assert r.type == "message" and r.role == "assistant" and r.content[0].type == "text"
     assert r.content[0].text == want.text
     assert r.stop_reason == ("max_tokens" if want.stats["stop_reason"] == "max_tokens" else "end_turn")
-    assert r.usage.input_tokens == want.stats["n_prompt"] and r.usage.output_tokens == want.stats["n_generated"]
+    assert r.usage.input_tokens + r.usage.cache_read_input_tokens == want.stats["n_prompt"]
+    assert r.usage.output_tokens == want.stats["n_generated"]
     with client.messages.stream(model="gemma-test", max_tokens=14, system=system, messages=ASK,
                                 extra_body=GREEDY) as s:
         text = "".join(s.text_stream)

@@ -97,6 +97,16 @@ def test_concurrent_requests_get_their_solo_tokens(client: Any, model: ds4.Model
     assert got == want
 
 
+def test_a_conversations_next_turn_reuses_its_cached_prefix(client: Any, model: ds4.Model) -> None:
+    first = [{"role": "user", "content": "Tell me about the moon."}]
+    a = client.chat.completions.create(model="m", messages=first, max_tokens=24, temperature=0).choices[0].message
+    turn = [*first, {"role": "assistant", "content": a.content}, {"role": "user", "content": "And the sun?"}]
+    r = client.chat.completions.create(model="m", messages=turn, max_tokens=16, temperature=0)
+    n_first = len(model.tokenize(apply_chat_template(model, first), add_special=False))
+    assert r.usage.prompt_tokens_details.cached_tokens >= n_first  # the first turn was not evaluated again
+    assert r.choices[0].message.content == solo_chat(model, turn, 16, temperature=0.0).text
+
+
 def _post(url: str, body: bytes | str | dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, Any]:
     import urllib.error
     import urllib.request

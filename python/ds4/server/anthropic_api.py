@@ -163,20 +163,24 @@ def _stop(model: Model, req: openai_api.Request, gen: Generation, calls: list[To
     return reason, req.options["stop"][min(found)[1] if found else 0]
 
 
-def _usage(req: openai_api.Request, gen: Generation | None) -> dict[str, int]:
+def _usage(req: openai_api.Request, gen: Generation | None, cached: int = 0) -> dict[str, int]:
+    """Anthropic's split: input_tokens the prompt tokens evaluated, cache_read_input_tokens those
+    a cached session held already."""
     n = 0 if gen is None else int(gen.stats.get("n_generated", len(gen.tokens)))
-    return {"input_tokens": len(req.prompt), "output_tokens": n}
+    return {"input_tokens": len(req.prompt) - cached, "output_tokens": n, "cache_read_input_tokens": cached,
+            "cache_creation_input_tokens": 0}
 
 
 def _tool_use(c: ToolCall) -> dict[str, Any]:
     return {"type": "tool_use", "id": c.id.replace("call_", "toolu_"), "name": c.name, "input": json.loads(c.arguments)}
 
 
-def response(model: Model, req: openai_api.Request, gen: Generation, text: str, calls: list[ToolCall]) -> dict[str, Any]:
+def response(model: Model, req: openai_api.Request, gen: Generation, text: str, calls: list[ToolCall],
+             cached: int = 0) -> dict[str, Any]:
     reason, seq = _stop(model, req, gen, calls)
     content = ([{"type": "text", "text": text}] if text or not calls else []) + [_tool_use(c) for c in calls]
     return {"id": req.id, "type": "message", "role": "assistant", "model": req.model, "content": content,
-            "stop_reason": reason, "stop_sequence": seq, "usage": _usage(req, gen)}
+            "stop_reason": reason, "stop_sequence": seq, "usage": _usage(req, gen, cached)}
 
 
 def event(kind: str, data: dict[str, Any]) -> bytes:
@@ -222,7 +226,7 @@ class Events:
     def error(self, e: ApiError) -> list[bytes]:
         return [event("error", {"error": e.anthropic()["error"]})]
 
-    def end(self, gen: Generation, calls: list[ToolCall]) -> list[bytes]:
+    def end(self, gen: Generation, calls: list[ToolCall], cached: int = 0) -> list[bytes]:
         reason, seq = _stop(self.model, self.req, gen, calls)
         empty = not calls and not self.text_open and self.index == 0
         out = self.text("") if empty else []  # an empty answer is still one text block

@@ -103,7 +103,7 @@ class Server:
                 elif kind == "error":
                     raise ApiError(value)
                 else:
-                    return JSONResponse(respond(value, "".join(text), calls))
+                    return JSONResponse(respond(value, "".join(text), calls, job.cached))
         except asyncio.CancelledError:
             self.worker.cancel(job)
             raise
@@ -129,7 +129,7 @@ class Server:
                         yield b
                     return
                 else:
-                    out = events.end(value, calls)
+                    out = events.end(value, calls, job.cached)
                 for b in out:
                     yield b
                 if kind == "done":

@@ -22,6 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sessions decoded together in one batched step (default 4); 1 runs requests one at a time, "
                         "with the speculative flags")
     p.add_argument("--max-queue", type=int, default=64, help="requests waiting for a slot before 429 (default 64)")
+    p.add_argument("--prompt-cache", type=int, default=8,
+                   help="idle sessions kept for their prompts (default 8; 0: none): a request continues the one "
+                        "sharing the longest prefix with it, evaluating only the rest")
     p.add_argument("--max-body-mb", type=float, default=8.0, help="largest request body (default 8 MB)")
     p.add_argument("--alias", help="the model name /v1/models reports (default: the file's name)")
     add_spec_arguments(p)
@@ -46,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("ds4-server: speculative decoding serves one request at a time: use --parallel 1 "
               "(batched sessions decode plainly, as the seeds' serving does)", file=sys.stderr)
         return 2
-    worker = Worker(model, parallel=args.parallel, max_queue=args.max_queue, spec=spec)
+    worker = Worker(model, parallel=args.parallel, max_queue=args.max_queue, spec=spec, cache_slots=args.prompt_cache)
     app = create_app(model, args.alias, worker, max_body=int(args.max_body_mb * (1 << 20)))
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0

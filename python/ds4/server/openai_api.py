@@ -245,9 +245,10 @@ def parse(kind: str, served: Served, body: Any) -> Request:
                    served.tool_style if tools else None, forced_prefix(served.tool_style, force))
 
 
-def usage(req: Request, gen: Generation) -> dict[str, int]:
+def usage(req: Request, gen: Generation, cached: int = 0) -> dict[str, Any]:
     n = int(gen.stats.get("n_generated", len(gen.tokens)))
-    return {"prompt_tokens": len(req.prompt), "completion_tokens": n, "total_tokens": len(req.prompt) + n}
+    return {"prompt_tokens": len(req.prompt), "completion_tokens": n, "total_tokens": len(req.prompt) + n,
+            "prompt_tokens_details": {"cached_tokens": cached}}
 
 
 def finish_reason(gen: Generation, calls: list[ToolCall] | None = None) -> str:
@@ -258,7 +259,7 @@ def _call(c: ToolCall) -> dict[str, Any]:
     return {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
 
 
-def response(req: Request, gen: Generation, text: str, calls: list[ToolCall]) -> dict[str, Any]:
+def response(req: Request, gen: Generation, text: str, calls: list[ToolCall], cached: int = 0) -> dict[str, Any]:
     """The answer: `text` shown (without its tool calls) and `calls`."""
     if req.kind == "chat":
         message: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
@@ -270,7 +271,7 @@ def response(req: Request, gen: Generation, text: str, calls: list[ToolCall]) ->
         choice, obj = {"index": 0, "text": text, "logprobs": None}, "text_completion"
     choice["finish_reason"] = finish_reason(gen, calls)
     return {"id": req.id, "object": obj, "created": req.created, "model": req.model, "choices": [choice],
-            "usage": usage(req, gen)}
+            "usage": usage(req, gen, cached)}
 
 
 def chunk(req: Request, text: str | None = None, finish: str | None = None, first: bool = False) -> dict[str, Any]:
@@ -312,11 +313,11 @@ class Events:
     def error(self, e: ApiError) -> list[bytes]:
         return [sse(e.openai())]
 
-    def end(self, gen: Generation, calls: list[ToolCall]) -> list[bytes]:
+    def end(self, gen: Generation, calls: list[ToolCall], cached: int = 0) -> list[bytes]:
         req = self.req
         out = [sse(chunk(req, finish=finish_reason(gen, calls)))]
         if req.include_usage:
             obj = "chat.completion.chunk" if req.kind == "chat" else "text_completion"
             out.append(sse({"id": req.id, "object": obj, "created": req.created, "model": req.model, "choices": [],
-                            "usage": usage(req, gen)}))
+                            "usage": usage(req, gen, cached)}))
         return out + [b"data: [DONE]\n\n"]

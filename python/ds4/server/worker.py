@@ -20,8 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ds4.generation import Generation
 from ds4.model import Model
+from ds4.session import Session
 from ds4.server.tools import ToolParser
 from ds4.speculative import Spec
 
@@ -41,6 +44,8 @@ class Job:
     events: asyncio.Queue[tuple[str, Any]] = field(default_factory=asyncio.Queue)
     cancelled: bool = False
     gen: Generation | None = None
+    session: Session | None = None
+    cached: int = 0  # prompt tokens a cached session held already
     batched: bool = False  # decoded in the batched step (whose generations cannot switch sampling)
     parser: ToolParser | None = None
     calls_sent: int = 0
@@ -74,12 +79,51 @@ class Job:
             gen.set_sampling(temperature=0.0)
 
 
+class PromptCache:
+    """Idle sessions, the most recently used last: a new prompt continues the one holding the
+    longest common prefix with it (a conversation's next turn re-sends its history), rewound to
+    that prefix, so only the rest is evaluated. The cached positions' logits are bit for bit those
+    of a fresh prefill (the engine's batch invariance), so the answer does not change."""
+
+    def __init__(self, model: Model, slots: int) -> None:
+        self.model, self.slots = model, slots
+        self.idle: list[Session] = []
+
+    def take(self, prompt: Sequence[int]) -> tuple[Session, int]:
+        """A session for `prompt` and how many of its first tokens it holds already."""
+        want = np.asarray(prompt, dtype=np.int64)
+        best, common = None, 0
+        for s in self.idle:
+            have = np.asarray(s.tokens, dtype=np.int64)
+            n = min(len(have), len(want))
+            diff = np.flatnonzero(have[:n] != want[:n])
+            k = int(diff[0]) if len(diff) else n
+            if k > common:
+                best, common = s, k
+        keep = min(common, len(want) - 1)  # the last prompt token is evaluated again: its logits are needed
+        if best is None or keep < 1:
+            return self.model.session(), 0
+        self.idle.remove(best)
+        try:
+            best.truncate(keep)
+        except (ValueError, RuntimeError):  # a state that cannot rewind there (recurrent layers)
+            return self.model.session(), 0
+        return best, keep
+
+    def give(self, session: Session) -> None:
+        if self.slots > 0:
+            self.idle.append(session)
+            del self.idle[:-self.slots]
+
+
 class Worker:
     def __init__(self, model: Model, parallel: int = 4, max_queue: int = 64, spec: Spec | None = None,
-                 max_rows: int = 512) -> None:
-        if parallel < 1 or max_queue < 0:
-            raise ValueError(f"parallel must be >= 1 and max_queue >= 0, got {parallel} and {max_queue}")
+                 max_rows: int = 512, cache_slots: int = 8) -> None:
+        if parallel < 1 or max_queue < 0 or cache_slots < 0:
+            raise ValueError(f"parallel must be >= 1, max_queue and cache_slots >= 0, got {parallel}, {max_queue}, "
+                             f"{cache_slots}")
         self.model, self.parallel, self.max_queue, self.spec = model, parallel, max_queue, spec
+        self.cache = PromptCache(model, cache_slots)
         self._max_rows = max_rows
         self._waiting: deque[Job] = deque()
         self._cond = threading.Condition()
@@ -144,8 +188,9 @@ class Worker:
             for job in new:
                 shown = [0]
                 job.batched = True
+                job.session, job.cached = self.cache.take(job.prompt)
                 try:
-                    job.gen = batch.add(job.prompt, **job.options)
+                    job.gen = batch.add(list(job.prompt[job.cached:]), session=job.session, **job.options)
                 except (ValueError, RuntimeError) as e:
                     job.emit("error", str(e))
                     continue
@@ -175,6 +220,7 @@ class Worker:
                     shown[0] = len(text)
                 if gen.done:
                     job.emit("done", gen)
+                    self.cache.give(job.session)
                 else:
                     left.append((job, shown))
             active = left
@@ -183,7 +229,9 @@ class Worker:
         while (new := self._next_jobs(0)) is not None:
             for job in new:
                 try:
-                    job.gen = self.model.session().generate(job.prompt, stream=True, spec=self.spec, **job.options)
+                    job.session, job.cached = self.cache.take(job.prompt)
+                    job.gen = job.session.generate(list(job.prompt[job.cached:]), stream=True, spec=self.spec,
+                                                   **job.options)
                     for piece in job.gen:
                         if job.cancelled:
                             job.gen.cancel()
@@ -194,3 +242,4 @@ class Worker:
                     job.emit("error", str(e))
                     continue
                 job.emit("done", job.gen)
+                self.cache.give(job.session)
