@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ds4.model import Model
-from ds4.server import anthropic_api, openai_api
+from ds4.server import anthropic_api, openai_api, responses_api
 from ds4.server.errors import ApiError
 from ds4.server.served import Served
 from ds4.server.worker import Busy, Job, Worker
@@ -74,6 +74,10 @@ class Server:
         req = anthropic_api.parse(self.served, await self.body(request))
         return await self.serve(request, req, lambda *a: anthropic_api.response(self.model, req, *a),
                                 anthropic_api.Events(self.model, req))
+
+    async def responses(self, request: HttpRequest) -> Response:
+        req = responses_api.parse(self.served, await self.body(request))
+        return await self.serve(request, req, lambda *a: responses_api.response(req, *a), responses_api.Events(req))
 
     async def serve(self, request: HttpRequest, req: openai_api.Request, respond: Callable[..., dict[str, Any]],
                     events: Any) -> Response:
@@ -161,6 +165,7 @@ def create_app(model: Model, name: str | None = None, worker: Worker | None = No
         Route("/v1/models", _errors(s.models), methods=["GET"]),
         Route("/v1/chat/completions", _errors(s.chat), methods=["POST"]),
         Route("/v1/completions", _errors(s.completions), methods=["POST"]),
+        Route("/v1/responses", _errors(s.responses), methods=["POST"]),
         Route("/v1/messages", _errors(s.messages, "anthropic"), methods=["POST"]),
     ]
 

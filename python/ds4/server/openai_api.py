@@ -8,7 +8,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ds4.chat import apply_chat_template
@@ -44,6 +44,7 @@ class Request:
     created: int
     tool_style: str | None = None  # the answer may hold tool calls in this syntax
     prefix: str = ""               # what the answer was made to start with (a forced call)
+    echo: dict[str, Any] = field(default_factory=dict)  # request settings a response repeats (/v1/responses)
 
 
 def _stop(body: Mapping[str, Any]) -> list[str]:
