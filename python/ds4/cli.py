@@ -109,7 +109,18 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
-SUBCOMMANDS = ("inspect", "tokenize", "convert", "train-drafter")
+def cmd_download(args: argparse.Namespace) -> int:
+    from ds4.download import DownloadError, download
+
+    try:
+        print(download(args.name, args.file, revision=args.revision, token=args.token, local_dir=args.local_dir))
+    except DownloadError as e:
+        print(f"ds4: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+SUBCOMMANDS = ("inspect", "tokenize", "convert", "train-drafter", "download")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,6 +149,16 @@ def build_parser() -> argparse.ArgumentParser:
     pc.add_argument("--outtype", choices=OUTTYPES, default="f32", help="type of the 2-D tensors (default f32)")
     pc.add_argument("--target", help="a block drafter's target model (GGUF): what the drafter is made for")
     pc.set_defaults(func=cmd_convert)
+
+    from ds4.download import NAMED
+
+    pd = sub.add_parser("download", help="download a GGUF from the Hugging Face Hub (resumable, verified)")
+    pd.add_argument("name", help=f"a named target ({', '.join(NAMED)}) or a repository")
+    pd.add_argument("file", nargs="?", help="the file in the repository (with REPO)")
+    pd.add_argument("--revision", help="branch, tag or commit (default: main)")
+    pd.add_argument("--token", help="Hugging Face token (default: HF_TOKEN or the login's)")
+    pd.add_argument("--local-dir", help="a directory to put the file in instead of the Hugging Face cache")
+    pd.set_defaults(func=cmd_download)
 
     from ds4.train.cli import add_parser
 
