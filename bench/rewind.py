@@ -19,7 +19,6 @@ Usage: python bench/rewind.py [--layers 8] [--context 512] [--threads 2]
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import http.server
-import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path

@@ -7,7 +7,6 @@ hidden state fed at position p is the target's after its final norm at p - 1 (ze
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 from typing import Any
 
 import numpy as np

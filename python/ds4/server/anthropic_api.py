@@ -10,14 +10,13 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from ds4.chat import apply_chat_template
 from ds4.generation import Generation
 from ds4.model import Model
 from ds4.server import openai_api
 from ds4.server.errors import ApiError, invalid
-from ds4.server.fields import flag, integer, number
+from ds4.server.fields import body_object, flag, integer, number
 from ds4.server.served import Served
-from ds4.server.tools import ToolCall, forced_prefix, render
+from ds4.server.tools import ToolCall, forced_prefix
 
 FIELDS = {"model", "messages", "max_tokens", "system", "stop_sequences", "temperature", "top_p", "top_k", "stream",
           "metadata", "tools", "tool_choice", "thinking", "service_tier", "output_config", "container",
@@ -110,12 +109,7 @@ def _tools(body: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
 
 
 def parse(served: Served, body: Any) -> openai_api.Request:
-    model = served.model
-    if not isinstance(body, dict):
-        raise ApiError("the request body must be a JSON object")
-    for key in body:
-        if key not in FIELDS:
-            raise ApiError(f"{key}: Extra inputs are not permitted", param=key)
+    body = body_object(body, FIELDS, "{key}: Extra inputs are not permitted")
     if not isinstance(body.get("model"), str):
         raise invalid("model", "a model name (string) is required")
     for key in ("output_config", "container"):
@@ -131,14 +125,8 @@ def parse(served: Served, body: Any) -> openai_api.Request:
     msgs = _messages(body)
     # A last assistant message of text is a prefill: the answer continues it, in the turn it opens.
     prefill = msgs.pop()["content"] if msgs[-1]["role"] == "assistant" and not msgs[-1].get("tool_calls") else ""
-    if tools or any(m.get("tool_calls") or m["role"] == "tool" for m in msgs):
-        text = render(served.metadata, msgs, tools, served.tool_style, force) + prefill
-    else:
-        text = apply_chat_template(served.metadata, msgs, add_generation_prompt=True) + prefill
-    prompt = model.tokenize(text, add_special=False)
-    room = model.n_ctx - len(prompt)
-    if room < 1:
-        raise ApiError(f"prompt is too long: {len(prompt)} tokens > {model.n_ctx - 1} maximum", param="messages")
+    prompt = served.prompt(msgs, tools, force, prefill)
+    room = served.room(prompt, "messages")
     opts = {
         "max_tokens": min(max_tokens, room),
         "temperature": number(body, "temperature", 0.0, 1.0, 1.0),

@@ -6,7 +6,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ds4.server.errors import invalid
+from ds4.server.errors import ApiError, invalid
+
+
+def body_object(body: Any, allowed: set[str], unknown: str) -> dict[str, Any]:
+    """The request body as a JSON object whose keys the API knows (`unknown` formats the error
+    for one it does not, with ``{key}``)."""
+    if not isinstance(body, dict):
+        raise ApiError("the request body must be a JSON object")
+    for key in body:
+        if key not in allowed:
+            raise ApiError(unknown.format(key=key), param=key)
+    return body
 
 
 def number(body: Mapping[str, Any], key: str, lo: float, hi: float, default: float) -> float:

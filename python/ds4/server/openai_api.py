@@ -11,13 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ds4.chat import apply_chat_template
 from ds4.generation import Generation
 from ds4.model import Model
 from ds4.server.errors import ApiError, invalid
-from ds4.server.fields import flag, integer, number
+from ds4.server.fields import body_object, flag, integer, number
 from ds4.server.served import Served
-from ds4.server.tools import ToolCall, forced_prefix, render
+from ds4.server.tools import ToolCall, forced_prefix
 
 _COMMON = {"model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "seed",
            "presence_penalty", "frequency_penalty", "logit_bias", "user", "logprobs", "top_logprobs",
@@ -182,12 +181,8 @@ def _completion_prompt(model: Model, body: Mapping[str, Any]) -> list[int]:
 def parse(kind: str, served: Served, body: Any) -> Request:
     """The checked request of a JSON body for `kind` ("chat" or "completion")."""
     model, name = served.model, served.name
-    if not isinstance(body, dict):
-        raise ApiError("the request body must be a JSON object")
-    allowed = CHAT_FIELDS if kind == "chat" else COMPLETION_FIELDS
-    for key in body:
-        if key not in allowed:
-            raise ApiError(f"Unrecognized request argument supplied: {key}", param=key)
+    body = body_object(body, CHAT_FIELDS if kind == "chat" else COMPLETION_FIELDS,
+                       "Unrecognized request argument supplied: {key}")
     if "model" in body and not isinstance(body["model"], str):
         raise invalid("model", "expected a string")
     if (integer(body, "n", 1) or 1) != 1 or (kind == "completion" and (integer(body, "best_of", 1) or 1) != 1):
@@ -201,20 +196,12 @@ def parse(kind: str, served: Served, body: Any) -> Request:
         if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") != "text"):
             raise invalid("response_format", "only {\"type\": \"text\"} is supported")
         tools, force = _tools(body)
-        msgs = _messages(body)
-        if tools or any(m.get("tool_calls") or m["role"] == "tool" for m in msgs):
-            text = render(served.metadata, msgs, tools, served.tool_style, force)
-        else:
-            text = apply_chat_template(served.metadata, msgs, add_generation_prompt=True)
-        prompt = model.tokenize(text, add_special=False)
+        prompt = served.prompt(_messages(body), tools, force)
     else:
         if flag(body, "echo") or body.get("suffix") is not None:
             raise invalid("echo" if body.get("echo") else "suffix", "not supported by this server")
         prompt = _completion_prompt(model, body)
-    room = model.n_ctx - len(prompt)
-    if room < 1:
-        raise ApiError(f"the prompt is {len(prompt)} tokens; this server's context is {model.n_ctx}",
-                       param="messages" if kind == "chat" else "prompt", code="context_length_exceeded")
+    room = served.room(prompt, "messages" if kind == "chat" else "prompt")
     key = "max_completion_tokens" if kind == "chat" and body.get("max_completion_tokens") is not None else "max_tokens"
     max_tokens = integer(body, key, 1)
     default = room if kind == "chat" else 16  # the APIs' defaults: the rest of the context; 16

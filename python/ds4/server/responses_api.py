@@ -11,13 +11,12 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from ds4.chat import apply_chat_template
 from ds4.generation import Generation
 from ds4.server import openai_api
 from ds4.server.errors import ApiError, invalid
-from ds4.server.fields import flag, integer, number
+from ds4.server.fields import body_object, flag, integer, number
 from ds4.server.served import Served
-from ds4.server.tools import ToolCall, forced_prefix, render
+from ds4.server.tools import ToolCall, forced_prefix
 
 FIELDS = {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream", "tools",
           "tool_choice", "parallel_tool_calls", "store", "metadata", "text", "user", "truncation", "top_logprobs",
@@ -105,12 +104,7 @@ def _tools(body: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
 
 
 def parse(served: Served, body: Any) -> openai_api.Request:
-    model = served.model
-    if not isinstance(body, dict):
-        raise ApiError("the request body must be a JSON object")
-    for key in body:
-        if key not in FIELDS:
-            raise ApiError(f"Unrecognized request argument supplied: {key}", param=key)
+    body = body_object(body, FIELDS, "Unrecognized request argument supplied: {key}")
     for key in ("previous_response_id", "conversation"):
         if body.get(key) is not None:
             raise invalid(key, "this server keeps no responses: send the conversation's items in input")
@@ -119,16 +113,8 @@ def parse(served: Served, body: Any) -> openai_api.Request:
     if body.get("top_logprobs"):
         raise invalid("top_logprobs", "log probabilities are not supported by this server yet")
     tools, force = _tools(body)
-    msgs = _messages(body)
-    if tools or any(m.get("tool_calls") or m["role"] == "tool" for m in msgs):
-        text = render(served.metadata, msgs, tools, served.tool_style, force)
-    else:
-        text = apply_chat_template(served.metadata, msgs, add_generation_prompt=True)
-    prompt = model.tokenize(text, add_special=False)
-    room = model.n_ctx - len(prompt)
-    if room < 1:
-        raise ApiError(f"the input is {len(prompt)} tokens; this server's context is {model.n_ctx}", param="input",
-                       code="context_length_exceeded")
+    prompt = served.prompt(_messages(body), tools, force)
+    room = served.room(prompt, "input")
     max_tokens = integer(body, "max_output_tokens", 1)
     opts = {"max_tokens": min(max_tokens if max_tokens is not None else room, room),
             "temperature": number(body, "temperature", 0.0, 2.0, 1.0), "top_p": number(body, "top_p", 0.0, 1.0, 1.0)}
