@@ -14,7 +14,7 @@ from ds4.generation import Generation
 from ds4.model import Model
 from ds4.server import openai_api
 from ds4.server.errors import ApiError, invalid
-from ds4.server.fields import body_object, flag, integer, number
+from ds4.server.fields import body_object, flag, integer, listed, number
 from ds4.server.served import Served
 from ds4.server.tools import ToolCall, forced_prefix
 
@@ -86,11 +86,8 @@ def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _tools(body: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
-    tools = body.get("tools") or []
-    if not isinstance(tools, list):
-        raise invalid("tools", "expected a list of tools")
     out = []
-    for i, t in enumerate(tools):
+    for i, t in enumerate(listed(body, "tools")):
         if not isinstance(t, dict) or not isinstance(t.get("name"), str) or not t["name"]:
             raise invalid(f"tools.{i}", "expected {name, description, input_schema}")
         out.append({"name": t["name"], "description": t.get("description", ""),

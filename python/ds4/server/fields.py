@@ -49,3 +49,11 @@ def flag(body: Mapping[str, Any], key: str) -> bool:
     if not isinstance(v, bool):
         raise invalid(key, f"expected a boolean, got {type(v).__name__}")
     return v
+
+
+def listed(body: Mapping[str, Any], key: str) -> list[Any]:
+    """The list at `key` (empty when absent)."""
+    v = body.get(key) or []
+    if not isinstance(v, list):
+        raise invalid(key, f"expected a list, got {type(v).__name__}")
+    return v

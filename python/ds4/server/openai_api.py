@@ -14,7 +14,7 @@ from typing import Any
 from ds4.generation import Generation
 from ds4.model import Model
 from ds4.server.errors import ApiError, invalid
-from ds4.server.fields import body_object, flag, integer, number
+from ds4.server.fields import body_object, flag, integer, listed, number
 from ds4.server.served import Served
 from ds4.server.tools import ToolCall, forced_prefix
 
@@ -140,11 +140,8 @@ def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _tools(body: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
     """(the request's tools in canonical form, the call it forces: None, "any" or a name)."""
-    tools = body.get("tools") or []
-    if not isinstance(tools, list):
-        raise invalid("tools", "expected a list of tools")
     out = []
-    for i, t in enumerate(tools):
+    for i, t in enumerate(listed(body, "tools")):
         f = t.get("function") if isinstance(t, dict) and t.get("type") == "function" else None
         if not isinstance(f, dict) or not isinstance(f.get("name"), str) or not f["name"]:
             raise invalid(f"tools[{i}]", "expected {\"type\": \"function\", \"function\": {\"name\", ...}}")
