@@ -59,6 +59,7 @@ py::dict stats_dict(const model::GenerateStats& st) {
     // own work included.
     d["end_to_end_tokens_per_second"] = st.end_to_end_seconds > 0 ? st.n_generated / st.end_to_end_seconds : 0.0;
     d["stop_reason"] = st.stop_reason;
+    d["stop_string"] = st.stop_string;
     return d;
 }
 

@@ -295,7 +295,13 @@ void Generator::finish(const char* reason) {
 
 bool Generator::release(std::string* piece, bool final) {
     size_t cut = std::string::npos;
-    for (const std::string& s : params_.stop) cut = std::min(cut, held_.find(s));
+    for (const std::string& s : params_.stop) {
+        const size_t at = held_.find(s);
+        if (at < cut) {  // the earliest match ends the text; it names the stop string (ties: the first listed)
+            cut = at;
+            stats_.stop_string = s;
+        }
+    }
     size_t show = held_.size();
     if (cut != std::string::npos) {
         show = cut;

@@ -79,7 +79,8 @@ struct GenerateStats {
     double plain_tokens_per_second = 0;  // the scheduler's model of plain decoding
     double spec_balance_seconds = 0;   // the scheduler's ledger: seconds gained over plain decoding
     std::vector<double> spec_slowdown;   // per proposer: measured / predicted seconds of its passes
-    std::string stop_reason;           // "max_tokens" | "eog" | "stop" | "context" while running: ""
+    std::string stop_reason;           // "max_tokens" | "eog" | "stop" | "context" | "cancelled"; while running: ""
+    std::string stop_string;           // the stop string that ended the text (stop_reason "stop"), else ""
 };
 
 class Generator {

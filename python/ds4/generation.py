@@ -25,7 +25,7 @@ class Generation:
     ``cost_prior_seconds``), the scheduler's ``spec_balance_seconds`` (what speculation gained
     over plain decoding, by its ledger) and ``stop_reason`` (``"max_tokens"``, ``"eog"`` for an
     end-of-generation token, ``"stop"`` for a stop string, ``"context"`` when the context filled
-    up, ``"cancelled"`` after :meth:`cancel`).
+    up, ``"cancelled"`` after :meth:`cancel`) with ``stop_string``, the stop string that ended it.
     """
 
     def __init__(self, core: _core.Generator) -> None:

@@ -68,9 +68,12 @@ def test_stop_string_cuts_text_and_streaming_never_shows_it(gemma: ds4.Model) ->
     assert "France" in full
     g = gemma.session().generate(PROMPT, max_tokens=24, stop="France", stream=True)
     pieces = list(g)
-    assert g.stats["stop_reason"] == "stop"
+    assert g.stats["stop_reason"] == "stop" and g.stats["stop_string"] == "France"
     assert "".join(pieces) == g.text == full[: full.index("France")]
     assert all("Fr" not in p for p in pieces[-1:])
+    g = gemma.session().generate(PROMPT, max_tokens=24, stop=["zzz", "France", full[full.index("France"):][:3]])
+    assert g.stats["stop_string"] == "France"  # the first listed of two matching at the same place
+    assert gemma.session().generate(PROMPT, max_tokens=4, stop_at_eog=False).stats["stop_string"] == ""
 
 
 def test_streaming_pieces_concatenate_to_text(gemma: ds4.Model) -> None:

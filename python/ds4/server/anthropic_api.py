@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from ds4.generation import Generation
-from ds4.model import Model
 from ds4.server import openai_api
 from ds4.server.errors import ApiError, invalid
 from ds4.server.fields import body_object, flag, integer, listed, number
@@ -136,22 +135,18 @@ def parse(served: Served, body: Any) -> openai_api.Request:
                               served.tool_style if tools else None, forced_prefix(served.tool_style, force))
 
 
-def _stop(model: Model, req: openai_api.Request, gen: Generation, calls: list[ToolCall]) -> tuple[str, str | None]:
+def _stop(gen: Generation, calls: list[ToolCall]) -> tuple[str, str | None]:
     """(stop_reason, the stop sequence that ended the answer, if one did)."""
     if calls:
         return "tool_use", None
     reason = STOP.get(str(gen.stats.get("stop_reason")), "end_turn")
-    if reason != "stop_sequence":
-        return reason, None
-    tail = model.detokenize(gen.tokens)[len(gen.text):]
-    found = [(tail.find(s), i) for i, s in enumerate(req.options["stop"]) if s in tail]
-    return reason, req.options["stop"][min(found)[1] if found else 0]
+    return reason, (gen.stats.get("stop_string") or None) if reason == "stop_sequence" else None
 
 
 def _usage(req: openai_api.Request, gen: Generation | None, cached: int = 0) -> dict[str, int]:
     """Anthropic's split: input_tokens the prompt tokens evaluated, cache_read_input_tokens those
     a cached session held already."""
-    n = 0 if gen is None else int(gen.stats.get("n_generated", len(gen.tokens)))
+    n = 0 if gen is None else int(gen.stats["n_generated"])
     return {"input_tokens": len(req.prompt) - cached, "output_tokens": n, "cache_read_input_tokens": cached,
             "cache_creation_input_tokens": 0}
 
@@ -160,9 +155,9 @@ def _tool_use(c: ToolCall) -> dict[str, Any]:
     return {"type": "tool_use", "id": c.id.replace("call_", "toolu_"), "name": c.name, "input": json.loads(c.arguments)}
 
 
-def response(model: Model, req: openai_api.Request, gen: Generation, text: str, calls: list[ToolCall],
-             cached: int = 0) -> dict[str, Any]:
-    reason, seq = _stop(model, req, gen, calls)
+def response(req: openai_api.Request, gen: Generation, text: str, calls: list[ToolCall], cached: int = 0
+             ) -> dict[str, Any]:
+    reason, seq = _stop(gen, calls)
     content = ([{"type": "text", "text": text}] if text or not calls else []) + [_tool_use(c) for c in calls]
     return {"id": req.id, "type": "message", "role": "assistant", "model": req.model, "content": content,
             "stop_reason": reason, "stop_sequence": seq, "usage": _usage(req, gen, cached)}
@@ -175,8 +170,8 @@ def event(kind: str, data: dict[str, Any]) -> bytes:
 class Events:
     """One answer's stream: a text block opened at the first text, a tool_use block per call."""
 
-    def __init__(self, model: Model, req: openai_api.Request) -> None:
-        self.model, self.req, self.index, self.text_open = model, req, 0, False
+    def __init__(self, req: openai_api.Request) -> None:
+        self.req, self.index, self.text_open = req, 0, False
 
     def start(self) -> list[bytes]:
         message = {"id": self.req.id, "type": "message", "role": "assistant", "model": self.req.model, "content": [],
@@ -212,7 +207,7 @@ class Events:
         return [event("error", {"error": e.anthropic()["error"]})]
 
     def end(self, gen: Generation, calls: list[ToolCall], cached: int = 0) -> list[bytes]:
-        reason, seq = _stop(self.model, self.req, gen, calls)
+        reason, seq = _stop(gen, calls)
         empty = not calls and not self.text_open and self.index == 0
         out = self.text("") if empty else []  # an empty answer is still one text block
         return out + self._close_text() + [

@@ -35,7 +35,6 @@ log = logging.getLogger("ds4.server")
 class Server:
     def __init__(self, served: Served, worker: Worker, max_body: int = 8 << 20, keepalive: float = 10.0) -> None:
         self.served, self.worker, self.max_body, self.keepalive = served, worker, max_body, keepalive
-        self.model, self.name = served.model, served.name
 
     async def body(self, request: HttpRequest) -> Any:
         # A body over the limit is read to its end (up to 8x the limit, then the connection is
@@ -60,7 +59,7 @@ class Server:
 
     async def models(self, request: HttpRequest) -> Response:
         return JSONResponse({"object": "list", "data": [
-            {"id": self.name, "object": "model", "created": int(time.time()), "owned_by": "ds4"}]})
+            {"id": self.served.name, "object": "model", "created": int(time.time()), "owned_by": "ds4"}]})
 
     async def chat(self, request: HttpRequest) -> Response:
         req = openai_api.parse("chat", self.served, await self.body(request))
@@ -72,8 +71,7 @@ class Server:
 
     async def messages(self, request: HttpRequest) -> Response:
         req = anthropic_api.parse(self.served, await self.body(request))
-        return await self.serve(request, req, lambda *a: anthropic_api.response(self.model, req, *a),
-                                anthropic_api.Events(self.model, req))
+        return await self.serve(request, req, lambda *a: anthropic_api.response(req, *a), anthropic_api.Events(req))
 
     async def responses(self, request: HttpRequest) -> Response:
         req = responses_api.parse(self.served, await self.body(request))

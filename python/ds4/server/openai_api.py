@@ -231,7 +231,7 @@ def parse(kind: str, served: Served, body: Any) -> Request:
 
 
 def usage(req: Request, gen: Generation, cached: int = 0) -> dict[str, Any]:
-    n = int(gen.stats.get("n_generated", len(gen.tokens)))
+    n = int(gen.stats["n_generated"])
     return {"prompt_tokens": len(req.prompt), "completion_tokens": n, "total_tokens": len(req.prompt) + n,
             "prompt_tokens_details": {"cached_tokens": cached}}
 

@@ -144,7 +144,7 @@ def _object(req: openai_api.Request, output: list[dict[str, Any]], gen: Generati
            "incomplete_details": {"reason": "max_output_tokens"} if length else None, "error": None,
            **req.echo}
     if done:
-        n = int(gen.stats.get("n_generated", len(gen.tokens)))
+        n = int(gen.stats["n_generated"])
         out["usage"] = {"input_tokens": len(req.prompt), "input_tokens_details": {"cached_tokens": cached},
                         "output_tokens": n, "output_tokens_details": {"reasoning_tokens": 0},
                         "total_tokens": len(req.prompt) + n}

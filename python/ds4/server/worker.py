@@ -30,6 +30,7 @@ from ds4.speculative import Spec
 
 log = logging.getLogger("ds4.server")
 
+
 class Busy(Exception):
     """The queue of waiting requests is full."""
 
@@ -47,6 +48,7 @@ class Job:
     session: Session | None = None
     cached: int = 0  # prompt tokens a cached session held already
     batched: bool = False  # decoded in the batched step (whose generations cannot switch sampling)
+    shown: int = 0  # characters of the generation's text relayed so far (batched)
     parser: ToolParser | None = None
     calls_sent: int = 0
     switched: bool = False
@@ -133,11 +135,6 @@ class Worker:
         self._thread.start()
 
     @property
-    def waiting(self) -> int:
-        """Requests waiting for a slot."""
-        return len(self._waiting)
-
-    @property
     def running(self) -> int:
         """Requests generating."""
         return self._running
@@ -183,10 +180,9 @@ class Worker:
             self._run_alone()
             return
         batch = self.model.batch(self._max_rows)
-        active: list[tuple[Job, list[int]]] = []
+        active: list[Job] = []
         while (new := self._next_jobs(len(active))) is not None:
             for job in new:
-                shown = [0]
                 job.batched = True
                 job.session, job.cached = self.cache.take(job.prompt)
                 try:
@@ -194,35 +190,34 @@ class Worker:
                 except (ValueError, RuntimeError) as e:
                     job.emit("error", str(e))
                     continue
-                active.append((job, shown))
-            for job, _ in active:
-                if job.cancelled and job.gen is not None:
+                active.append(job)
+            for job in active:
+                if job.cancelled:
                     job.gen.cancel()
             if active:
                 try:
                     batch.step()
                 except Exception as e:  # noqa: BLE001 - a failed pass ends its requests, not the server
                     log.exception("a batched step failed")
-                    for job, _ in active:
+                    for job in active:
                         job.emit("error", f"generation failed: {e}")
-                        if job.gen is not None:
-                            job.gen.cancel()
+                        job.gen.cancel()
                     batch = self.model.batch(self._max_rows)
                     active = []
                     continue
             left = []
-            for job, shown in active:
+            for job in active:
                 gen = job.gen
                 assert gen is not None
                 text = gen.text
-                if not job.cancelled and (len(text) > shown[0] or gen.done):
-                    job.relay(text[shown[0]:], final=gen.done)
-                    shown[0] = len(text)
+                if not job.cancelled and (len(text) > job.shown or gen.done):
+                    job.relay(text[job.shown:], final=gen.done)
+                    job.shown = len(text)
                 if gen.done:
                     job.emit("done", gen)
                     self.cache.give(job.session)
                 else:
-                    left.append((job, shown))
+                    left.append(job)
             active = left
 
     def _run_alone(self) -> None:
