@@ -122,16 +122,17 @@ backend::Rows flat_rows(Call& c, const F32& y) { return c.in(y, 1, y.size()); }
 
 void register_backend(py::module_& m) {
     py::class_<PyBackend>(m, "Backend", "A compute backend's ops on numpy arrays (tests).")
-        .def(py::init([](const std::string& kind, int threads, bool int16) {
+        .def(py::init([](const std::string& kind, int threads, bool int16, bool screen) {
                  if (kind != "cpu") throw py::value_error("backend '" + kind + "' is not available (available: cpu)");
                  auto b = std::make_unique<PyBackend>();
                  backend::CpuOptions o;
                  o.threads = threads;
                  o.int16_activations = int16;
+                 o.screen_head = screen;
                  b->be = backend::make_cpu_backend(o);
                  return b;
              }),
-             py::arg("kind") = "cpu", py::arg("threads") = 2, py::arg("int16") = false)
+             py::arg("kind") = "cpu", py::arg("threads") = 2, py::arg("int16") = false, py::arg("screen") = true)
         .def("supports_op", [](const PyBackend& b, const std::string& op, const std::string& type) {
             for (int i = 0; i <= static_cast<int>(backend::Op::gated_delta); ++i) {
                 const auto o = static_cast<backend::Op>(i);
@@ -150,14 +151,15 @@ void register_backend(py::module_& m) {
             return c.out(y);
         }, py::arg("type"), py::arg("data"), py::arg("n_out"), py::arg("x"), py::arg("pack") = false, py::arg("n_mat") = 1,
            py::arg("mat") = 0)
-        .def("argmax", [](PyBackend& b, const std::string& type, const py::bytes& data, int64_t n_out, const F32& x, float cap) {
+        .def("argmax", [](PyBackend& b, const std::string& type, const py::bytes& data, int64_t n_out, const F32& x, float cap,
+                          bool pack) {
             const int64_t n_in = x.shape(x.ndim() - 1), n = rows_of(x, n_in);
-            backend::Weight& w = b.weight(type, data, n_in, n_out, 1, false);
+            backend::Weight& w = b.weight(type, data, n_in, n_out, 1, pack);
             Call c(*b.be);
             I32 idx(n);
             b.be->matmul_argmax(w, c.in(x), cap, idx.mutable_data());
             return idx;
-        }, py::arg("type"), py::arg("data"), py::arg("n_out"), py::arg("x"), py::arg("cap") = 0.0f)
+        }, py::arg("type"), py::arg("data"), py::arg("n_out"), py::arg("x"), py::arg("cap") = 0.0f, py::arg("pack") = false)
         .def("get_rows", [](PyBackend& b, const std::string& type, const py::bytes& data, int64_t n_in, int64_t n_out, const I32& ids) {
             backend::Weight& w = b.weight(type, data, n_in, n_out, 1, false);
             for (py::ssize_t i = 0; i < ids.size(); ++i)

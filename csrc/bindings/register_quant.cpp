@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "bindings/register.h"
 #include "gguf/gguf.h"
 #include "quant/blocks.h"
+#include "quant/head_screen.h"
 #include "quant/int16_gemm.h"
 #include "quant/kernels.h"
 #include "quant/packed.h"
@@ -324,6 +326,48 @@ py::bytes quantize_q8_0(const py::array& x_obj) {
     return py::bytes(out);
 }
 
+// The greedy head's screen (quant/head_screen.h) over packed Q8_0 rows (pack_weights): the
+// kernel's scores (or the reference's), the row norms and each activation row's ||x - s||.
+py::tuple head_screen(const py::buffer& data, int64_t n_rows, const py::array& x_obj, bool reference) {
+    const TypeRef t = supported_type("Q8_0");
+    if (!py::isinstance<py::array_t<float>>(x_obj) || x_obj.itemsize() != 4 || x_obj.dtype().kind() != 'f' ||
+        x_obj.ndim() != 2 || !(x_obj.flags() & py::array::c_style)) {
+        throw py::type_error("x must be a C-contiguous 2-D float32 array");
+    }
+    const auto nx = static_cast<int64_t>(x_obj.shape(0));
+    const Bytes b = bytes_of(data);
+    const int64_t n = check_rows(t, b, n_rows, static_cast<int64_t>(x_obj.shape(1)));
+    if (!quant::BlockLanes(n).tail4() && quant::BlockLanes(n).tail != 0) {
+        throw py::value_error("the screen serves rows whose last chunk has 0 or 4 blocks, not " + std::to_string(n) + " values");
+    }
+    const quant::screen::ScoresFn kernel = reference ? &quant::screen::scores_ref : quant::screen::scores();
+    if (!kernel) throw py::value_error("this CPU has no screen kernel (AVX-512 VNNI + VBMI)");
+    const auto* xp = static_cast<const float*>(x_obj.data());
+    for (int64_t i = 0; i < nx * n; ++i) {
+        if (!std::isfinite(xp[i])) throw py::value_error("x must be finite");
+    }
+    const size_t row = quant::row_bytes(*t.info, n);
+    const int64_t nb = n / 32;
+    std::vector<int8_t> q(static_cast<size_t>(nx * n));
+    std::vector<float> d(static_cast<size_t>(nx * nb));
+    std::vector<int32_t> neg(static_cast<size_t>(nx * nb));
+    py::array_t<float> scores({nx, n_rows}), norms(n_rows);
+    py::array_t<double> err(nx);
+    {
+        py::gil_scoped_release release;
+        for (int64_t r = 0; r < nx; ++r) {
+            err.mutable_data()[r] = quant::screen::quantize(xp + r * n, n, {q.data() + r * n, d.data() + r * nb, neg.data() + r * nb});
+        }
+        for (int64_t r0 = 0; r0 < nx; r0 += quant::screen::kRowsMax) {
+            const int m = static_cast<int>(std::min<int64_t>(quant::screen::kRowsMax, nx - r0));
+            kernel(b.ptr, row, n_rows, n, q.data() + r0 * n, d.data() + r0 * nb, neg.data() + r0 * nb, m,
+                   scores.mutable_data() + r0 * n_rows, n_rows);
+        }
+        quant::screen::row_norms(b.ptr, row, n_rows, n, norms.mutable_data());
+    }
+    return py::make_tuple(scores, norms, err);
+}
+
 }  // namespace
 
 void register_quant(py::module_& m) {
@@ -349,6 +393,9 @@ void register_quant(py::module_& m) {
         return repack(t, d, n_rows, n, false);
     }, py::arg("type_name"), py::arg("data"), py::arg("n_rows"), py::arg("n"),
           "The inverse of pack_weights.");
+    m.def("head_screen", &head_screen, py::arg("data"), py::arg("n_rows"), py::arg("x"), py::arg("reference") = false,
+          "The greedy head's int8 screen of packed Q8_0 rows (pack_weights) and x (nx, n): (scores (nx, n_rows), "
+          "row norms (n_rows), ||x - screen quantisation|| per row); the scalar reference's scores if reference.");
     m.def("quantize_q8_0", &quantize_q8_0, py::arg("x"),
           "Q8_0 blocks of x (float32, size a multiple of 32), byte-identical to ggml's reference.");
     m.def("simd_available", [] {

@@ -36,6 +36,7 @@ constexpr size_t kMaxTypeId = 64;
 struct X86Features {
     bool avx2 = false;    // AVX2 + FMA + F16C + BMI2: what kernels_avx2.cpp is compiled with
     bool avx512 = false;  // F + BW + VL + DQ + VNNI + BF16: what kernels_avx512.cpp is compiled with
+    bool avx512vbmi = false;  // avx512 + VBMI: what the *_avx512vbmi.cpp kernels add
 };
 
 X86Features detect_x86() {
@@ -54,7 +55,7 @@ X86Features detect_x86() {
     const bool avx2 = b & (1u << 5), bmi2 = b & (1u << 8);
     const bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17);
     const bool avx512bw = b & (1u << 30), avx512vl = b & (1u << 31);
-    const bool avx512vnni = c & (1u << 11);
+    const bool avx512vnni = c & (1u << 11), avx512vbmi = c & (1u << 1);
     const unsigned max_sub = a;
     bool avx512bf16 = false;
     if (max_sub >= 1) {
@@ -64,6 +65,7 @@ X86Features detect_x86() {
     f.avx2 = os_avx && avx2 && fma && f16c && bmi2;
     f.avx512 = f.avx2 && os_avx512 && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni &&
                avx512bf16;
+    f.avx512vbmi = f.avx512 && avx512vbmi;
     return f;
 }
 #endif
@@ -86,6 +88,7 @@ TableFn table_of(Isa isa) {
 
 struct Dispatch {
     std::vector<Isa> available;                                 // lowest first
+    bool vbmi = false;                                          // the CPU has AVX-512 VBMI (and avx512)
     std::array<std::array<Kernels, kMaxTypeId>, kNumIsa> exact{};     // one ISA, no fallback
     std::array<std::array<Kernels, kMaxTypeId>, kNumIsa> resolved{};  // with fallback
     std::atomic<int> active{0};
@@ -106,6 +109,7 @@ Dispatch* make_dispatch() {
     const X86Features f = detect_x86();
     if (f.avx2) d->available.push_back(Isa::avx2);
     if (f.avx512) d->available.push_back(Isa::avx512);
+    d->vbmi = f.avx512vbmi;
 #endif
 #if defined(DS4_ARM64)
     d->available.push_back(Isa::neon);  // Advanced SIMD is mandatory on AArch64
@@ -199,6 +203,11 @@ Isa parse_isa(const std::string& name) {
 std::vector<Isa> available_isas() { return dispatch().available; }
 
 Isa active_isa() { return static_cast<Isa>(dispatch().active.load()); }
+
+bool active_avx512_vbmi() {
+    Dispatch& d = dispatch();
+    return d.vbmi && d.active.load() == static_cast<int>(Isa::avx512);
+}
 
 void set_isa(Isa isa) {
     Dispatch& d = dispatch();

@@ -57,6 +57,8 @@ const char* isa_name(Isa isa);
 // The ISAs compiled into this build that this CPU can run, lowest first (scalar always).
 std::vector<Isa> available_isas();
 Isa active_isa();
+// Whether the active ISA is avx512 on a CPU that also has AVX-512 VBMI (the *_avx512vbmi.cpp kernels).
+bool active_avx512_vbmi();
 // Throws std::invalid_argument if the ISA is not available here.
 void set_isa(Isa isa);
 Isa parse_isa(const std::string& name);  // throws std::invalid_argument

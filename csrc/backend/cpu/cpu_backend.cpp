@@ -39,6 +39,7 @@
 #include "backend/cpu/attn.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/delta.h"
+#include "backend/cpu/screened_head.h"
 #include "backend/cpu/thread_pool.h"
 #include "backend/cpu/vmath.h"
 #include "quant/int16_gemm.h"
@@ -103,7 +104,7 @@ class CpuBackend final : public Backend {
 public:
     explicit CpuBackend(const CpuOptions& o)
         : pool_ptr_(cpu::ThreadPool::shared(o.threads)), pool_(*pool_ptr_), int16_(o.int16_activations),
-          repack_(o.repack), defer_pack_(o.defer_pack) {}
+          repack_(o.repack), defer_pack_(o.defer_pack), screen_head_(o.screen_head) {}
     int threads() const override { return pool_.size(); }
 
     const char* name() const override { return "cpu"; }
@@ -150,6 +151,7 @@ public:
     bool packing_pending() const override { return !pending_.empty(); }
 
     void drop_packed(const Weight& w) override {
+        screen_.forget(w.packed);
         const auto it = std::find_if(packed_.begin(), packed_.end(), [&](const auto& b) { return b.get() == w.packed; });
         if (it != packed_.end()) packed_.erase(it);
     }
@@ -277,8 +279,23 @@ public:
     }
 
     void matmul_argmax(const Weight& w, Rows xr, float cap, int32_t* idx) override {
-        const float* x = xr.data;
-        const int64_t n = xr.n;
+        const Path path = path_of(w, xr.n);
+        // The screen needs finite activations for its bound (a NaN or inf row takes the full
+        // head, which reports it); the soft-cap can merge distinct logits into ties.
+        if (screen_head_ && cap == 0.0f && path == Path::int16_rows && cpu::ScreenedHead::serves(w, xr.n) &&
+            std::all_of(xr.data, xr.data + xr.n * w.n_in, [](float v) { return std::isfinite(v); })) {
+            prepare(path, w, xr.data, xr.n);
+            screen_.argmax(pool_, w, xr.data, xr.n, act_a_.data(), act_da_.data(), act_xs_.data(), idx);
+            for (int64_t r = 0; r < xr.n; ++r) {  // rows whose candidates overflowed
+                if (idx[r] < 0) full_argmax(w, xr.data + r * w.n_in, 1, cap, idx + r);
+            }
+            return;
+        }
+        full_argmax(w, xr.data, xr.n, cap, idx);
+    }
+
+    // Every logit of the head, folded into each row's running maximum.
+    void full_argmax(const Weight& w, const float* x, int64_t n, float cap, int32_t* idx) {
         const Path path = path_of(w, n);
         const cpu::VecMath& vm = cpu::vec_math();
         // Logits are made kArgmaxBlock weight rows at a time into per-thread scratch (a multiple
@@ -853,7 +870,8 @@ private:
     RopeTable rope_tables_[2];  // rope_table(): the last two, the older replaced next
     std::vector<float> rope_inv_freq_;
     int rope_next_ = 0;
-    bool int16_, repack_, defer_pack_;  // CpuOptions
+    cpu::ScreenedHead screen_;
+    bool int16_, repack_, defer_pack_, screen_head_;  // CpuOptions
 };
 
 }  // namespace

@@ -19,6 +19,9 @@ struct CpuOptions {
     bool int16_activations = true;
     bool repack = true;       // pack() may repack (off: every weight read from the mmap)
     bool defer_pack = false;  // pack() reserves, finish_packing() writes (backend.h)
+    // The greedy head of two or more rows screens with int8 scores where the CPU has the kernel
+    // (screened_head.h; the same argmax, bit for bit). Off: every logit computed (tests, benches).
+    bool screen_head = true;
 };
 
 // From this many rows on, matmuls of Q2_K, Q3_K and Q5_K take the int16 path.

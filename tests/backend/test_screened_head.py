@@ -1,0 +1,75 @@
+"""The screened greedy head (backend/cpu/screened_head.h): on packed Q8_0 heads of two or more
+rows, the argmax is bit for bit the unscreened head's and the argmax of exactly what matmul
+writes, ties included (lowest id), on inputs built to make the screen's bound work hard."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ds4 import _core
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "quant"))
+import qdata  # noqa: E402
+
+
+def _backends() -> tuple[_core.Backend, _core.Backend]:
+    return _core.Backend("cpu", threads=2, int16=True), _core.Backend("cpu", threads=2, int16=True, screen=False)
+
+
+def _check(data: bytes, n_out: int, x: np.ndarray) -> np.ndarray:
+    screened, full = _backends()
+    got = screened.argmax("Q8_0", data, n_out, x, pack=True)
+    np.testing.assert_array_equal(got, full.argmax("Q8_0", data, n_out, x, pack=True))
+    np.testing.assert_array_equal(got, full.matmul("Q8_0", data, n_out, x, pack=True).argmax(axis=1))
+    return got
+
+
+def _near_ties(n_in: int, n_out: int, rng: np.random.Generator) -> tuple[bytes, np.ndarray]:
+    """Rows in groups: a row, its exact copies (ties: the lowest id wins) and copies with one
+    quant moved by one step (logits a hair apart), under activations with outlier dimensions."""
+    blocks = np.frombuffer(qdata.random_blocks("Q8_0", n_out * n_in // 32, rng), np.uint8).reshape(n_out, -1).copy()
+    for g in range(0, n_out - 8, 97):
+        for c in range(1, 6):
+            blocks[g + c] = blocks[g]
+        blocks[g + 6, 2 + 5] = (int(blocks[g, 2 + 5]) + 1) % 256
+        blocks[g + 7, 2 + 9] = (int(blocks[g, 2 + 9]) - 1) % 256
+    x = rng.standard_normal((16, n_in)) * np.where(rng.random(n_in) < 0.05, 30.0, 1.0)
+    return blocks.tobytes(), x.astype(np.float32)
+
+
+@pytest.mark.parametrize("n_in", [256, 384, 640])
+def test_same_argmax_as_the_full_head(n_in: int) -> None:
+    rng = np.random.default_rng(n_in)
+    n_out = 3001  # odd: a last unpaired row
+    data, x = _near_ties(n_in, n_out, rng)
+    for rows in (1, 2, 5, 12, 13, 16):
+        _check(data, n_out, x[:rows])
+    # the winners' own rows: x along a weight row makes it and its copies the top scores
+    w = qdata.gguf_dequantize("Q8_0", data, n_out * n_in).reshape(n_out, n_in)
+    top = np.stack([w[g] for g in range(0, n_out - 8, 97)][:8]).astype(np.float32)
+    got = _check(data, n_out, top)
+    # mostly the first of the group of exact copies (a far larger row elsewhere may still win)
+    assert np.mean(got % 97 == 0) >= 0.5
+
+
+def test_all_rows_equal_overflows_to_the_full_head() -> None:
+    """Every row a candidate: the candidate buffers overflow and those rows take the full head."""
+    rng = np.random.default_rng(3)
+    row = qdata.random_blocks("Q8_0", 20, rng)
+    n_out = 6000
+    got = _check(row * n_out, n_out, rng.standard_normal((3, 640)).astype(np.float32))
+    assert np.all(got == 0)
+
+
+def test_non_finite_activations_are_reported() -> None:
+    rng = np.random.default_rng(4)
+    data = qdata.random_blocks("Q8_0", 500 * 20, rng)
+    x = rng.standard_normal((4, 640)).astype(np.float32)
+    x[2, 7] = np.inf
+    for b in _backends():
+        with pytest.raises(ValueError, match="NaN or \\+inf"):
+            b.argmax("Q8_0", data, 500, x, pack=True)
