@@ -10,6 +10,7 @@
 #include "quant/block_lanes.h"
 #include "quant/head_screen.h"
 #include "quant/x86_avx512_pairs.h"
+#include "quant/x86_prefetch.h"
 
 namespace ds4::quant::screen::avx512vbmi {
 
@@ -51,11 +52,8 @@ void rows2(const uint8_t* p0, const uint8_t* p1, int64_t n, const int8_t* q, con
     };
     for (int64_t b0 = 0; b0 < bl.full; b0 += BlockLanes::kChunk) {
         const int64_t base = kBlock * b0;
-        for (int i = 0; i < 2; ++i) {
-            _mm_prefetch(reinterpret_cast<const char*>((i ? p1 : p0) + base + 2048), _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>((i ? p1 : p0) + base + 2048 + 128), _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>((i ? p1 : p0) + base + 2048 + 256), _MM_HINT_T0);
-        }
+        prefetch_block<8 * kBlock>(p0 + base);  // (measured one thread, 8 rows: 2 KiB ahead 66 GMAC/s, 8 KiB 110)
+        prefetch_block<8 * kBlock>(p1 + base);
         for (int r = 0; r < R; ++r) S[r] = _mm512_broadcast_i32x8(load256(neg + r * bl.nb + b0));
         for (int u = 0; u < 8; ++u) {
             const __m512i w = weights(base + 16 + 32 * u, full);

@@ -59,7 +59,7 @@ struct PackedRow {
         std::memcpy(&d, at(b), sizeof d);
         return _cvtsh_ss(d);
     }
-    void prefetch(int64_t b0) const { prefetch_block<8 * kBlock, 2048>(at(b0)); }
+    void prefetch(int64_t b0) const { prefetch_block<8 * kBlock>(at(b0)); }
 };
 
 inline __m256i widen_i8(const uint8_t* x) {

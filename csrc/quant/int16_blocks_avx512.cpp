@@ -17,6 +17,7 @@
 #include "quant/packed.h"
 #include "quant/x86_avx512_pairs.h"
 #include "quant/x86_int16_spans.h"
+#include "quant/x86_prefetch.h"
 
 namespace ds4::quant::avx512 {
 
@@ -66,11 +67,8 @@ struct PackedRows {
         std::memcpy(&d, at(i, b), sizeof d);
         return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(d)));
     }
-    // The weight stream 2 KiB ahead, as the AVX2 kernel reads it.
     void prefetch(int64_t b0) const {
-        for (int i = 0; i < 2; ++i)
-            for (int off = 0; off < 8 * kBlock; off += 64)
-                _mm_prefetch(reinterpret_cast<const char*>(at(i, b0)) + 2048 + off, _MM_HINT_T0);
+        for (int i = 0; i < 2; ++i) prefetch_block<8 * kBlock>(at(i, b0));
     }
 };
 

@@ -13,15 +13,11 @@
 #include "quant/int16_gemm.h"
 #include "quant/x86_avx512_pairs.h"
 #include "quant/x86_int16_spans.h"
+#include "quant/x86_prefetch.h"
 
 namespace ds4::quant::avx512 {
 
 namespace {
-
-template <int kBytes>
-inline void prefetch(const uint8_t* p) {  // 1 KiB ahead of the weight stream, as the AVX2 kernels
-    for (int off = 0; off < kBytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + 1024 + off, _MM_HINT_T0);
-}
 
 // y[0] = row o's sum of acc (less its minimum term c, for the formats with one) and, when nw == 2,
 // y[1] = row o + 1's.
@@ -39,8 +35,8 @@ void rows_super(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const i
     __m512 acc[R], c[R];
     for (int r = 0; r < R; ++r) acc[r] = c[r] = _mm512_setzero_ps();
     for (int64_t bi = 0; bi < nb; ++bi, p0 += F::kBytes, p1 += F::kBytes) {
-        prefetch<F::kBytes>(p0);
-        prefetch<F::kBytes>(p1);
+        prefetch_block<F::kBytes>(p0);
+        prefetch_block<F::kBytes>(p1);
         const F f0(p0), f1(p1);
         __m512i S[R];
         for (int r = 0; r < R; ++r) S[r] = _mm512_setzero_si512();
@@ -78,8 +74,8 @@ void rows_legacy(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const 
     __m512 acc[R], c[R];
     for (int r = 0; r < R; ++r) acc[r] = c[r] = _mm512_setzero_ps();
     const auto block = [&](int64_t bi, float (&m)[2]) {
-        prefetch<F::kBytes>(p0 + bi * F::kBytes);
-        prefetch<F::kBytes>(p1 + bi * F::kBytes);
+        prefetch_block<F::kBytes>(p0 + bi * F::kBytes);
+        prefetch_block<F::kBytes>(p1 + bi * F::kBytes);
         const F f0(p0 + bi * F::kBytes), f1(p1 + bi * F::kBytes);
         __m256i v0[2], v1[2];
         f0.span(v0);

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "quant/x86_prefetch.h"
+
 namespace ds4::quant::avx2 {
 namespace {
 
@@ -71,18 +73,6 @@ inline float hsum(__m256 v) {
 
 inline float hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
     return hsum(_mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
-}
-
-// Software prefetch of the weight stream, kPrefetchAhead bytes ahead of block p (of `bytes`
-// bytes): one row x matrix is a pure stream, and on the 2-core EPYC (Zen 3) this measured ~8%
-// over the hardware prefetcher alone for Q8_0 from DRAM.  Lines are 64 bytes; a block that
-// shares a line with its neighbour re-issues a prefetch, which costs one load-port slot.  A kernel
-// that consumes bytes faster may look further ahead (Ahead).
-constexpr int kPrefetchAhead = 1024;
-template <int Bytes, int Ahead = kPrefetchAhead>
-inline void prefetch_block(const uint8_t* p) {
-    for (int off = 0; off < Bytes; off += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(p) + Ahead + off, _MM_HINT_T0);
 }
 
 // Pairwise tree over 8 accumulators, then the lanes.
