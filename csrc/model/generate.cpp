@@ -48,13 +48,7 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
     if (prompt_.empty() && session_.n_past() == 0)
         throw std::invalid_argument("empty prompt and an empty session: there is nothing to continue from");
     if (params_.stop_at_eog) eog_ = eog_tokens(tok_);
-    if (params_.top_logprobs != -1) {
-        if (params_.top_logprobs < 0 || params_.top_logprobs > sample::kMaxTopLogprobs) {
-            throw std::invalid_argument("top_logprobs must be -1 (off) or in [0, " + std::to_string(sample::kMaxTopLogprobs) +
-                                        "], got " + std::to_string(params_.top_logprobs));
-        }
-        scorer_ = std::make_unique<sample::LogprobScorer>(params_.top_logprobs);
-    }
+    if (params_.top_logprobs != -1) scorer_ = std::make_unique<sample::LogprobScorer>(params_.top_logprobs);  // checks the range
     if (!params_.spec.types.empty()) {
         if (params_.spec.n_max < 1) throw std::invalid_argument("spec n_max must be >= 1, got " + std::to_string(params_.spec.n_max));
         if (params_.spec.n_min < 0 || params_.spec.n_min > params_.spec.n_max) {

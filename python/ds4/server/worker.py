@@ -7,8 +7,8 @@ every running generation, a long prompt fed in chunks beside the decoding rows).
 serving; batched generations decode plainly. Events reach each request's asyncio queue through its
 event loop: ``("text", piece)`` as text is decoded (after it, ``("call", ToolCall)`` as a call
 closes; before it, when the request asked for logprobs, ``("logprobs", [TokenLogprob, ...])`` of
-the tokens generated since the last), then ``("done", Generation)`` or ``("error", message)``. A cancelled request (its client went away) ends at the next step and frees
-its slot.
+the tokens generated since the last), then ``("done", Generation)`` or ``("error", message)``.
+A cancelled request (its client went away) ends at the next step and frees its slot.
 """
 
 from __future__ import annotations
