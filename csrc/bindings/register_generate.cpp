@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -100,6 +101,9 @@ void register_options(py::module_& m) {
         .def_property(
             "stop_at_eog", [](const Options& o) { return o.params.stop_at_eog; },
             [](Options& o, bool v) { o.params.stop_at_eog = v; })
+        .def_property(
+            "top_logprobs", [](const Options& o) { return o.params.top_logprobs; },
+            [](Options& o, int v) { o.params.top_logprobs = v; })
         .def_property(
             "spec_types", [](const Options& o) { return o.params.spec.types; },
             [](Options& o, std::vector<std::string> v) { o.params.spec.types = std::move(v); })
@@ -229,6 +233,21 @@ void register_generator(py::module_& m) {
              "Ends the generation where it is (stop reason 'cancelled'); an engine drops it at its next step.")
         .def_property_readonly("done", [](GeneratorHandle& h) { return h.locked([](model::Generator& g) { return g.done(); }); })
         .def_property_readonly("tokens", [](GeneratorHandle& h) { return h.locked([](model::Generator& g) { return g.tokens(); }); })
+        .def(
+            "logprobs",
+            [](GeneratorHandle& h, size_t start) -> py::object {
+                auto [on, lps] = h.locked([start](model::Generator& g) {
+                    const auto& all = g.logprobs();
+                    const auto from = all.begin() + static_cast<std::ptrdiff_t>(std::min(start, all.size()));
+                    return std::make_pair(g.logprobs_on(), std::vector<sample::TokenLogprob>(from, all.end()));
+                });
+                if (!on) return py::none();
+                py::list out;
+                for (const sample::TokenLogprob& t : lps) out.append(py::make_tuple(t.id, t.logprob, t.top));
+                return out;
+            },
+            py::arg("start") = 0,
+            "(id, logprob, [(id, logprob), ...]) of each token from `start` on; None without logprobs.")
         .def_property_readonly("text", [](GeneratorHandle& h) { return utf8_str(h.locked([](model::Generator& g) { return g.text(); })); })
         .def_property_readonly("stats", [](GeneratorHandle& h) {
             return stats_dict(h.locked([](model::Generator& g) { return g.stats(); }));

@@ -48,6 +48,7 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
     if (prompt_.empty() && session_.n_past() == 0)
         throw std::invalid_argument("empty prompt and an empty session: there is nothing to continue from");
     if (params_.stop_at_eog) eog_ = eog_tokens(tok_);
+    if (params_.top_logprobs != -1) scorer_ = std::make_unique<sample::LogprobScorer>(params_.top_logprobs);  // checks the range
     if (!params_.spec.types.empty()) {
         if (params_.spec.n_max < 1) throw std::invalid_argument("spec n_max must be >= 1, got " + std::to_string(params_.spec.n_max));
         if (params_.spec.n_min < 0 || params_.spec.n_min > params_.spec.n_max) {
@@ -89,7 +90,7 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
 
 void Generator::start_sampling() {
     sampler_ = sample::Sampler(params_.sampling, session_.n_vocab());
-    fused_greedy_ = params_.sampling.plain_greedy();
+    fused_greedy_ = params_.sampling.plain_greedy() && !scorer_;  // logprobs read the rows
     // Exact sampling: proposers that can sample draw their drafts and report q; otherwise greedy.
     const bool drawn = params_.spec.exact && !fused_greedy_ && params_.sampling.temperature > 0.0f;
     for (auto& p : proposers_) p->sample_drafts(drawn ? params_.sampling : sample::SamplingParams{}, session_.n_vocab());
@@ -149,7 +150,9 @@ void Generator::start() {
 void Generator::reserve_output() {
     // Decode steps then append without reallocating (the context bounds a huge max_tokens).
     const int64_t room = session_.n_ctx() - session_.n_past() + 1;
-    tokens_.reserve(static_cast<size_t>(std::min<int64_t>(params_.max_tokens, room)));
+    const auto n = static_cast<size_t>(std::min<int64_t>(params_.max_tokens, room));
+    tokens_.reserve(n);
+    if (scorer_) logprobs_.reserve(n);
 }
 
 void Generator::hold(int32_t tok) {
@@ -263,9 +266,9 @@ int32_t Generator::speculate(int32_t tok) {
         }
         stats_.sample_seconds += now() - t2;
     }
-    if (next < 0 && !fused_greedy_) {  // drawn by the caller from the row after the accepted prefix
-        logits_.assign(row(j), row(j) + n_vocab);
-    }
+    // The row after the accepted prefix: the caller draws from it (unless drawn above) and
+    // scores the token from it.
+    if (!fused_greedy_) logits_.assign(row(j), row(j) + n_vocab);
     if (j < k) session_.truncate(p + 1 + j);
     // The pass as the scheduler should judge it: drafting, verifying, the acceptance's per-row
     // probabilities and the draw that follows (as a plain step's, timed_pass(1) above).
@@ -282,7 +285,10 @@ int32_t Generator::speculate(int32_t tok) {
     stats_.accepted_per_pass.push_back(j);
     for (int i = 0; i < k; ++i) ++stats_.drafted_per_position[static_cast<size_t>(i)];
     for (int i = 0; i < j; ++i) ++stats_.accepted_per_position[static_cast<size_t>(i)];
-    for (int i = 0; i < j; ++i) queue_.push_back({draft[static_cast<size_t>(i)], p + 1 + i, sampled});
+    for (int i = 0; i < j; ++i) {
+        const int32_t d = draft[static_cast<size_t>(i)];
+        queue_.push_back({d, p + 1 + i, sampled, scorer_ ? scorer_->score(row(i), n_vocab, d) : sample::TokenLogprob{}});
+    }
     return next;
 }
 
@@ -345,12 +351,17 @@ bool Generator::take_token(std::string* piece, int32_t* out, int64_t* verified) 
         tok = queue_.front().tok;
         *verified = queue_.front().pos;
         recorded = queue_.front().sampled;
+        if (scorer_) logprobs_.push_back(std::move(queue_.front().logprob));
         queue_.pop_front();
-    } else if (next_ >= 0) {
-        tok = next_;
     } else {
-        tok = sampler_.sample(logits_.data(), session_.n_vocab());
-        last_sample_seconds_ = now() - t0;
+        if (next_ >= 0) {
+            tok = next_;
+        } else {
+            tok = sampler_.sample(logits_.data(), session_.n_vocab());
+            last_sample_seconds_ = now() - t0;
+        }
+        // Not fused (scorer_ turns that off), so logits_ is the row tok was drawn from.
+        if (scorer_) logprobs_.push_back(scorer_->score(logits_.data(), session_.n_vocab(), tok));
     }
     if (!recorded) sampler_.accept(tok);
     stats_.sample_seconds += now() - t0;

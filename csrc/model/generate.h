@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/session.h"
+#include "sample/logprobs.h"
 #include "sample/sampler.h"
 #include "speculative/proposer.h"
 #include "speculative/scheduler.h"
@@ -50,6 +51,11 @@ struct GenerateParams {
     sample::SamplingParams sampling;
     std::vector<std::string> stop;     // generation ends where one of these appears in the text
     bool stop_at_eog = true;           // end at an end-of-generation token (EOS, end of turn)
+    // Log-probabilities (sample/logprobs.h): -1 off; otherwise every generated token's, with
+    // this many of the most likely alternatives (0..sample::kMaxTopLogprobs). They need each
+    // token's logits row, so greedy decoding computes rows instead of a fused argmax (the
+    // tokens stay the same: the argmax of those rows).
+    int top_logprobs = -1;
     SpecParams spec;
 };
 
@@ -130,6 +136,9 @@ public:
 
     bool done() const { return done_; }
     const std::vector<int32_t>& tokens() const { return tokens_; }
+    // One per token of tokens() when logprobs_on() (params.top_logprobs >= 0), else empty.
+    bool logprobs_on() const { return scorer_ != nullptr; }
+    const std::vector<sample::TokenLogprob>& logprobs() const { return logprobs_; }
     const std::string& text() const { return text_; }
     const GenerateStats& stats() const { return stats_; }
 
@@ -163,8 +172,8 @@ private:
     tok::StreamDecoder decoder_;
     std::vector<int32_t> eog_;
     std::vector<float> logits_;
-    // Plain greedy decoding takes each next token from the fused argmax of the output
-    // projection (Session::eval_argmax) instead of a logits row: next_ holds it, or -1.
+    // Plain greedy decoding without logprobs takes each next token from the fused argmax of
+    // the output projection (Session::eval_argmax) instead of a logits row: next_ holds it, or -1.
     bool fused_greedy_ = false;
     int32_t next_ = -1;
     bool reeval_ = false;  // set_sampling(): the last token taken, pending again, is evaluated before the next draw
@@ -179,11 +188,14 @@ private:
         int32_t tok;
         int64_t pos;
         bool sampled;  // already recorded by the sampler (exact mode accepts as it goes)
+        sample::TokenLogprob logprob;  // from its verify row, when logprobs are on
     };
     std::deque<Verified> queue_;
     speculative::Draft draft_;
     std::vector<float> rows_, probs_;  // sampled speculation: the verify pass's logits, a distribution
     std::vector<int32_t> tokens_;
+    std::unique_ptr<sample::LogprobScorer> scorer_;  // logprobs on: scores each token taken
+    std::vector<sample::TokenLogprob> logprobs_;
     std::string text_;                 // shown so far
     std::string held_;                 // decoded, not yet shown (may start a stop string)
     GenerateStats stats_;

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ds4._core import ContextOverflowError, GGUFError, ModelError, TokenizerError
 from ds4.batch import Batch
 from ds4.convert import ConvertError, convert
-from ds4.generation import Generation
+from ds4.generation import Generation, TokenLogprob
 from ds4.gguf import dequantize, inspect
 from ds4.model import Model
 from ds4.session import Session
@@ -24,6 +24,7 @@ __all__ = [
     "ModelError",
     "Session",
     "Spec",
+    "TokenLogprob",
     "TokenizerError",
     "convert",
     "dequantize",

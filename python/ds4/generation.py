@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from ds4 import _core
+
+
+class TokenLogprob(NamedTuple):
+    """A generated token's log-probability under the model's raw distribution (the log-softmax
+    of its logits, before bias, penalties, filters and temperature) and the ``top`` most likely
+    ids of that distribution as ``(id, logprob)``, best first (ties: lower id first)."""
+
+    token: int
+    logprob: float
+    top: list[tuple[int, float]]
 
 
 class Generation:
@@ -61,6 +71,17 @@ class Generation:
     def tokens(self) -> list[int]:
         """Sampled token ids, an end-of-generation token included."""
         return list(self._g.tokens)
+
+    @property
+    def logprobs(self) -> list[TokenLogprob] | None:
+        """One :class:`TokenLogprob` per token of ``tokens`` when generated with ``logprobs=N``
+        (``N`` alternatives each); ``None`` otherwise."""
+        return self.logprobs_from(0)
+
+    def logprobs_from(self, start: int) -> list[TokenLogprob] | None:
+        """``logprobs[start:]``, without copying the ones before ``start`` (a stream's progress)."""
+        got = self._g.logprobs(start)
+        return None if got is None else [TokenLogprob(*t) for t in got]
 
     @property
     def text(self) -> str:

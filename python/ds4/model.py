@@ -91,6 +91,11 @@ class Model:
         """Text of ``ids``; special tokens render as their text. Invalid UTF-8 becomes U+FFFD."""
         return self._m.detokenize(list(ids))
 
+    def token_bytes(self, id: int) -> bytes:
+        """The bytes token ``id`` stands for (a byte-fallback token's single byte, a special
+        token's text; possibly part of a UTF-8 character). ``IndexError`` outside the vocabulary."""
+        return self._m.token_bytes(id)
+
     def session(self) -> Session:
         """A new, empty session on this model (weights shared, its own KV cache)."""
         return Session(self, self._m.session())

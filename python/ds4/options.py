@@ -12,6 +12,8 @@ from ds4.speculative import Spec
 if TYPE_CHECKING:
     from ds4.model import Model
 
+MAX_TOP_LOGPROBS = 20  # alternatives per token at most (OpenAI's bound, csrc/sample/logprobs.h)
+
 
 def prompt_ids(model: Model, prompt: str | Sequence[int], n_past: int) -> list[int]:
     """Token ids of ``prompt``: text is tokenized with BOS only when the session is empty."""
@@ -36,11 +38,17 @@ def generate_options(
     seed: int | None = None,
     stop: str | Sequence[str] | None = None,
     stop_at_eog: bool = True,
+    logprobs: int | None = None,
     spec: Spec | None = None,
 ) -> _core.GenerateOptions:
     """The core's options for these arguments (see ``Session.generate``), validated."""
     if spec is not None and not isinstance(spec, Spec):
         raise TypeError(f"spec must be a ds4.Spec, got {type(spec).__name__}")
+    if logprobs is not None:
+        if isinstance(logprobs, bool) or not isinstance(logprobs, int):
+            raise TypeError(f"logprobs must be None or an int (alternatives per token), got {type(logprobs).__name__}")
+        if not 0 <= logprobs <= MAX_TOP_LOGPROBS:
+            raise ValueError(f"logprobs must be in [0, {MAX_TOP_LOGPROBS}] (alternatives per token), got {logprobs}")
     sampling = _core.SamplingParams(
         temperature=temperature,
         top_k=top_k,
@@ -59,6 +67,7 @@ def generate_options(
     opts.sampling = sampling
     opts.stop = [stop] if isinstance(stop, str) else list(stop or [])
     opts.stop_at_eog = stop_at_eog
+    opts.top_logprobs = -1 if logprobs is None else logprobs
     if spec is not None and not spec.strict:
         opts.spec_types = spec.resolved_types()
         opts.spec_n_max = spec.n_max or 16

@@ -102,6 +102,7 @@ class Session:
         seed: int | None = None,
         stop: str | Sequence[str] | None = None,
         stop_at_eog: bool = True,
+        logprobs: int | None = None,
         spec: Spec | None = None,
         stream: bool = False,
     ) -> Generation:
@@ -115,6 +116,11 @@ class Session:
         the context is full. Afterwards the session holds the prompt and every sampled token.
         ``stream=True`` returns at once; iterate over the result for text pieces.
 
+        ``logprobs=N`` (0 to 20) records each generated token's log-probability under the
+        model's raw distribution (log-softmax of its logits, before the sampler's settings) and
+        the ``N`` most likely alternatives: ``Generation.logprobs``. Greedy decoding then reads
+        full logits rows instead of a fused argmax (the same tokens, a little slower).
+
         ``spec`` (a :class:`ds4.Spec`) turns on speculative decoding: drafted tokens verified in
         one batched pass; at temperature 0 the same tokens as plain greedy decoding, otherwise
         ``spec.sampling`` decides (see :class:`ds4.Spec`); its counters are in ``stats``.
@@ -122,7 +128,8 @@ class Session:
         opts = generate_options(self.model, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
                                 min_p=min_p, repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n,
                                 presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
-                                logit_bias=logit_bias, seed=seed, stop=stop, stop_at_eog=stop_at_eog, spec=spec)
+                                logit_bias=logit_bias, seed=seed, stop=stop, stop_at_eog=stop_at_eog,
+                                logprobs=logprobs, spec=spec)
         ids = prompt_ids(self.model, prompt, self.n_past)
         core = _core.Generator(self._s, self.model._m, np.asarray(ids, dtype=np.int64), opts)
         gen = Generation(core)

@@ -71,7 +71,10 @@ class Server:
 
     async def messages(self, request: HttpRequest) -> Response:
         req = anthropic_api.parse(self.served, await self.body(request))
-        return await self.serve(request, req, lambda *a: anthropic_api.response(req, *a), anthropic_api.Events(req))
+        def respond(gen: Any, text: str, calls: list[Any], cached: int, _logprobs: list[Any]) -> dict[str, Any]:
+            return anthropic_api.response(req, gen, text, calls, cached)  # the Messages API has no logprobs
+
+        return await self.serve(request, req, respond, anthropic_api.Events(req))
 
     async def responses(self, request: HttpRequest) -> Response:
         req = responses_api.parse(self.served, await self.body(request))
@@ -79,7 +82,8 @@ class Server:
 
     async def serve(self, request: HttpRequest, req: openai_api.Request, respond: Callable[..., dict[str, Any]],
                     events: Any) -> Response:
-        """Runs `req`: its answer through respond(gen, text, calls), or streamed as `events` make it."""
+        """Runs `req`: its answer through respond(gen, text, calls, cached, logprobs), or streamed as
+        `events` make it."""
         job = Job(req.prompt, req.options, asyncio.get_running_loop(), req.tool_style, req.prefix)
         try:
             self.worker.submit(job)
@@ -88,7 +92,7 @@ class Server:
         if req.stream:
             return StreamingResponse(self._stream(job, events), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        text, calls = [], []
+        text, calls, logprobs = [], [], []
         try:
             while True:
                 try:
@@ -102,10 +106,12 @@ class Server:
                     text.append(value)
                 elif kind == "call":
                     calls.append(value)
+                elif kind == "logprobs":
+                    logprobs += value
                 elif kind == "error":
                     raise ApiError(value)
                 else:
-                    return JSONResponse(respond(value, "".join(text), calls, job.cached))
+                    return JSONResponse(respond(value, "".join(text), calls, job.cached, logprobs))
         except asyncio.CancelledError:
             self.worker.cancel(job)
             raise
@@ -123,6 +129,8 @@ class Server:
                     continue
                 if kind == "text":
                     out = events.text(value)
+                elif kind == "logprobs":
+                    out = events.logprobs(value)
                 elif kind == "call":
                     calls.append(value)
                     out = events.call(value)

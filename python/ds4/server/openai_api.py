@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ds4.generation import Generation
+from ds4.generation import Generation, TokenLogprob
 from ds4.model import Model
 from ds4.server.errors import ApiError, invalid
 from ds4.server.fields import body_object, flag, integer, listed, number
+from ds4.server.logprobs import Logprobs
 from ds4.server.served import Served
 from ds4.server.tools import ToolCall, forced_prefix
 
@@ -44,6 +45,7 @@ class Request:
     tool_style: str | None = None  # the answer may hold tool calls in this syntax
     prefix: str = ""               # what the answer was made to start with (a forced call)
     echo: dict[str, Any] = field(default_factory=dict)  # request settings a response repeats (/v1/responses)
+    logprobs: Logprobs | None = None  # the answer reports token logprobs (options["logprobs"] alternatives each)
 
 
 def _stop(body: Mapping[str, Any]) -> list[str]:
@@ -76,6 +78,21 @@ def _logit_bias(model: Model, body: Mapping[str, Any]) -> dict[int, float] | Non
             raise invalid("logit_bias", f"the bias of token {tok} must be a number in [-100, 100]")
         out[tok] = float(b)
     return out
+
+
+def _logprobs(kind: str, body: Mapping[str, Any]) -> int | None:
+    """Alternatives per token the answer reports with its logprobs; None: no logprobs. Chat:
+    ``logprobs: true`` and ``top_logprobs`` 0..20; completions: ``logprobs`` 0..5."""
+    if kind == "completion":
+        if body.get("top_logprobs") is not None:
+            raise invalid("top_logprobs", "the completions API takes the number of alternatives in logprobs (0..5)")
+        return integer(body, "logprobs", 0, 5)
+    top = integer(body, "top_logprobs", 0, 20)
+    if not flag(body, "logprobs"):
+        if top:
+            raise invalid("top_logprobs", "needs logprobs: true")
+        return None
+    return top or 0
 
 
 def _content(m: Mapping[str, Any], i: int) -> str:
@@ -184,8 +201,7 @@ def parse(kind: str, served: Served, body: Any) -> Request:
         raise invalid("model", "expected a string")
     if (integer(body, "n", 1) or 1) != 1 or (kind == "completion" and (integer(body, "best_of", 1) or 1) != 1):
         raise invalid("n", "this server makes one choice per request")
-    if flag(body, "logprobs") or body.get("top_logprobs"):
-        raise invalid("logprobs", "log probabilities are not supported by this server yet")
+    n_top = _logprobs(kind, body)
     tools: list[dict[str, Any]] = []
     force = None
     if kind == "chat":
@@ -215,6 +231,8 @@ def parse(kind: str, served: Served, body: Any) -> Request:
         "seed": integer(body, "seed", -(2**63), 2**64 - 1),
         "stop": _stop(body),
     }
+    if n_top is not None:
+        opts["logprobs"] = n_top
     if opts["top_p"] == 0.0:
         opts["top_p"] = 1.0
         opts["top_k"] = 1  # top_p 0: only the most likely token, as the API means it
@@ -227,7 +245,8 @@ def parse(kind: str, served: Served, body: Any) -> Request:
     prefix = "chatcmpl" if kind == "chat" else "cmpl"
     return Request(kind, body.get("model") or name, prompt, opts, stream,
                    bool((stream_options or {}).get("include_usage")), f"{prefix}-{uuid.uuid4().hex[:24]}", int(time.time()),
-                   served.tool_style if tools else None, forced_prefix(served.tool_style, force))
+                   served.tool_style if tools else None, forced_prefix(served.tool_style, force),
+                   logprobs=Logprobs(model, kind == "completion") if n_top is not None else None)
 
 
 def usage(req: Request, gen: Generation, cached: int = 0) -> dict[str, Any]:
@@ -244,31 +263,36 @@ def _call(c: ToolCall) -> dict[str, Any]:
     return {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
 
 
-def response(req: Request, gen: Generation, text: str, calls: list[ToolCall], cached: int = 0) -> dict[str, Any]:
-    """The answer: `text` shown (without its tool calls) and `calls`."""
+def response(req: Request, gen: Generation, text: str, calls: list[ToolCall], cached: int = 0,
+             logprobs: list[TokenLogprob] | None = None) -> dict[str, Any]:
+    """The answer: `text` shown (without its tool calls) and `calls`, with the tokens' `logprobs`."""
+    lp = req.logprobs.render(logprobs or []) if req.logprobs is not None else None
     if req.kind == "chat":
         message: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
         if calls:
             message["tool_calls"] = [_call(c) for c in calls]
-        choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None}
+        choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": lp}
         obj = "chat.completion"
     else:
-        choice, obj = {"index": 0, "text": text, "logprobs": None}, "text_completion"
+        choice, obj = {"index": 0, "text": text, "logprobs": lp}, "text_completion"
     choice["finish_reason"] = finish_reason(gen, calls)
     return {"id": req.id, "object": obj, "created": req.created, "model": req.model, "choices": [choice],
             "usage": usage(req, gen, cached)}
 
 
-def chunk(req: Request, text: str | None = None, finish: str | None = None, first: bool = False) -> dict[str, Any]:
-    """A stream chunk: text (the chat's first chunk names the role) or the end (finish)."""
+def chunk(req: Request, text: str | None = None, finish: str | None = None, first: bool = False,
+          logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A stream chunk: text (the chat's first chunk names the role) or the end (finish), with
+    the rendered logprobs of the tokens it brings."""
     if req.kind == "chat":
         delta: dict[str, Any] = {"role": "assistant", "content": ""} if first else {}
         if text is not None:
             delta["content"] = text
-        choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
         obj = "chat.completion.chunk"
     else:
-        choice, obj = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}, "text_completion"
+        choice = {"index": 0, "text": text or "", "logprobs": logprobs, "finish_reason": finish}
+        obj = "text_completion"
     return {"id": req.id, "object": obj, "created": req.created, "model": req.model, "choices": [choice]}
 
 
@@ -277,16 +301,27 @@ def sse(obj: Any) -> bytes:
 
 
 class Events:
-    """One answer's stream of chunks (the chat's first names the role), then [DONE]."""
+    """One answer's stream of chunks (the chat's first names the role), then [DONE]. Token
+    logprobs ride on the next text chunk (those left at the end, on the last one)."""
 
     def __init__(self, req: Request) -> None:
         self.req, self.n_calls = req, 0
+        self.pending: list[TokenLogprob] = []
 
     def start(self) -> list[bytes]:
         return [sse(chunk(self.req, first=True))] if self.req.kind == "chat" else []
 
+    def logprobs(self, lps: list[TokenLogprob]) -> list[bytes]:
+        self.pending += lps
+        return []
+
+    def _take(self) -> dict[str, Any] | None:
+        """The pending tokens' logprobs for a chunk (None when there are none, or unasked)."""
+        lps, self.pending = self.pending, []
+        return self.req.logprobs.render(lps) if self.req.logprobs is not None and lps else None
+
     def text(self, piece: str) -> list[bytes]:
-        return [sse(chunk(self.req, piece))]
+        return [sse(chunk(self.req, piece, logprobs=self._take()))]
 
     def call(self, c: ToolCall) -> list[bytes]:
         delta = {"tool_calls": [{"index": self.n_calls, **_call(c)}]}
@@ -300,7 +335,7 @@ class Events:
 
     def end(self, gen: Generation, calls: list[ToolCall], cached: int = 0) -> list[bytes]:
         req = self.req
-        out = [sse(chunk(req, finish=finish_reason(gen, calls)))]
+        out = [sse(chunk(req, finish=finish_reason(gen, calls), logprobs=self._take()))]
         if req.include_usage:
             obj = "chat.completion.chunk" if req.kind == "chat" else "text_completion"
             out.append(sse({"id": req.id, "object": obj, "created": req.created, "model": req.model, "choices": [],

@@ -11,10 +11,11 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from ds4.generation import Generation
+from ds4.generation import Generation, TokenLogprob
 from ds4.server import openai_api
 from ds4.server.errors import ApiError, invalid
 from ds4.server.fields import body_object, flag, integer, listed, number
+from ds4.server.logprobs import Logprobs
 from ds4.server.served import Served
 from ds4.server.tools import ToolCall, forced_prefix
 
@@ -23,6 +24,7 @@ FIELDS = {"model", "input", "instructions", "max_output_tokens", "temperature", 
           "reasoning", "include", "prompt_cache_key", "safety_identifier", "service_tier", "stream_options",
           "max_tool_calls", "background", "previous_response_id", "conversation"}
 TEXT_PARTS = ("input_text", "output_text", "text")
+LOGPROBS = "message.output_text.logprobs"  # the include value that asks for the output text's logprobs
 
 
 def _text(content: Any, where: str) -> str:
@@ -107,28 +109,39 @@ def parse(served: Served, body: Any) -> openai_api.Request:
             raise invalid(key, "this server keeps no responses: send the conversation's items in input")
     if flag(body, "background"):
         raise invalid("background", "not supported by this server")
-    if body.get("top_logprobs"):
-        raise invalid("top_logprobs", "log probabilities are not supported by this server yet")
+    top = integer(body, "top_logprobs", 0, 20)
+    include = listed(body, "include")
+    if not all(isinstance(v, str) for v in include):
+        raise invalid("include", "expected a list of strings")
     tools, force = _tools(body)
     prompt = served.prompt(_messages(body), tools, force)
     room = served.room(prompt, "input")
     max_tokens = integer(body, "max_output_tokens", 1)
     opts = {"max_tokens": min(max_tokens if max_tokens is not None else room, room),
             "temperature": number(body, "temperature", 0.0, 2.0, 1.0), "top_p": number(body, "top_p", 0.0, 1.0, 1.0)}
+    # Either asks for logprobs: the include value, or a count of alternatives.
+    logprobs = LOGPROBS in include or top is not None
+    if logprobs:
+        opts["logprobs"] = top or 0
     req = openai_api.Request("responses", body.get("model") or served.name, prompt, opts, flag(body, "stream"), False,
                              f"resp_{uuid.uuid4().hex[:24]}", int(time.time()), served.tool_style if tools else None,
-                             forced_prefix(served.tool_style, force))
+                             forced_prefix(served.tool_style, force),
+                             logprobs=Logprobs(served.model, legacy=False) if logprobs else None)
     req.echo = {"instructions": body.get("instructions"), "max_output_tokens": max_tokens,
-                "temperature": opts["temperature"], "top_p": opts["top_p"],
+                "temperature": opts["temperature"], "top_p": opts["top_p"], "top_logprobs": top,
                 "tools": body.get("tools") or [], "tool_choice": body.get("tool_choice") or "auto",
                 "parallel_tool_calls": body.get("parallel_tool_calls", True), "metadata": body.get("metadata") or {},
                 "text": body.get("text") or {"format": {"type": "text"}}, "store": False}
     return req
 
 
-def _message(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+def _message(item_id: str, text: str, status: str = "completed",
+             logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []}
+    if logprobs is not None:
+        part["logprobs"] = logprobs
     return {"type": "message", "id": item_id, "status": status, "role": "assistant",
-            "content": [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []}
+            "content": [part] if status == "completed" else []}
 
 
 def _call(c: ToolCall, status: str = "completed") -> dict[str, Any]:
@@ -151,19 +164,36 @@ def _object(req: openai_api.Request, output: list[dict[str, Any]], gen: Generati
     return out
 
 
-def response(req: openai_api.Request, gen: Generation, text: str, calls: list[ToolCall], cached: int = 0) -> dict[str, Any]:
-    output = ([_message(f"msg_{req.id[5:]}", text)] if text or not calls else []) + [_call(c) for c in calls]
+def response(req: openai_api.Request, gen: Generation, text: str, calls: list[ToolCall], cached: int = 0,
+             logprobs: list[TokenLogprob] | None = None) -> dict[str, Any]:
+    entries = req.logprobs.entries(logprobs or []) if req.logprobs is not None else None
+    output = ([_message(f"msg_{req.id[5:]}", text, logprobs=entries)] if text or not calls else [])
+    output += [_call(c) for c in calls]
     return _object(req, output, gen, cached)
 
 
 class Events:
     """The typed events of one response: created, in_progress, then per output item added / deltas /
-    done, then completed (or incomplete)."""
+    done, then completed (or incomplete). Token logprobs ride on the next text delta; the open
+    message collects them (with any left at its end) for its done events."""
 
     def __init__(self, req: openai_api.Request) -> None:
         self.req, self.seq, self.output = req, 0, []
         self.pieces: list[str] | None = None  # the open message's text
         self.msg_id = f"msg_{req.id[5:]}"
+        self.pending: list[TokenLogprob] = []
+        self.entries: list[dict[str, Any]] = []  # the open message's rendered logprobs
+
+    def logprobs(self, lps: list[TokenLogprob]) -> list[bytes]:
+        self.pending += lps
+        return []
+
+    def _take(self) -> list[dict[str, Any]]:
+        """The pending tokens' logprobs, rendered and added to the open message's."""
+        new = self.req.logprobs.entries(self.pending) if self.req.logprobs is not None else []
+        self.pending = []
+        self.entries += new
+        return new
 
     def _event(self, kind: str, **data: Any) -> bytes:
         self.seq += 1
@@ -176,7 +206,9 @@ class Events:
 
     def _open(self) -> list[bytes]:
         self.pieces = []
-        part = {"type": "output_text", "text": "", "annotations": []}
+        part: dict[str, Any] = {"type": "output_text", "text": "", "annotations": []}
+        if self.req.logprobs is not None:
+            part["logprobs"] = []
         return [self._event("response.output_item.added", output_index=len(self.output),
                             item=_message(self.msg_id, "", "in_progress")),
                 self._event("response.content_part.added", item_id=self.msg_id, output_index=len(self.output),
@@ -185,12 +217,14 @@ class Events:
     def _close(self) -> list[bytes]:
         if self.pieces is None:
             return []
+        self._take()
         text, self.pieces = "".join(self.pieces), None
+        entries, self.entries = self.entries, []
         at = len(self.output)
-        self.output.append(_message(self.msg_id, text))
-        part = {"type": "output_text", "text": text, "annotations": []}
+        self.output.append(_message(self.msg_id, text, logprobs=entries if self.req.logprobs is not None else None))
+        part = self.output[-1]["content"][0]
         return [self._event("response.output_text.done", item_id=self.msg_id, output_index=at, content_index=0,
-                            text=text, logprobs=[]),
+                            text=text, logprobs=entries),
                 self._event("response.content_part.done", item_id=self.msg_id, output_index=at, content_index=0,
                             part=part),
                 self._event("response.output_item.done", output_index=at, item=self.output[-1])]
@@ -200,7 +234,7 @@ class Events:
         assert self.pieces is not None
         self.pieces.append(piece)
         return out + [self._event("response.output_text.delta", item_id=self.msg_id, output_index=len(self.output),
-                                  content_index=0, delta=piece, logprobs=[])]
+                                  content_index=0, delta=piece, logprobs=self._take())]
 
     def call(self, c: ToolCall) -> list[bytes]:
         out = self._close()

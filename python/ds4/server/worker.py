@@ -5,9 +5,10 @@ running batch at the next step (continuous batching: ``ds4.Batch``, one forward 
 every running generation, a long prompt fed in chunks beside the decoding rows). With one slot
 (``parallel=1``) a request runs alone and may speculate (``spec``), as the seeds' non-batched
 serving; batched generations decode plainly. Events reach each request's asyncio queue through its
-event loop: ``("text", piece)`` as text is decoded, then ``("done", Generation)`` or
-``("error", message)``. A cancelled request (its client went away) ends at the next step and frees
-its slot.
+event loop: ``("text", piece)`` as text is decoded (after it, ``("call", ToolCall)`` as a call
+closes; before it, when the request asked for logprobs, ``("logprobs", [TokenLogprob, ...])`` of
+the tokens generated since the last), then ``("done", Generation)`` or ``("error", message)``.
+A cancelled request (its client went away) ends at the next step and frees its slot.
 """
 
 from __future__ import annotations
@@ -52,6 +53,20 @@ class Job:
     parser: ToolParser | None = None
     calls_sent: int = 0
     switched: bool = False
+    logprobs_sent: int = 0  # tokens whose logprobs were relayed
+
+    def _logprobs(self) -> None:
+        """The logprobs of the tokens generated since the last call, when the request asked for
+        them; an end-of-generation token (never shown) is left out."""
+        gen = self.gen
+        if gen is None or self.options.get("logprobs") is None:
+            return
+        new = gen.logprobs_from(self.logprobs_sent) or []
+        if new and gen.done and gen.stats["stop_reason"] == "eog":
+            new.pop()
+        if new:
+            self.logprobs_sent += len(new)
+            self.emit("logprobs", new)
 
     def emit(self, kind: str, value: Any) -> None:
         self.loop.call_soon_threadsafe(self.events.put_nowait, (kind, value))
@@ -61,6 +76,7 @@ class Job:
         as ``("call", ToolCall)``. Where the answer enters call syntax, a generation that can switch
         (not batched) samples greedily from there on: the seeds' sampling-mode boundary, which
         rewinds drafts accepted past it."""
+        self._logprobs()
         if self.tool_style is None:
             if piece:
                 self.emit("text", piece)
