@@ -266,9 +266,9 @@ int32_t Generator::speculate(int32_t tok) {
         }
         stats_.sample_seconds += now() - t2;
     }
-    // The row after the accepted prefix: the caller draws from it (unless drawn above) and
-    // scores the token from it.
-    if (!fused_greedy_) logits_.assign(row(j), row(j) + n_vocab);
+    // The row after the accepted prefix: the caller draws from it unless drawn above, and
+    // scores the token from it when logprobs are on.
+    if (!fused_greedy_ && (next < 0 || scorer_)) logits_.assign(row(j), row(j) + n_vocab);
     if (j < k) session_.truncate(p + 1 + j);
     // The pass as the scheduler should judge it: drafting, verifying, the acceptance's per-row
     // probabilities and the draw that follows (as a plain step's, timed_pass(1) above).
