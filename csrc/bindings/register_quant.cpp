@@ -207,6 +207,15 @@ py::array_t<float> dot_rows(const std::string& type_name, const py::buffer& data
     return out;
 }
 
+// The rows of x, a C-contiguous 2-D float32 array (TypeError otherwise).
+int64_t matrix_rows(const py::array& x) {
+    if (!py::isinstance<py::array_t<float>>(x) || x.itemsize() != 4 || x.dtype().kind() != 'f' || x.ndim() != 2 ||
+        !(x.flags() & py::array::c_style)) {
+        throw py::type_error("x must be a C-contiguous 2-D float32 array");
+    }
+    return static_cast<int64_t>(x.shape(0));
+}
+
 // X (nx, n) against n_rows weight rows through one of the kernel paths a matmul can take:
 // "dot" (one call per pair), "rows" (dot_rows in chunks of up to kDotRowsMax activation rows,
 // the last chunk shorter) or "gemm" (decode_groups of every weight row, then one gemm_groups).
@@ -214,11 +223,7 @@ py::array_t<float> dot_rows(const std::string& type_name, const py::buffer& data
 py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& data, int64_t n_rows,
                                const py::array& x_obj, const std::string& path, const std::optional<std::string>& isa) {
     const TypeRef t = supported_type(type_name);
-    if (!py::isinstance<py::array_t<float>>(x_obj) || x_obj.itemsize() != 4 || x_obj.dtype().kind() != 'f' ||
-        x_obj.ndim() != 2 || !(x_obj.flags() & py::array::c_style)) {
-        throw py::type_error("x must be a C-contiguous 2-D float32 array");
-    }
-    const auto nx = static_cast<int64_t>(x_obj.shape(0));
+    const int64_t nx = matrix_rows(x_obj);
     const Bytes b = bytes_of(data);
     const int64_t n = check_rows(t, b, n_rows, static_cast<int64_t>(x_obj.shape(1)));
     const Kernels& k = kernels_of(t.type, isa);
@@ -330,11 +335,7 @@ py::bytes quantize_q8_0(const py::array& x_obj) {
 // kernel's scores (or the reference's), the row norms and each activation row's ||x - s||.
 py::tuple head_screen(const py::buffer& data, int64_t n_rows, const py::array& x_obj, bool reference) {
     const TypeRef t = supported_type("Q8_0");
-    if (!py::isinstance<py::array_t<float>>(x_obj) || x_obj.itemsize() != 4 || x_obj.dtype().kind() != 'f' ||
-        x_obj.ndim() != 2 || !(x_obj.flags() & py::array::c_style)) {
-        throw py::type_error("x must be a C-contiguous 2-D float32 array");
-    }
-    const auto nx = static_cast<int64_t>(x_obj.shape(0));
+    const int64_t nx = matrix_rows(x_obj);
     const Bytes b = bytes_of(data);
     const int64_t n = check_rows(t, b, n_rows, static_cast<int64_t>(x_obj.shape(1)));
     if (!quant::BlockLanes(n).tail4() && quant::BlockLanes(n).tail != 0) {
