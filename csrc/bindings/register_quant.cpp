@@ -364,7 +364,7 @@ py::tuple head_screen(const py::buffer& data, int64_t n_rows, const py::array& x
             kernel(b.ptr, row, n_rows, n, q.data() + r0 * n, d.data() + r0 * nb, neg.data() + r0 * nb, m,
                    scores.mutable_data() + r0 * n_rows, n_rows);
         }
-        quant::screen::row_norms(b.ptr, row, n_rows, n, norms.mutable_data());
+        (reference ? quant::screen::row_norms_ref : quant::screen::row_norms)(b.ptr, row, n_rows, n, norms.mutable_data());
     }
     return py::make_tuple(scores, norms, err);
 }

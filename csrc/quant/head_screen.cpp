@@ -102,7 +102,22 @@ void scores_ref(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, co
     }
 }
 
+float norm_above(double sum_of_squares) {
+    // a non-finite scale gives an infinite norm: the row is always a candidate
+    const double norm = std::sqrt(sum_of_squares);
+    return std::isfinite(norm)
+               ? std::nextafter(static_cast<float>(norm) * (1.0f + 0x1p-20f), std::numeric_limits<float>::infinity())
+               : std::numeric_limits<float>::infinity();
+}
+
 void row_norms(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, float* norms) {
+#if defined(DS4_X86)
+    if (active_avx512_vbmi()) return avx512vbmi::row_norms(rows, row_bytes, nw, n, norms);
+#endif
+    row_norms_ref(rows, row_bytes, nw, n, norms);
+}
+
+void row_norms_ref(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, float* norms) {
     const BlockLanes bl(n);
     for (int64_t o = 0; o < nw; ++o) {
         const uint8_t* w = rows + static_cast<size_t>(o) * row_bytes;
@@ -116,11 +131,7 @@ void row_norms(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, flo
             const double s = f16_at(w + packed_scale(bl, b));
             ss += s * s * qq;
         }
-        // a non-finite scale gives an infinite norm: the row is always a candidate
-        const double norm = std::sqrt(ss);
-        norms[o] = std::isfinite(norm) ? std::nextafter(static_cast<float>(norm) * (1.0f + 0x1p-20f),
-                                                        std::numeric_limits<float>::infinity())
-                                       : std::numeric_limits<float>::infinity();
+        norms[o] = norm_above(ss);
     }
 }
 

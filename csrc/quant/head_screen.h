@@ -49,8 +49,12 @@ using ScoresFn = void (*)(const uint8_t* rows, size_t row_bytes, int64_t nw, int
 ScoresFn scores();
 void scores_ref(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, const int8_t* q, const float* d,
                 const int32_t* neg, int nx, float* y, int64_t ldy);
-// norms[o] >= the Euclidean norm of dequantised packed Q8_0 row o < nw (a few ulps above).
+// norms[o] >= the Euclidean norm of dequantised packed Q8_0 row o < nw (a few ulps above): the
+// kernel where scores() has one, else the reference.
 void row_norms(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, float* norms);
+void row_norms_ref(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, float* norms);
+// A row's norm from its sum over blocks of scale^2 x (sum of squared quants), rounded up.
+float norm_above(double sum_of_squares);
 // The relative rounding allowance of the exact head and the screen over rows of n elements,
 // in units of ||w|| ||x||.
 double rounding(int64_t n);
@@ -58,6 +62,7 @@ double rounding(int64_t n);
 namespace avx512vbmi {
 void scores(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, const int8_t* q, const float* d,
             const int32_t* neg, int nx, float* y, int64_t ldy);
+void row_norms(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, float* norms);
 }  // namespace avx512vbmi
 
 }  // namespace ds4::quant::screen

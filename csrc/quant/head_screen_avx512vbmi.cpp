@@ -5,10 +5,12 @@
 // multiply-adds per instruction, where the exact head's vpdpwssd does 32.
 
 #include <array>
+#include <cstring>
 #include <utility>
 
 #include "quant/block_lanes.h"
 #include "quant/head_screen.h"
+#include "quant/kernels.h"
 #include "quant/x86_avx512_pairs.h"
 #include "quant/x86_prefetch.h"
 
@@ -17,6 +19,12 @@ namespace ds4::quant::screen::avx512vbmi {
 namespace {
 
 constexpr int kBlock = 34;
+
+inline uint16_t load_u16(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, sizeof h);
+    return h;
+}
 
 // vpermb indices, per 256-bit half (the high half reads the high row): a full chunk's vector u
 // (block-lane vectors 2u and 2u + 1) into lane j = elements 4u .. 4u + 3 of block j; a chunk of
@@ -99,6 +107,42 @@ constexpr std::array<Rows2Fn, sizeof...(I)> table(std::index_sequence<I...>) {
 }
 
 }  // namespace
+
+void row_norms(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, float* norms) {
+    // Σ q² per block in int32 lanes: byte pair i of a 32-byte vector of a chunk lands in lane i,
+    // which holds block i % 8 (a chunk of 4: block i % 4).
+    const BlockLanes bl(n);
+    alignas(64) int32_t lanes[16];
+    for (int64_t o = 0; o < nw; ++o) {
+        const uint8_t* w = rows + static_cast<size_t>(o) * row_bytes;
+        double ss = 0.0;
+        const auto squares = [&](const uint8_t* quants, int vectors) {
+            __m512i acc = _mm512_setzero_si512();
+            for (int u = 0; u < vectors; ++u) {
+                const __m512i v = _mm512_cvtepi8_epi16(load256(quants + 32 * u));
+                acc = _mm512_dpwssd_epi32(acc, v, v);
+            }
+            _mm512_store_si512(lanes, acc);
+        };
+        for (int64_t b0 = 0; b0 < bl.full; b0 += BlockLanes::kChunk) {
+            const uint8_t* chunk = w + kBlock * b0;
+            squares(chunk + 16, 8);
+            for (int j = 0; j < 8; ++j) {
+                const double s = f16_to_f32(load_u16(chunk + 2 * j));
+                ss += s * s * (lanes[j] + lanes[j + 8]);
+            }
+        }
+        if (bl.tail4()) {
+            const uint8_t* chunk = w + kBlock * bl.full;
+            squares(chunk + 8, 4);
+            for (int j = 0; j < 4; ++j) {
+                const double s = f16_to_f32(load_u16(chunk + 2 * j));
+                ss += s * s * (lanes[j] + lanes[j + 4] + lanes[j + 8] + lanes[j + 12]);
+            }
+        }
+        norms[o] = norm_above(ss);
+    }
+}
 
 void scores(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, const int8_t* q, const float* d,
             const int32_t* neg, int nx, float* y, int64_t ldy) {
