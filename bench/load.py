@@ -9,7 +9,7 @@ hang-ups, time to first token p50 / p99, aggregate tok/s and its ratio to the si
 the server's RSS (sampled every 2 s) with its slope after the first fifth of the run (flat: no
 leak).
 
-Usage: python bench/load.py [--clients 32] [--seconds 300] [--parallel 8] [--threads 2] [--peer]
+Usage: python bench/load.py [--clients 32] [--seconds 300] [--parallel 8] [--threads 2] [--peer [--peer-python PY]]
 """
 
 from __future__ import annotations
@@ -176,6 +176,9 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=8, help="ds4-server --parallel")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--peer", action="store_true", help="also llama-cpp-python's server on the same GGUF")
+    ap.add_argument("--peer-python", default=sys.executable,
+                    help="the Python that has llama-cpp-python's server extras (fastapi, sse-starlette, ...), "
+                         "e.g. a venv beside this one, so that their pins do not touch ds4-server's stack")
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT / "python"))
     from ds4.default_model import default_model_path
@@ -193,7 +196,7 @@ def main() -> None:
         port, a)
     if a.peer:
         port = free_port()
-        run("llama-cpp-python server", [sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--port", str(port),
+        run("llama-cpp-python server", [a.peer_python, "-m", "llama_cpp.server", "--model", gguf, "--port", str(port),
                                         "--n_threads", str(a.threads), "--n_ctx", "2048"], port, a)
 
 
