@@ -179,6 +179,9 @@ def main() -> None:
     ap.add_argument("--peer-python", default=sys.executable,
                     help="the Python that has llama-cpp-python's server extras (fastapi, sse-starlette, ...), "
                          "e.g. a venv beside this one, so that their pins do not touch ds4-server's stack")
+    ap.add_argument("--peer-chat-format", default="gemma",
+                    help="its --chat_format (the embedded Gemma's; from the GGUF's template it answers nothing)")
+    ap.add_argument("--no-ds4", action="store_true", help="the peer only")
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT / "python"))
     from ds4.default_model import default_model_path
@@ -191,13 +194,15 @@ def main() -> None:
     print("| server, load | completed | errors | hung up | TTFT p50 s | TTFT p99 s | tok/s | vs 1 client | RSS |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     port = free_port()
-    run("ds4-server", [sys.executable, "-m", "ds4.server.cli", "-m", gguf, "--port", str(port), "--threads",
-                       str(a.threads), "--parallel", str(a.parallel), "--max-queue", str(4 * a.clients), "--ctx", "2048"],
-        port, a)
+    if not a.no_ds4:
+        run("ds4-server", [sys.executable, "-m", "ds4.server.cli", "-m", gguf, "--port", str(port), "--threads",
+                           str(a.threads), "--parallel", str(a.parallel), "--max-queue", str(4 * a.clients), "--ctx",
+                           "2048"], port, a)
     if a.peer:
         port = free_port()
         run("llama-cpp-python server", [a.peer_python, "-m", "llama_cpp.server", "--model", gguf, "--port", str(port),
-                                        "--n_threads", str(a.threads), "--n_ctx", "2048"], port, a)
+                                        "--n_threads", str(a.threads), "--n_ctx", "2048", "--chat_format",
+                                        a.peer_chat_format], port, a)
 
 
 if __name__ == "__main__":
