@@ -202,7 +202,9 @@ def main() -> None:
         port = free_port()
         run("llama-cpp-python server", [a.peer_python, "-m", "llama_cpp.server", "--model", gguf, "--port", str(port),
                                         "--n_threads", str(a.threads), "--n_ctx", "2048", "--chat_format",
-                                        a.peer_chat_format], port, a)
+                                        a.peer_chat_format,
+                                        # by default a new request interrupts the one streaming
+                                        "--interrupt_requests", "False"], port, a)
 
 
 if __name__ == "__main__":
