@@ -28,9 +28,11 @@ class Logprobs:
     def _bytes(self, tok: int) -> bytes:
         return self.model.token_bytes(tok) if 0 <= tok < self.model.vocab_size else b""  # padding ids: no text
 
+    def _token(self, tok: int) -> str:
+        return self._bytes(tok).decode("utf-8", "backslashreplace")
+
     def _top(self, tok: int, logprob: float) -> dict[str, Any]:
-        b = self._bytes(tok)
-        return {"token": b.decode("utf-8", "backslashreplace"), "logprob": max(logprob, LOWEST), "bytes": list(b)}
+        return {"token": self._token(tok), "logprob": max(logprob, LOWEST), "bytes": list(self._bytes(tok))}
 
     def entries(self, lps: list[TokenLogprob]) -> list[dict[str, Any]]:
         """Chat's ``logprobs.content`` and Responses' ``output_text.logprobs``."""
@@ -42,14 +44,13 @@ class Logprobs:
             return {"content": self.entries(lps), "refusal": None}
         out: dict[str, Any] = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
         for t in lps:
-            b = self._bytes(t.token)
-            token, logprob = b.decode("utf-8", "backslashreplace"), max(t.logprob, LOWEST)
+            token, logprob = self._token(t.token), max(t.logprob, LOWEST)
             out["tokens"].append(token)
             out["token_logprobs"].append(logprob)
             # the N best and, as the API promises, the chosen token (up to N + 1 entries)
-            top = {self._bytes(i).decode("utf-8", "backslashreplace"): max(v, LOWEST) for i, v in t.top}
+            top = {self._token(i): max(v, LOWEST) for i, v in t.top}
             top.setdefault(token, logprob)
             out["top_logprobs"].append(top)
             out["text_offset"].append(self._offset)
-            self._offset += len(self._chars.decode(b))
+            self._offset += len(self._chars.decode(self._bytes(t.token)))
         return out
