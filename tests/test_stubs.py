@@ -16,6 +16,8 @@ def declared() -> dict[str, set[str] | None]:
     for node in ast.parse(STUBS.read_text()).body:
         if isinstance(node, ast.FunctionDef):
             out[node.name] = None
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):  # a constant
+            out[node.target.id] = None
         elif isinstance(node, ast.ClassDef):
             names = {m.name for m in node.body if isinstance(m, ast.FunctionDef)}
             names |= {m.target.id for m in node.body if isinstance(m, ast.AnnAssign) and isinstance(m.target, ast.Name)}

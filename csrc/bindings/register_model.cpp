@@ -76,9 +76,21 @@ py::array_t<float> logits_of(model::Session& s, const IdArray& tokens, Run run) 
 
 void register_session(py::module_& m) {
     using Snapshot = model::Session::Snapshot;
+    m.attr("STATE_FORMAT") = model::Session::kStateFormat;
     py::class_<Snapshot, std::shared_ptr<Snapshot>>(m, "SessionSnapshot")
         .def_property_readonly("n_past", &Snapshot::n_past)
-        .def_property_readonly("nbytes", [](const Snapshot& s) { return s.state.bytes(); });
+        .def_property_readonly("nbytes", [](const Snapshot& s) { return s.state.bytes(); })
+        .def_property_readonly("tokens", [](const Snapshot& s) { return s.tokens; })
+        .def("to_bytes", [](const Snapshot& s) {
+            const size_t n = model::Session::saved_size(s);
+            py::bytes out(nullptr, n);
+            auto* buf = reinterpret_cast<uint8_t*>(PyBytes_AsString(out.ptr()));
+            {
+                py::gil_scoped_release release;
+                model::Session::save(s, buf, n);
+            }
+            return out;
+        });
 
     py::class_<model::Session>(m, "Session")
         .def_property_readonly("n_past", &model::Session::n_past)
@@ -236,7 +248,24 @@ void register_session(py::module_& m) {
                 py::gil_scoped_release release;
                 s.restore(snap);
             },
-            py::arg("snapshot"));
+            py::arg("snapshot"))
+        .def(
+            "snapshot_from_bytes",
+            [](const model::Session& s, const py::buffer& data) {
+                Py_buffer view;  // PyBUF_SIMPLE: contiguous bytes, or a TypeError
+                if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) throw py::error_already_set();
+                std::shared_ptr<Snapshot> snap;
+                try {
+                    py::gil_scoped_release release;
+                    snap = s.load(static_cast<const uint8_t*>(view.buf), static_cast<size_t>(view.len));
+                } catch (...) {
+                    PyBuffer_Release(&view);
+                    throw;
+                }
+                PyBuffer_Release(&view);
+                return snap;
+            },
+            py::arg("data"));
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 #include "model/session.h"
 
 #include <algorithm>
+#include <cstring>
+#include <stdexcept>
 #include <string>
 
 namespace ds4::model {
@@ -282,6 +284,71 @@ void Session::restore(const Snapshot& snap) {
     } else if (feed_) {
         feed_->lost();
     }
+}
+
+namespace {
+
+constexpr char kMagic[8] = {'D', 'S', '4', 'S', 'T', 'A', 'T', 'E'};
+
+void save_to(const Session::Snapshot& snap, state::Writer& w) {
+    w.bytes(kMagic, sizeof kMagic);
+    w.put<uint32_t>(Session::kStateFormat);
+    w.put<int32_t>(snap.pending);
+    w.put<uint64_t>(snap.tokens.size());
+    w.bytes(snap.tokens.data(), snap.tokens.size() * sizeof(int32_t));
+    snap.state.save(w);
+}
+
+}  // namespace
+
+size_t Session::saved_size(const Snapshot& snap) {
+    state::Writer w;
+    save_to(snap, w);
+    return w.size();
+}
+
+void Session::save(const Snapshot& snap, uint8_t* out, size_t n) {
+    state::Writer w(out, n);
+    save_to(snap, w);
+    if (w.size() != n) throw std::logic_error("Session::save: " + std::to_string(n) + " bytes given, " + std::to_string(w.size()) + " written");
+}
+
+std::shared_ptr<Session::Snapshot> Session::load(const uint8_t* data, size_t n) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    state::Reader r(data, n);
+    auto snap = std::make_shared<Snapshot>();
+    snap->model = model_;
+    try {
+        char magic[sizeof kMagic];
+        r.bytes(magic, sizeof magic, "the magic");
+        if (std::memcmp(magic, kMagic, sizeof magic) != 0) throw std::invalid_argument("not a ds4 session state (bad magic)");
+        const auto format = r.get<uint32_t>("the format version");
+        if (format != kStateFormat) {
+            throw std::invalid_argument("state format " + std::to_string(format) + ", this engine reads " +
+                                        std::to_string(kStateFormat));
+        }
+        snap->pending = r.get<int32_t>("the pending token");
+        const auto n_tokens = r.get<uint64_t>("the token count");
+        if (n_tokens > r.left() / sizeof(int32_t)) throw std::invalid_argument("state data is truncated: its token ids");
+        snap->tokens.resize(n_tokens);
+        r.bytes(snap->tokens.data(), n_tokens * sizeof(int32_t), "the token ids");
+        snap->state = st_->load(r);
+        if (static_cast<uint64_t>(snap->state.n_past) != n_tokens) {
+            throw std::invalid_argument("state data is corrupt: " + std::to_string(n_tokens) + " token ids for " +
+                                        std::to_string(snap->state.n_past) + " positions");
+        }
+        const int32_t n_vocab = this->n_vocab();
+        for (int32_t t : snap->tokens) {
+            if (t < -1 || t >= n_vocab) throw std::invalid_argument("state data is corrupt: token id " + std::to_string(t));
+        }
+        if (snap->pending < -1 || snap->pending >= n_vocab) {
+            throw std::invalid_argument("state data is corrupt: pending token id " + std::to_string(snap->pending));
+        }
+        if (r.left() != 0) throw std::invalid_argument(std::to_string(r.left()) + " bytes follow the state data");
+    } catch (const std::invalid_argument& e) {
+        throw Error(std::string("load state: ") + e.what());
+    }
+    return snap;
 }
 
 void Session::set_feed(std::unique_ptr<Feed> feed) {

@@ -130,6 +130,17 @@ public:
     // Throws Error if the snapshot comes from a session of another model.
     void restore(const Snapshot& snap);
 
+    // A snapshot as bytes, to keep outside the process (a prompt cache on disk): the tokens,
+    // the pending token and every slot, in the engine's layout kStateFormat (bumped whenever
+    // it changes). Not the drafter's feed nor the last logits: a session restored from them
+    // recomputes what it needs. saved_size() first, then save() into exactly that many bytes.
+    static constexpr uint32_t kStateFormat = 1;
+    static size_t saved_size(const Snapshot& snap);
+    static void save(const Snapshot& snap, uint8_t* out, size_t n);
+    // save()'s bytes read back as a snapshot of this session's model (restore() it). Throws
+    // Error for bytes of another format or shape, or cut short.
+    std::shared_ptr<Snapshot> load(const uint8_t* data, size_t n) const;
+
 private:
     void eval_locked(const int32_t* tokens, int64_t n, float* logits, int64_t n_out);
     // The pending token (if any) followed by tokens[0, n): what a forward pass feeds (in rows_,

@@ -20,6 +20,14 @@ struct KvSlotSnapshot final : SlotSnapshot {
     backend::KvType type = backend::KvType::f32;
     std::vector<uint8_t> k, v;
     size_t bytes() const override { return k.size() + v.size(); }
+    void save(Writer& w) const override {
+        w.put<char>('K');
+        w.put<uint8_t>(static_cast<uint8_t>(type));
+        w.put<int64_t>(kv_dim);
+        w.put<uint64_t>(k.size());
+        w.bytes(k.data(), k.size());
+        w.bytes(v.data(), v.size());
+    }
 };
 
 }  // namespace
@@ -84,6 +92,26 @@ void KvSlot::restore(const SlotSnapshot& snap, int64_t n_past) {
     if (bytes == 0) return;
     be_->write(k_->data(), s.k.data(), bytes);
     be_->write(v_->data(), s.v.data(), bytes);
+}
+
+std::unique_ptr<SlotSnapshot> KvSlot::load(Reader& r, int64_t n_past) const {
+    if (r.get<char>("a layer's kind") != 'K') throw std::invalid_argument("state data holds another kind of layer than KV");
+    auto s = std::make_unique<KvSlotSnapshot>();
+    s->type = static_cast<backend::KvType>(r.get<uint8_t>("a KV slot's type"));
+    s->kv_dim = r.get<int64_t>("a KV slot's width");
+    if (s->type != type_ || s->kv_dim != kv_dim_) {
+        throw std::invalid_argument("state data does not match this session's KV slot (width or KV type)");
+    }
+    const uint64_t bytes = r.get<uint64_t>("a KV slot's size");
+    if (bytes != static_cast<uint64_t>(n_past) * row_bytes()) {
+        throw std::invalid_argument("state data is corrupt: a KV slot holds " + std::to_string(bytes) + " bytes for " +
+                                    std::to_string(n_past) + " positions");
+    }
+    s->k.resize(bytes);
+    s->v.resize(bytes);
+    r.bytes(s->k.data(), bytes, "a KV slot's K rows");
+    r.bytes(s->v.data(), bytes, "a KV slot's V rows");
+    return s;
 }
 
 }  // namespace ds4::state

@@ -32,6 +32,7 @@ public:
     std::unique_ptr<SlotSnapshot> snapshot(int64_t n_past) const override;
     void check(const SlotSnapshot& snap, int64_t n_past) const override;
     void restore(const SlotSnapshot& snap, int64_t n_past) override;
+    std::unique_ptr<SlotSnapshot> load(Reader& r, int64_t n_past) const override;
 
     // The storage as ops take it (store_kv writes any position < capacity()); attention reads
     // positions [0, n_kv).

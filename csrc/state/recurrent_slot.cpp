@@ -11,6 +11,13 @@ namespace {
 struct RecurrentSnapshot final : SlotSnapshot {
     std::vector<float> conv, state;
     size_t bytes() const override { return (conv.size() + state.size()) * sizeof(float); }
+    void save(Writer& w) const override {
+        w.put<char>('R');
+        for (const std::vector<float>* v : {&conv, &state}) {
+            w.put<uint64_t>(v->size());
+            w.bytes(v->data(), v->size() * sizeof(float));
+        }
+    }
 };
 
 }  // namespace
@@ -98,6 +105,22 @@ void RecurrentSlot::restore(const SlotSnapshot& snap, int64_t) {
     be_->write(conv_->data(), s.conv.data(), conv_->bytes());
     be_->write(state_->data(), s.state.data(), state_bytes());
     ckpt_ = -1;
+}
+
+std::unique_ptr<SlotSnapshot> RecurrentSlot::load(Reader& r, int64_t) const {
+    if (r.get<char>("a layer's kind") != 'R') {
+        throw std::invalid_argument("state data holds another kind of layer than recurrent");
+    }
+    auto s = std::make_unique<RecurrentSnapshot>();
+    const size_t want[2] = {conv_->bytes() / sizeof(float), state_bytes() / sizeof(float)};
+    std::vector<float>* parts[2] = {&s->conv, &s->state};
+    for (int i = 0; i < 2; ++i) {
+        const uint64_t n = r.get<uint64_t>("a recurrent slot's size");
+        if (n != want[i]) throw std::invalid_argument("state data does not match this session's recurrent layer (its shape)");
+        parts[i]->resize(n);
+        r.bytes(parts[i]->data(), n * sizeof(float), "a recurrent slot's state");
+    }
+    return s;
 }
 
 }  // namespace ds4::state

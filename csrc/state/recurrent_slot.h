@@ -53,6 +53,7 @@ public:
     std::unique_ptr<SlotSnapshot> snapshot(int64_t n_past) const override;
     void check(const SlotSnapshot& snap, int64_t n_past) const override;
     void restore(const SlotSnapshot& snap, int64_t n_past) override;
+    std::unique_ptr<SlotSnapshot> load(Reader& r, int64_t n_past) const override;
 
     const RecurrentShape& shape() const { return shape_; }
     backend::Rows conv() const { return rows(conv_, shape_.conv_kernel - 1, shape_.conv_channels); }

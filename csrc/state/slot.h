@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "state/serial.h"
+
 namespace ds4::state {
 
 enum class SlotKind { kv, recurrent };
@@ -19,6 +21,8 @@ enum class SlotKind { kv, recurrent };
 struct SlotSnapshot {
     virtual ~SlotSnapshot() = default;
     virtual size_t bytes() const = 0;
+    // Its bytes for a Reader of the same kind of slot (Slot::load).
+    virtual void save(Writer& w) const = 0;
 };
 
 class Slot {
@@ -43,6 +47,9 @@ public:
     // n_past positions; restore() is called only after every slot of the state passed it.
     virtual void check(const SlotSnapshot& snap, int64_t n_past) const = 0;
     virtual void restore(const SlotSnapshot& snap, int64_t n_past) = 0;
+    // A snapshot saved by a slot like this one holding n_past positions, read back; throws
+    // std::invalid_argument for data of another shape or cut short.
+    virtual std::unique_ptr<SlotSnapshot> load(Reader& r, int64_t n_past) const = 0;
 };
 
 }  // namespace ds4::state

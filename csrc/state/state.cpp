@@ -12,6 +12,15 @@ size_t Snapshot::bytes() const {
     return total;
 }
 
+void Snapshot::save(Writer& w) const {
+    w.put<int64_t>(n_past);
+    w.put<uint32_t>(static_cast<uint32_t>(slots.size()));
+    for (const auto& s : slots) {
+        w.put<uint8_t>(s ? 1 : 0);
+        if (s) s->save(w);
+    }
+}
+
 State::State(std::vector<std::unique_ptr<Slot>> slots, int64_t n_ctx, const void* owner)
     : slots_(std::move(slots)), n_ctx_(n_ctx), owner_(owner) {}
 
@@ -117,6 +126,22 @@ void State::restore(const Snapshot& snap) {
     reserved_ = std::max(reserved_, snap.n_past);
     n_past_ = snap.n_past;
     checkpoint_ = -1;
+}
+
+Snapshot State::load(Reader& r) const {
+    Snapshot snap;
+    snap.n_past = r.get<int64_t>("the positions held");
+    if (snap.n_past < 0) throw std::invalid_argument("state data is corrupt: " + std::to_string(snap.n_past) + " positions");
+    const uint32_t n = r.get<uint32_t>("the layer count");
+    if (n != slots_.size()) {
+        throw std::invalid_argument("state data has " + std::to_string(n) + " layers, this state " + std::to_string(slots_.size()));
+    }
+    for (size_t i = 0; i < slots_.size(); ++i) {
+        const bool present = r.get<uint8_t>("a layer's kind") != 0;
+        if (present != static_cast<bool>(slots_[i])) throw std::invalid_argument("state data's layer " + std::to_string(i) + " differs in kind");
+        snap.slots.push_back(present ? slots_[i]->load(r, snap.n_past) : nullptr);
+    }
+    return snap;
 }
 
 }  // namespace ds4::state

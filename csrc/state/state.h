@@ -35,6 +35,8 @@ struct Snapshot {
     int64_t n_past = 0;
     std::vector<std::unique_ptr<SlotSnapshot>> slots;  // per layer; null where the layer keeps nothing
     size_t bytes() const;
+    // Its bytes for State::load of a state of the same shape.
+    void save(Writer& w) const;
 };
 
 class State {
@@ -73,6 +75,9 @@ public:
     Snapshot snapshot() const;
     // Throws std::invalid_argument if the snapshot comes from a state of another shape.
     void restore(const Snapshot& snap);
+    // A snapshot saved from a state of this shape, read back (restore() checks it fits n_ctx);
+    // throws std::invalid_argument for data of another shape or cut short.
+    Snapshot load(Reader& r) const;
 
 private:
     std::vector<std::unique_ptr<Slot>> slots_;

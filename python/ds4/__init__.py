@@ -13,6 +13,7 @@ from ds4.gguf import dequantize, inspect
 from ds4.model import Model
 from ds4.session import Session
 from ds4.speculative import Spec
+from ds4.state_file import StateFileError
 
 __all__ = [
     "Batch",
@@ -24,6 +25,7 @@ __all__ = [
     "ModelError",
     "Session",
     "Spec",
+    "StateFileError",
     "TokenLogprob",
     "TokenizerError",
     "convert",

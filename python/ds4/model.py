@@ -51,6 +51,7 @@ class Model:
         if precision not in ("int16", "f32"):
             raise ValueError(f"precision must be 'int16' or 'f32', got {precision!r}")
         self.threads = threads
+        self.kv_type, self.precision = kv_type, precision
         self._m = _core.Model(self.path, threads or 0, n_ctx or 0, kv_type, precision, repack)
 
     @property

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from ds4 import _core
+from ds4 import _core, state_file
 from ds4.generation import Generation
 from ds4.options import generate_options, prompt_ids
 from ds4.speculative import Spec
@@ -151,6 +152,21 @@ class Session:
     def restore(self, snap: Snapshot) -> None:
         """Return to ``snap``, taken from a session of the same model (this one or another)."""
         self._s.restore(snap)
+
+    def save(self, path: str | os.PathLike[str]) -> int:
+        """Write the session's state to a file (atomically: a crash leaves the old file or the
+        whole new one), to :meth:`load` later, in this process or another; returns its size.
+
+        The file names the model it belongs to (the GGUF's contents, the KV type, the activation
+        precision and the SIMD level) and carries a checksum (``ds4.state_file``)."""
+        return state_file.write(path, self._s.snapshot(), state_file.identity(self.model))
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """Return to the state a :meth:`save` wrote: the positions it held, bit for bit as a fresh
+        prefill of them gives. Raises :class:`ds4.StateFileError` for a file that is not one,
+        is corrupt, or belongs to another model, KV type, precision or SIMD level (the session
+        is then unchanged)."""
+        self._s.restore(state_file.read(path, self._s, state_file.identity(self.model)))
 
     def __repr__(self) -> str:
         return f"ds4.Session(n_past={self.n_past}, n_ctx={self.n_ctx})"

@@ -1,5 +1,6 @@
-"""``ds4-server [-m FILE] [--host H] [--port P] [--ctx N] [--parallel N] [--max-queue N]`` plus the
-speculative flags of ``ds4``: serves the model (the embedded one without -m) over OpenAI's API."""
+"""``ds4-server [-m FILE] [--host H] [--port P] [--ctx N] [--parallel N] [--max-queue N]
+[--kv-disk-dir DIR --kv-disk-space-mb N]`` plus the speculative flags of ``ds4``: serves the model
+(the embedded one without -m) over OpenAI's and Anthropic's APIs."""
 
 from __future__ import annotations
 
@@ -25,6 +26,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt-cache", type=int, default=8,
                    help="idle sessions kept for their prompts (default 8; 0: none): a request continues the one "
                         "sharing the longest prefix with it, evaluating only the rest")
+    p.add_argument("--kv-disk-dir", help="keep finished sessions' states in this directory (a prompt cache on disk that "
+                                         "survives restarts); none by default")
+    p.add_argument("--kv-disk-space-mb", type=float, default=4096.0,
+                   help="the disk cache's budget (default 4096 MB): the least recently used states go first")
+    p.add_argument("--kv-disk-min-tokens", type=int, default=256,
+                   help="save states of at least this many positions (default 256)")
     p.add_argument("--max-body-mb", type=float, default=8.0, help="largest request body (default 8 MB)")
     p.add_argument("--alias", help="the model name /v1/models reports (default: the file's name)")
     add_spec_arguments(p)
@@ -49,7 +56,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("ds4-server: speculative decoding serves one request at a time: use --parallel 1 "
               "(batched sessions decode plainly, as the seeds' serving does)", file=sys.stderr)
         return 2
-    worker = Worker(model, parallel=args.parallel, max_queue=args.max_queue, spec=spec, cache_slots=args.prompt_cache)
+    disk = None
+    if args.kv_disk_dir:
+        from ds4.server.kv_disk import DiskCache
+
+        disk = DiskCache(model, args.kv_disk_dir, int(args.kv_disk_space_mb * (1 << 20)), args.kv_disk_min_tokens)
+    worker = Worker(model, parallel=args.parallel, max_queue=args.max_queue, spec=spec, cache_slots=args.prompt_cache,
+                    disk=disk)
     app = create_app(model, args.alias, worker, max_body=int(args.max_body_mb * (1 << 20)))
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0

@@ -26,6 +26,7 @@ import numpy as np
 from ds4.generation import Generation
 from ds4.model import Model
 from ds4.session import Session
+from ds4.server.kv_disk import DiskCache, common_prefix
 from ds4.server.tools import ToolParser
 from ds4.speculative import Spec
 
@@ -100,11 +101,13 @@ class Job:
 class PromptCache:
     """Idle sessions, the most recently used last: a new prompt continues the one holding the
     longest common prefix with it (a conversation's next turn re-sends its history), rewound to
-    that prefix, so only the rest is evaluated. The cached positions' logits are bit for bit those
-    of a fresh prefill (the engine's batch invariance), so the answer does not change."""
+    that prefix, so only the rest is evaluated. With a cache on disk (kv_disk.DiskCache), a
+    saved state sharing a longer prefix is loaded instead, and finished sessions are offered to
+    it. The cached positions' logits are bit for bit those of a fresh prefill (the engine's batch
+    invariance), so the answer does not change."""
 
-    def __init__(self, model: Model, slots: int) -> None:
-        self.model, self.slots = model, slots
+    def __init__(self, model: Model, slots: int, disk: DiskCache | None = None) -> None:
+        self.model, self.slots, self.disk = model, slots, disk
         self.idle: list[Session] = []
 
     def take(self, prompt: Sequence[int]) -> tuple[Session, int]:
@@ -112,23 +115,31 @@ class PromptCache:
         want = np.asarray(prompt, dtype=np.int64)
         best, common = None, 0
         for s in self.idle:
-            have = np.asarray(s.tokens, dtype=np.int64)
-            n = min(len(have), len(want))
-            diff = np.flatnonzero(have[:n] != want[:n])
-            k = int(diff[0]) if len(diff) else n
+            k = common_prefix(np.asarray(s.tokens, dtype=np.int64), want)
             if k > common:
                 best, common = s, k
-        keep = min(common, len(want) - 1)  # the last prompt token is evaluated again: its logits are needed
+        last = len(want) - 1  # the last prompt token is evaluated again: its logits are needed
+        hit = self.disk.best(want, better_than=min(common, last)) if self.disk is not None else None
+        if hit is not None and min(hit[1], last) > min(common, last):
+            session = self.model.session()
+            if self.disk.load(hit[0], session):  # type: ignore[union-attr]
+                return self._rewound(session, min(hit[1], last))
+        keep = min(common, last)
         if best is None or keep < 1:
             return self.model.session(), 0
         self.idle.remove(best)
+        return self._rewound(best, keep)
+
+    def _rewound(self, session: Session, keep: int) -> tuple[Session, int]:
         try:
-            best.truncate(keep)
+            session.truncate(keep)
         except (ValueError, RuntimeError):  # a state that cannot rewind there (recurrent layers)
             return self.model.session(), 0
-        return best, keep
+        return session, keep
 
     def give(self, session: Session) -> None:
+        if self.disk is not None:
+            self.disk.offer(session)
         if self.slots > 0:
             self.idle.append(session)
             del self.idle[:-self.slots]
@@ -136,12 +147,12 @@ class PromptCache:
 
 class Worker:
     def __init__(self, model: Model, parallel: int = 4, max_queue: int = 64, spec: Spec | None = None,
-                 max_rows: int = 512, cache_slots: int = 8) -> None:
+                 max_rows: int = 512, cache_slots: int = 8, disk: DiskCache | None = None) -> None:
         if parallel < 1 or max_queue < 0 or cache_slots < 0:
             raise ValueError(f"parallel must be >= 1, max_queue and cache_slots >= 0, got {parallel}, {max_queue}, "
                              f"{cache_slots}")
         self.model, self.parallel, self.max_queue, self.spec = model, parallel, max_queue, spec
-        self.cache = PromptCache(model, cache_slots)
+        self.cache = PromptCache(model, cache_slots, disk)
         self._max_rows = max_rows
         self._waiting: deque[Job] = deque()
         self._cond = threading.Condition()
@@ -176,6 +187,8 @@ class Worker:
             self._stop = True
             self._cond.notify()
         self._thread.join()
+        if self.cache.disk is not None:
+            self.cache.disk.close()
 
     def _next_jobs(self, running: int) -> list[Job] | None:
         """Waits until there is work; the jobs that take the free slots (None: stopping)."""
