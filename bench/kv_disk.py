@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load import free_port, start  # noqa: E402
+from load import ROOT, ds4_cmd, free_port, start  # noqa: E402
 
 TEXT = ("The lighthouse keeper climbed the spiral stairs every evening at dusk, counting the steps as his "
         "father had taught him, and lit the great lamp that warned the fishing boats away from the rocks. ")
@@ -45,15 +45,17 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("-m", "--model", help="GGUF (default: the embedded model)")
     args = ap.parse_args()
+    sys.path.insert(0, str(ROOT / "python"))
+    from ds4.default_model import default_model_path
+
+    gguf = args.model or str(default_model_path())
     prompt = TEXT * (args.tokens // 40 + 1)
     rows: dict[str, list[float]] = {"cold s": [], "start s": [], "after restart s": [], "in RAM s": [], "file MB": []}
     cached = []
     for _ in range(args.rounds):
         with tempfile.TemporaryDirectory() as d:
             port = free_port()
-            cmd = [sys.executable, "-m", "ds4.server.cli", "--port", str(port), "--threads", str(args.threads),
-                   "--ctx", str(args.tokens * 2), "--kv-disk-dir", d, "--parallel", "1"]
-            cmd += ["-m", args.model] if args.model else []
+            cmd = ds4_cmd(gguf, port, args.threads, 1, 4, args.tokens * 2) + ["--kv-disk-dir", d]
             p = start(cmd, port)
             t, _ = complete(port, prompt)
             rows["cold s"].append(t)

@@ -121,6 +121,18 @@ def start(cmd: list[str], port: int) -> subprocess.Popen[bytes]:
     raise SystemExit(f"server did not start: {' '.join(cmd)}")
 
 
+def ds4_cmd(gguf: str, port: int, threads: int, parallel: int, max_queue: int, ctx: int) -> list[str]:
+    return [sys.executable, "-m", "ds4.server.cli", "-m", gguf, "--port", str(port), "--threads", str(threads),
+            "--parallel", str(parallel), "--max-queue", str(max_queue), "--ctx", str(ctx)]
+
+
+def peer_cmd(python: str, gguf: str, port: int, threads: int, ctx: int, chat_format: str = "gemma") -> list[str]:
+    return [python, "-m", "llama_cpp.server", "--model", gguf, "--port", str(port), "--n_threads", str(threads),
+            "--n_ctx", str(ctx), "--chat_format", chat_format,
+            # by default a new request interrupts the one streaming
+            "--interrupt_requests", "False"]
+
+
 def report(name: str, t: Tally, wall: float, single: float | None, rss: list[tuple[float, float]]) -> float:
     rate = t.tokens / wall
     ttft = sorted(t.ttft) or [float("nan")]
@@ -195,16 +207,10 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     port = free_port()
     if not a.no_ds4:
-        run("ds4-server", [sys.executable, "-m", "ds4.server.cli", "-m", gguf, "--port", str(port), "--threads",
-                           str(a.threads), "--parallel", str(a.parallel), "--max-queue", str(4 * a.clients), "--ctx",
-                           "2048"], port, a)
+        run("ds4-server", ds4_cmd(gguf, port, a.threads, a.parallel, 4 * a.clients, 2048), port, a)
     if a.peer:
         port = free_port()
-        run("llama-cpp-python server", [a.peer_python, "-m", "llama_cpp.server", "--model", gguf, "--port", str(port),
-                                        "--n_threads", str(a.threads), "--n_ctx", "2048", "--chat_format",
-                                        a.peer_chat_format,
-                                        # by default a new request interrupts the one streaming
-                                        "--interrupt_requests", "False"], port, a)
+        run("llama-cpp-python server", peer_cmd(a.peer_python, gguf, port, a.threads, 2048, a.peer_chat_format), port, a)
 
 
 if __name__ == "__main__":

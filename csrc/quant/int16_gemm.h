@@ -40,7 +40,7 @@
 // Gemma's layers.
 //
 // Against the exact Σ w_e x_e, the result differs by the activation rounding, at most
-// Σ_e |w_e| da_g/2, plus float rounding (simd_x86.h); tests/quant/test_int16_gemm.py checks both,
+// Σ_e |w_e| da_g/2, plus float rounding (x86/simd.h); tests/quant/test_int16_gemm.py checks both,
 // and that every ISA's kernel equals the reference bit for bit.
 #pragma once
 
@@ -135,19 +135,25 @@ namespace ref {
 DS4_I16_DECLARE
 DS4_I16_BLOCKS_DECLARE
 }  // namespace ref
+// The ymm kernels: AVX2, and the same compiled for AVX-VNNI (x86/int16_*_avxvnni.cpp).
+#define DS4_I16_YMM_DECLARE                                                                                       \
+    DS4_I16_DECLARE                                                                                               \
+    DS4_I16_BLOCKS_DECLARE                                                                                        \
+    /* Activation rows per pass of the block-lane kernels (rows_max of their formats). */                       \
+    constexpr int kBlockRowsMax = 6;                                                                              \
+    /* decode_packed of `type` (Q8_0, Q5_0), or nullptr. */                                                      \
+    DecodeI16Fn decode_packed(Type type);                                                                         \
+    /* The fused few-rows kernel of `type` (every format above), or nullptr. */                                  \
+    RowsI16Fn rows_i16(Type type);                                                                                \
+    /* y[r * ldy + o] -= the minimum terms of weight rows o < nw and activation rows r < nx (the reference's */ \
+    /* order), for the GEMMs of the formats with a minimum. */                                                   \
+    void min_terms(const float* mw, int nw, const float* xs, int nx, int64_t halves, float* y, int64_t ldy);
 namespace avx2 {
-DS4_I16_DECLARE
-DS4_I16_BLOCKS_DECLARE
-// Activation rows per pass of the block-lane kernels (rows_max of their formats).
-constexpr int kBlockRowsMax = 6;
-// decode_packed of `type` (Q8_0, Q5_0), or nullptr.
-DecodeI16Fn decode_packed(Type type);
-// The fused few-rows kernel of `type` (every format above), or nullptr.
-RowsI16Fn rows_i16(Type type);
-// y[r * ldy + o] -= the minimum terms of weight rows o < nw and activation rows r < nx (the
-// reference's order), for the GEMMs of the formats with a minimum.
-void min_terms(const float* mw, int nw, const float* xs, int nx, int64_t halves, float* y, int64_t ldy);
+DS4_I16_YMM_DECLARE
 }  // namespace avx2
+namespace avxvnni {
+DS4_I16_YMM_DECLARE
+}  // namespace avxvnni
 namespace avx512 {
 DS4_I16_BLOCKS_DECLARE
 void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans, int nw, const int16_t* a,
@@ -163,5 +169,6 @@ RowsPacked2Fn rows2_i16(Type type);
 }  // namespace avx512
 #undef DS4_I16_DECLARE
 #undef DS4_I16_BLOCKS_DECLARE
+#undef DS4_I16_YMM_DECLARE
 
 }  // namespace ds4::quant

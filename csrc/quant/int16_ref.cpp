@@ -316,6 +316,16 @@ const I16Kernels& table(Isa isa) {
                                  lanes ? avx2::kBlockRowsMax : kDotRowsMax,
                                  avx2::decode_packed(T)};
     if (isa == Isa::avx2) return simd;
+    // AVX-VNNI: the AVX2 kernels with vpdpwssd (x86/madd.h).
+    static const I16Kernels vnni = [] {
+        I16Kernels k = simd;
+        k.quantize = &avxvnni::quantize_i16;
+        k.gemm = lanes ? &avxvnni::gemm_i16_blocks : &avxvnni::gemm_i16;
+        k.rows = avxvnni::rows_i16(T);
+        k.rows_packed = avxvnni::rows_packed(T);
+        return k;
+    }();
+    if (isa == Isa::avxvnni) return vnni;
     // AVX-512: two weight rows at a time (the GEMMs, the block-lane formats' packed rows kernels,
     // the natural-order formats' rows kernels, each with more activation rows per pass); the rest
     // is AVX2's.

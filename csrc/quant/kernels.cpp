@@ -29,14 +29,15 @@ namespace ds4::quant {
 
 namespace {
 
-constexpr size_t kNumIsa = 4;
+constexpr size_t kNumIsa = 5;
 constexpr size_t kMaxTypeId = 64;
 
 #if defined(DS4_X86)
 struct X86Features {
-    bool avx2 = false;    // AVX2 + FMA + F16C + BMI2: what kernels_avx2.cpp is compiled with
-    bool avx512 = false;  // F + BW + VL + DQ + VNNI + BF16: what kernels_avx512.cpp is compiled with
+    bool avx2 = false;    // AVX2 + FMA + F16C + BMI2: what x86/float_avx2.cpp is compiled with
+    bool avx512 = false;  // F + BW + VL + DQ + VNNI + BF16: what x86/float_avx512.cpp is compiled with
     bool avx512vbmi = false;  // avx512 + VBMI: what the *_avx512vbmi.cpp kernels add
+    bool avxvnni = false;     // avx2 + AVX-VNNI: what the *_avxvnni.cpp kernels add
 };
 
 X86Features detect_x86() {
@@ -57,15 +58,17 @@ X86Features detect_x86() {
     const bool avx512bw = b & (1u << 30), avx512vl = b & (1u << 31);
     const bool avx512vnni = c & (1u << 11), avx512vbmi = c & (1u << 1);
     const unsigned max_sub = a;
-    bool avx512bf16 = false;
+    bool avx512bf16 = false, avxvnni = false;
     if (max_sub >= 1) {
         __cpuid_count(7, 1, a, b, c, d);
+        avxvnni = a & (1u << 4);
         avx512bf16 = a & (1u << 5);
     }
     f.avx2 = os_avx && avx2 && fma && f16c && bmi2;
     f.avx512 = f.avx2 && os_avx512 && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni &&
                avx512bf16;
     f.avx512vbmi = f.avx512 && avx512vbmi;
+    f.avxvnni = f.avx2 && avxvnni;
     return f;
 }
 #endif
@@ -77,6 +80,7 @@ TableFn table_of(Isa isa) {
         case Isa::scalar: return &ref_kernels;
 #if defined(DS4_X86)
         case Isa::avx2: return &avx2_kernels;
+        case Isa::avxvnni: return &avx2_kernels;  // the float path has no kernels of its own there
         case Isa::avx512: return &avx512_kernels;
 #endif
 #if defined(DS4_ARM64)
@@ -108,6 +112,7 @@ Dispatch* make_dispatch() {
 #if defined(DS4_X86)
     const X86Features f = detect_x86();
     if (f.avx2) d->available.push_back(Isa::avx2);
+    if (f.avxvnni) d->available.push_back(Isa::avxvnni);
     if (f.avx512) d->available.push_back(Isa::avx512);
     d->vbmi = f.avx512vbmi;
 #endif
@@ -122,7 +127,7 @@ Dispatch* make_dispatch() {
     // (every AVX-512 CPU we accept also passed the AVX2 check).
     for (Isa isa : d->available) {
         std::vector<Isa> chain{isa};
-        if (isa == Isa::avx512) chain.push_back(Isa::avx2);
+        if (isa == Isa::avx512 || isa == Isa::avxvnni) chain.push_back(Isa::avx2);
         if (isa != Isa::scalar) chain.push_back(Isa::scalar);
         for (size_t t = 0; t < kMaxTypeId; ++t) {
             Kernels k;
@@ -150,7 +155,7 @@ Dispatch* make_dispatch() {
         } catch (const std::invalid_argument&) {
             delete d;
             throw std::invalid_argument(std::string("DS4_SIMD='") + env +
-                                        "' is not an ISA name (scalar, avx2, avx512, neon)");
+                                        "' is not an ISA name (scalar, avx2, avxvnni, avx512, neon)");
         }
         if (!d->has(forced)) {
             const std::string list = available_list(d->available);
@@ -189,15 +194,16 @@ const char* isa_name(Isa isa) {
         case Isa::avx2: return "avx2";
         case Isa::avx512: return "avx512";
         case Isa::neon: return "neon";
+        case Isa::avxvnni: return "avxvnni";
     }
     return "unknown";
 }
 
 Isa parse_isa(const std::string& name) {
-    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon}) {
+    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::neon}) {
         if (name == isa_name(isa)) return isa;
     }
-    throw std::invalid_argument("unknown SIMD ISA '" + name + "' (expected scalar, avx2, avx512 or neon)");
+    throw std::invalid_argument("unknown SIMD ISA '" + name + "' (expected scalar, avx2, avxvnni, avx512 or neon)");
 }
 
 std::vector<Isa> available_isas() { return dispatch().available; }

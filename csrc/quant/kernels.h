@@ -1,10 +1,10 @@
 // Per-type kernels and their run-time dispatch.
 //
 // Every supported type has a scalar reference (kernels_ref.cpp) and may have SIMD variants
-// (kernels_avx2.cpp, kernels_avx512.cpp, kernels_neon.cpp). One table per ISA maps a type to
+// (x86/float_avx2.cpp, x86/float_avx512.cpp, arm/float_neon.cpp). One table per ISA maps a type to
 // its kernels; a missing SIMD entry falls back to the next lower ISA, ending at the reference.
 // The active ISA is the best one the CPU supports, or the one forced by DS4_SIMD
-// (scalar | avx2 | avx512 | neon) or by set_isa(), so tests can exercise every path.
+// (scalar | avx2 | avxvnni | avx512 | neon) or by set_isa(), so tests can exercise every path.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +30,7 @@ using DotRowsFn = void (*)(const void* w, const float* x, int64_t ldx, int nx, i
 
 // One weight row as its table's dot kernel sees it: n floats u[] and one scale per group of
 // group_len elements, such that the dot kernel's result equals the grouped sum described in
-// simd_x86.h computed from (u, scales). Lets a prefill decode a tile of weight rows once and
+// x86/simd.h computed from (u, scales). Lets a prefill decode a tile of weight rows once and
 // reuse it for every activation row (GemmGroupsFn) with results bit-identical to dot.
 using DecodeGroupsFn = void (*)(const void* w, int64_t n, float* u, float* scales);
 // For o < nw, r < nx: y[r * ldy + o] = the grouped dot of decoded weight row o (u + o * n,
@@ -51,7 +51,9 @@ struct Kernels {
     int group_len = 0;
 };
 
-enum class Isa { scalar = 0, avx2 = 1, avx512 = 2, neon = 3 };
+// avxvnni: AVX2 plus AVX-VNNI (vpdpwssd on ymm), the int16 kernels' level where AVX-512 is absent
+// (Alder Lake and later); its float path is AVX2's.
+enum class Isa { scalar = 0, avx2 = 1, avx512 = 2, neon = 3, avxvnni = 4 };
 
 const char* isa_name(Isa isa);
 // The ISAs compiled into this build that this CPU can run, lowest first (scalar always).

@@ -47,6 +47,9 @@ namespace avx2 {
 // The packed rows kernel of `type`, or nullptr.
 RowsPackedFn rows_packed(Type type);
 }  // namespace avx2
+namespace avxvnni {
+RowsPackedFn rows_packed(Type type);  // avx2's, compiled for AVX-VNNI
+}  // namespace avxvnni
 namespace avx512 {
 // The packed rows kernels of `type` (one row, two rows), or nullptr.
 RowsPackedFn rows_packed(Type type);

@@ -1,18 +1,18 @@
 // Stand-alone checker for one ISA's kernel table against the scalar reference, without Python
 // and without run-time dispatch.  tests/quant/test_simd_kernels.py builds it
-//   * for x86 with the AVX2 files native and the AVX-512 files compiled against SIMDe's portable
-//     emulation of the intrinsics (tests/quant/simde_shim/immintrin.h), so the AVX-512 kernels
-//     are checked for the values they compute even on a CPU without AVX-512 (the emulation is
+//   * for x86 with the AVX2 files native and the AVX-512 and AVX-VNNI files compiled against
+//     SIMDe's portable emulation of the intrinsics (tests/quant/simde_shim/immintrin.h), so their
+//     kernels are checked for the values they compute even on a CPU without them (the emulation is
 //     exact for the operations used: integer ops, conversions, IEEE add / mul; its fma may round
 //     twice, which the bound absorbs), and
 //   * for arm64 with aarch64-linux-gnu-g++, run under qemu-aarch64, for the NEON table.
 // Per format it checks dequant (bit-identical to the reference), dot (within the bound of
-// simd_x86.h), and, where the table has them, dot_rows for every row count 1..kDotRowsMax and
+// x86/simd.h), and, where the table has them, dot_rows for every row count 1..kDotRowsMax and
 // decode_groups + gemm_groups for several weight-row x activation-row shapes, both bit for bit
 // against the table's own dot (the emulated fma rounds the same way in all three, so bit-identity
 // holds under SIMDe too). On x86, the int16 path of each format (int16_gemm.h) against its scalar
 // reference, bit for bit: GEMM, packed GEMM and packed rows kernels (check_i16).
-// Usage: simd_check avx2|avx512|neon [seed] (an arm64 build checks the NEON table, e.g. under
+// Usage: simd_check avx2|avxvnni|avx512|neon [seed] (an arm64 build checks the NEON table, e.g. under
 // qemu-aarch64).  Prints one line per failure; exit status 1 if any.
 #include <cmath>
 #include <cstdint>
@@ -233,7 +233,7 @@ int check_i16(const Case& c, const TypeInfo& ti, Isa isa, std::mt19937_64& rng, 
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: simd_check avx2|avx512|neon [seed]\n");
+        std::fprintf(stderr, "usage: simd_check avx2|avxvnni|avx512|neon [seed]\n");
         return 2;
     }
     const std::string isa = argv[1];
@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
                     for (int64_t i = 0; i < n; ++i) abs_sum += std::fabs(double(wref[i]) * double(x[i]));
                     const float r = ref.dot(row.data(), x.data(), n);
                     const float s = simd.dot(row.data(), x.data(), n);
-                    const double h = double(n) / 8 + 16;  // simd_x86.h
+                    const double h = double(n) / 8 + 16;  // x86/simd.h
                     const double bound = h * u / (1 - h * u) * abs_sum + u * std::fabs(r) + 1e-30;
                     ++checks;
                     worst = std::fmax(worst, std::fabs(double(s) - double(r)) / bound);
@@ -294,7 +294,7 @@ int main(int argc, char** argv) {
                 for (const auto& [nw, nx] : shapes) failures += check_gemm(c, ti, simd, nblk * bs, nw, nx, rng, checks);
         }
 #if defined(DS4_X86)
-        failures += check_i16(c, ti, isa == "avx512" ? Isa::avx512 : Isa::avx2, rng, checks);
+        failures += check_i16(c, ti, isa == "avx512" ? Isa::avx512 : isa == "avxvnni" ? Isa::avxvnni : Isa::avx2, rng, checks);
 #endif
     }
     std::printf("%s: %d checks, %d failures, worst error / bound = %.3g\n", isa.c_str(), checks, failures, worst);

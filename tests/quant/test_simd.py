@@ -39,8 +39,8 @@ def cpu_flags() -> set[str]:
 def test_available_isas_are_ordered_and_known():
     avail = _core.simd_available()
     assert avail[0] == "scalar"
-    assert set(avail) <= {"scalar", "avx2", "avx512", "neon"}
-    order = ["scalar", "avx2", "avx512", "neon"]
+    assert set(avail) <= {"scalar", "avx2", "avxvnni", "avx512", "neon"}
+    order = ["scalar", "avx2", "avxvnni", "avx512", "neon"]
     assert avail == sorted(avail, key=order.index)
 
 
@@ -51,6 +51,7 @@ def test_x86_detection_agrees_with_the_kernel():
     assert ("avx2" in avail) == ({"avx2", "fma", "f16c", "bmi2"} <= flags)
     want512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16"}
     assert ("avx512" in avail) == (want512 <= flags and "avx2" in avail)
+    assert ("avxvnni" in avail) == ("avx_vnni" in flags and "avx2" in avail)
 
 
 def test_default_is_the_best_available():
@@ -74,7 +75,7 @@ def test_env_var_unknown_name_is_a_clear_error():
 
 
 def test_env_var_unavailable_isa_is_a_clear_error():
-    missing = [i for i in ("avx2", "avx512", "neon") if i not in _core.simd_available()]
+    missing = [i for i in ("avx2", "avxvnni", "avx512", "neon") if i not in _core.simd_available()]
     if not missing:
         pytest.skip("every ISA is available here")
     r = run_with_env(missing[0], "from ds4 import _core; _core.dot('Q8_0', bytes(34), __import__('numpy').zeros(32, 'float32'))")
@@ -90,7 +91,7 @@ def test_set_simd_switches_and_validates():
             assert _core.simd_active() == isa
         with pytest.raises(ValueError, match="unknown SIMD ISA"):
             _core.set_simd("mmx")
-        missing = [i for i in ("avx2", "avx512", "neon") if i not in _core.simd_available()]
+        missing = [i for i in ("avx2", "avxvnni", "avx512", "neon") if i not in _core.simd_available()]
         if missing:
             with pytest.raises(ValueError, match="not available"):
                 _core.set_simd(missing[0])

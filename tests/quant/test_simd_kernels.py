@@ -1,6 +1,6 @@
 """SIMD dot / dequant kernels against the scalar reference, per format and per ISA.
 
-The bound is the one derived in csrc/quant/simd_x86.h (and kernels_neon.cpp), computed per case:
+The bound is the one derived in csrc/quant/x86/simd.h (and arm/float_neon.cpp), computed per case:
     |dot_isa - dot_ref| <= gamma_h * sum_i |w_i x_i| + u * |dot_ref|,   h = n / 8 + 16,
 with w_i the reference's dequantised weights and u = 2^-24.  The SIMD dequantisers must be
 bit-identical to the reference.  AVX-512 kernels are also checked on CPUs without AVX-512, through
@@ -160,10 +160,12 @@ def test_env_forces_scalar():
 # ---- the C++ checker: native AVX2, and AVX-512 through SIMDe emulation -----------------------
 
 CHECK_SOURCES = ["kernels.cpp", "kernels_ref.cpp", "kernels_ref_k.cpp", "kernels_ref_iq.cpp", "iq_tables.cpp",
-                 "types.cpp", "kernels_avx2.cpp", "kquants_avx2.cpp", "gemm_avx2.cpp", "int16_ref.cpp", "packed.cpp",
-                 "int16_avx2.cpp", "int16_blocks_avx2.cpp", "int16_rows_avx2.cpp"]
-AVX512_SOURCES = ["kernels_avx512.cpp", "kquants_avx512.cpp", "gemm_avx512.cpp", "int16_avx512.cpp",
-                  "int16_blocks_avx512.cpp", "int16_rows_avx512.cpp"]
+                 "types.cpp", "int16_ref.cpp", "packed.cpp", "x86/float_avx2.cpp", "x86/float_kquants_avx2.cpp",
+                 "x86/float_gemm_avx2.cpp", "x86/int16_gemm_avx2.cpp", "x86/int16_blocks_avx2.cpp",
+                 "x86/int16_rows_avx2.cpp"]
+AVX512_SOURCES = ["x86/float_avx512.cpp", "x86/float_kquants_avx512.cpp", "x86/float_gemm_avx512.cpp",
+                  "x86/int16_gemm_avx512.cpp", "x86/int16_blocks_avx512.cpp", "x86/int16_rows_avx512.cpp"]
+AVXVNNI_SOURCES = ["x86/int16_gemm_avxvnni.cpp", "x86/int16_blocks_avxvnni.cpp", "x86/int16_rows_avxvnni.cpp"]
 ARM_SOURCES = [s for s in CHECK_SOURCES if "avx" not in s and "int16" not in s and s != "packed.cpp"]
 AVX2_FLAGS = ["-mavx2", "-mfma", "-mf16c", "-mbmi2"]
 
@@ -175,14 +177,14 @@ def _build_checker(tmp_path, emulate_avx512):
     common = [cxx, "-O2", "-std=c++17", "-DDS4_X86=1", f"-I{ROOT / 'csrc'}", "-w"]
     jobs, objs = [], []
     q = ROOT / "csrc" / "quant"
-    for src in CHECK_SOURCES + AVX512_SOURCES + ["../../tests/quant/simd_check.cpp"]:
+    for src in CHECK_SOURCES + AVX512_SOURCES + AVXVNNI_SOURCES + ["../../tests/quant/simd_check.cpp"]:
         flags = list(AVX2_FLAGS) if "avx2" in src else []
-        if src in AVX512_SOURCES:
-            if emulate_avx512:
-                flags = [f"-I{ROOT / 'tests' / 'quant' / 'simde_shim'}"]
-            else:
-                flags = AVX2_FLAGS + ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni",
-                                      "-mavx512bf16"]
+        if src in AVX512_SOURCES + AVXVNNI_SOURCES and emulate_avx512:
+            flags = [f"-I{ROOT / 'tests' / 'quant' / 'simde_shim'}"]
+        elif src in AVX512_SOURCES:
+            flags = AVX2_FLAGS + ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-mavx512bf16"]
+        elif src in AVXVNNI_SOURCES:
+            flags = AVX2_FLAGS + ["-mavxvnni"]
         obj = tmp_path / (Path(src).stem + ".o")
         objs.append(str(obj))
         jobs.append(subprocess.Popen(common + flags + ["-c", str(q / src), "-o", str(obj)],
@@ -203,7 +205,7 @@ def test_cpp_checker_avx512_emulated(tmp_path):
     if not Path("/usr/include/simde/x86/avx512.h").exists():
         pytest.skip("SIMDe headers not installed (apt-get install libsimde-dev)")
     exe = _build_checker(tmp_path, emulate_avx512=True)
-    for isa in ("avx2", "avx512") if "avx2" in SIMD_ISAS else ("avx512",):
+    for isa in ("avx2", "avxvnni", "avx512") if "avx2" in SIMD_ISAS else ("avxvnni", "avx512"):
         r = subprocess.run([str(exe), isa, "99"], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
 
@@ -215,7 +217,7 @@ def test_cpp_checker_neon_under_qemu(tmp_path):
     if cxx is None or qemu is None:
         pytest.skip("needs aarch64-linux-gnu-g++ and qemu-aarch64 (apt-get install g++-aarch64-linux-gnu qemu-user)")
     q = ROOT / "csrc" / "quant"
-    srcs = [q / s for s in ARM_SOURCES] + [q / "kernels_neon.cpp",
+    srcs = [q / s for s in ARM_SOURCES] + [q / "arm/float_neon.cpp",
                                                                ROOT / "tests" / "quant" / "simd_check.cpp"]
     objs = []
     for i in range(0, len(srcs), 2):

@@ -1,7 +1,7 @@
 // The CPU backend: every op of backend.h on the host, threaded with ThreadPool.
 //
 // Matmul: every output element y[r][o] is the dot of weight row o and activation row r in the
-// one order of operations the active ISA defines for that format (quant/simd_x86.h), whichever of
+// one order of operations the active ISA defines for that format (quant/x86/simd.h), whichever of
 // three kernel paths computes it, so a row's result never depends on how many rows share the
 // call (batch invariance: decode, verify blocks and prefill agree bit for bit):
 //   - a few rows (decode, verify): dot_rows streams each weight row once per chunk of up to

@@ -22,6 +22,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parallel", "-np", type=int, default=4,
                    help="sessions decoded together in one batched step (default 4); 1 runs requests one at a time, "
                         "with the speculative flags")
+    p.add_argument("-b", "--batch-size", type=int, default=512,
+                   help="rows of one batched forward pass at most (default 512): decoding rows first, chunks of new "
+                        "prompts fill the rest; smaller keeps streams smoother while a long prompt is fed, larger "
+                        "feeds it faster")
     p.add_argument("--max-queue", type=int, default=64, help="requests waiting for a slot before 429 (default 64)")
     p.add_argument("--prompt-cache", type=int, default=8,
                    help="idle sessions kept for their prompts (default 8; 0: none): a request continues the one "
@@ -62,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         disk = DiskCache(model, args.kv_disk_dir, int(args.kv_disk_space_mb * (1 << 20)), args.kv_disk_min_tokens)
     worker = Worker(model, parallel=args.parallel, max_queue=args.max_queue, spec=spec, cache_slots=args.prompt_cache,
-                    disk=disk)
+                    max_rows=args.batch_size, disk=disk)
     app = create_app(model, args.alias, worker, max_body=int(args.max_body_mb * (1 << 20)))
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0

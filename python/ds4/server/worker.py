@@ -151,6 +151,9 @@ class Worker:
         if parallel < 1 or max_queue < 0 or cache_slots < 0:
             raise ValueError(f"parallel must be >= 1, max_queue and cache_slots >= 0, got {parallel}, {max_queue}, "
                              f"{cache_slots}")
+        if max_rows < parallel:
+            raise ValueError(f"a batched pass of {max_rows} rows cannot decode {parallel} sessions: the batch size must "
+                             f"be at least --parallel")
         self.model, self.parallel, self.max_queue, self.spec = model, parallel, max_queue, spec
         self.cache = PromptCache(model, cache_slots, disk)
         self._max_rows = max_rows

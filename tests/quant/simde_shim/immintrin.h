@@ -123,3 +123,35 @@ inline simde__m128 ds4_mm_fmadd_ss(simde__m128 a, simde__m128 b, simde__m128 c) 
 }
 #undef _mm_fmadd_ss
 #define _mm_fmadd_ss ds4_mm_fmadd_ss
+inline simde__m256 ds4_mm256_fmadd_ps(simde__m256 a, simde__m256 b, simde__m256 c) {
+    const auto x = ds4_simde_shim::bits<std::array<float, 8>>(a), y = ds4_simde_shim::bits<std::array<float, 8>>(b);
+    auto z = ds4_simde_shim::bits<std::array<float, 8>>(c);
+    for (int i = 0; i < 8; ++i) z[i] = std::fma(x[i], y[i], z[i]);
+    return ds4_simde_shim::bits<simde__m256>(z);
+}
+#undef _mm256_fmadd_ps
+#define _mm256_fmadd_ps ds4_mm256_fmadd_ps
+
+// AVX-VNNI's vpdpwssd on ymm (the x86/int16_*_avxvnni.cpp kernels): per 32-bit lane, acc plus the
+// two int16 products of that lane, wrapping.
+inline simde__m256i ds4_mm256_dpwssd_avx_epi32(simde__m256i acc, simde__m256i a, simde__m256i b) {
+    const auto x = ds4_simde_shim::bits<std::array<int16_t, 16>>(a), y = ds4_simde_shim::bits<std::array<int16_t, 16>>(b);
+    auto z = ds4_simde_shim::bits<std::array<uint32_t, 8>>(acc);
+    for (int i = 0; i < 8; ++i) {
+        z[i] += static_cast<uint32_t>(int32_t{x[2 * i]} * y[2 * i]) + static_cast<uint32_t>(int32_t{x[2 * i + 1]} * y[2 * i + 1]);
+    }
+    return ds4_simde_shim::bits<simde__m256i>(z);
+}
+#define _mm256_dpwssd_avx_epi32 ds4_mm256_dpwssd_avx_epi32
+#ifndef _cvtsh_ss
+inline float ds4_cvtsh_ss(unsigned short h) { return simde_mm_cvtss_f32(simde_mm_cvtph_ps(simde_mm_cvtsi32_si128(h))); }
+#define _cvtsh_ss ds4_cvtsh_ss
+#endif
+inline simde__m128 ds4_mm_fmadd_ps(simde__m128 a, simde__m128 b, simde__m128 c) {
+    const auto x = ds4_simde_shim::bits<std::array<float, 4>>(a), y = ds4_simde_shim::bits<std::array<float, 4>>(b);
+    auto z = ds4_simde_shim::bits<std::array<float, 4>>(c);
+    for (int i = 0; i < 4; ++i) z[i] = std::fma(x[i], y[i], z[i]);
+    return ds4_simde_shim::bits<simde__m128>(z);
+}
+#undef _mm_fmadd_ps
+#define _mm_fmadd_ps ds4_mm_fmadd_ps

@@ -1,4 +1,4 @@
-// Internals of the x86 SIMD kernels (kernels_, kquants_ and gemm_avx2.cpp / _avx512.cpp): the
+// Internals of the x86 SIMD kernels (kernels_, kquants_ and x86/float_gemm_avx2.cpp / _avx512.cpp): the
 // per-ISA function declarations, and the numerical contract they share.
 //
 // Weights.  Every kernel forms each weight w_i exactly as the scalar reference (and ggml's
@@ -20,7 +20,7 @@
 // s = d_s, or for the formats with a minimum u = w itself and s = 1).  For one activation row x:
 //     t   = u_0 * x_0;   t = fma(u_j, x_j, t) for j = 1..G-1      (lane-wise, in order)
 //     acc = fma(t, s_k, acc)                                     (one accumulator, from zero)
-// and the result is the lanes of acc reduced by hsum (x86_avx2_util.h / x86_avx512_util.h).
+// and the result is the lanes of acc reduced by hsum (x86/avx2_util.h / x86/avx512_util.h).
 // The float formats use the same form with g = 32, u = w, s = 1, and a zero-padded last group.
 // Per group a lane forms at most G + 1 <= 5 roundings and the accumulator advances once, so every
 // product w_i x_i passes through at most h roundings on its way to the result, with

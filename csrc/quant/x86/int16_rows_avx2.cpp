@@ -7,7 +7,7 @@
 //
 // Per 32 weights and one row: Q4_0 ~12 vector ops, Q4_K ~10, Q6_K ~16, against ~20, ~20 and
 // ~25 on the float path. (Q8_0 and Q5_0 take the block lanes over packed rows instead:
-// int16_blocks_avx2.cpp.)
+// x86/int16_blocks_avx2.cpp.)
 #include <immintrin.h>
 
 #include <cmath>
@@ -15,10 +15,10 @@
 
 #include "quant/blocks.h"
 #include "quant/int16_gemm.h"
-#include "quant/x86_avx2_util.h"
-#include "quant/x86_int16_spans.h"
+#include "quant/x86/avx2_util.h"
+#include "quant/x86/int16_spans.h"
 
-namespace ds4::quant::avx2 {
+namespace ds4::quant::DS4_AVX2_NAMESPACE {
 
 namespace {
 
@@ -40,8 +40,7 @@ void rows_legacy(const void* w, int64_t n, const int16_t* a, const float* da, co
         const float d = f.d();
         for (int r = 0; r < R; ++r) {
             const auto* ap = reinterpret_cast<const __m256i*>(a + r * n + bi * kSpan);
-            const __m256i S = _mm256_add_epi32(_mm256_madd_epi16(v[0], _mm256_loadu_si256(ap)),
-                                               _mm256_madd_epi16(v[1], _mm256_loadu_si256(ap + 1)));
+            const __m256i S = madd2(v[0], _mm256_loadu_si256(ap), v[1], _mm256_loadu_si256(ap + 1));
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), _mm256_set1_ps(d * da[r * nb + bi]), acc[r]);
         }
         return f.mw();
@@ -83,8 +82,8 @@ void rows_super(const void* w, int64_t n, const int16_t* a, const float* da, con
             f.span(k, v);
             for (int r = 0; r < R; ++r) {
                 const auto* ap = reinterpret_cast<const __m256i*>(a + r * n + bi * QK_K + 32 * k);
-                S[r] = _mm256_add_epi32(S[r], _mm256_madd_epi16(v[0], _mm256_loadu_si256(ap)));
-                S[r] = _mm256_add_epi32(S[r], _mm256_madd_epi16(v[1], _mm256_loadu_si256(ap + 1)));
+                S[r] = madd_acc(S[r], v[0], _mm256_loadu_si256(ap));
+                S[r] = madd_acc(S[r], v[1], _mm256_loadu_si256(ap + 1));
             }
         };
         // Unrolled over all 8 spans, more than two rows make the compiler hoist every span's
@@ -140,4 +139,4 @@ RowsI16Fn rows_i16(Type type) {
     }
 }
 
-}  // namespace ds4::quant::avx2
+}  // namespace ds4::quant::DS4_AVX2_NAMESPACE

@@ -1,6 +1,6 @@
 // AVX2 tiled GEMM over decoded weight rows (decode_groups output), bit-identical to the AVX2
 // dot kernels: every (weight row, activation row) pair follows the canonical order of
-// simd_x86.h (per group t = u_0 x_0, t = fma(u_j, x_j, t), acc = fma(t, s, acc); hsum at the end).
+// x86/simd.h (per group t = u_0 x_0, t = fma(u_j, x_j, t), acc = fma(t, s, acc); hsum at the end).
 // A register tile of W weight rows x X activation rows shares each loaded vector: per 8
 // elements, W + X loads feed W X FMAs, which keeps the FMA pipes busy where a one-pair dot is
 // bound by its loads and its decode.
@@ -8,8 +8,8 @@
 
 #include <cstdint>
 
-#include "quant/simd_x86.h"
-#include "quant/x86_avx2_util.h"
+#include "quant/x86/simd.h"
+#include "quant/x86/avx2_util.h"
 
 namespace ds4::quant {
 namespace avx2 {

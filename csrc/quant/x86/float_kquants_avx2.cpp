@@ -1,11 +1,11 @@
 // AVX2 + FMA kernels for the K-quants (256-element super-blocks): Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
-// Summation order and error bound: simd_x86.h.  Layouts: blocks.h and kernels_ref_k.cpp; each
+// Summation order and error bound: x86/simd.h.  Layouts: blocks.h and kernels_ref_k.cpp; each
 // decoder below restates the index map it relies on.
 //
 // Every format is a decoder struct: its constructor unpacks one block (scales as floats; quants
 // as one byte per element, in element order, 32 elements per byte-wide instruction, on the
 // stack), and group(g).u(j) is vector j of group g.  One driver, rows_impl<Fmt, R>, runs the
-// canonical order of simd_x86.h for R activation rows against each group decoded once, so a
+// canonical order of x86/simd.h for R activation rows against each group decoded once, so a
 // row's operations are the same for every R: dot_<fmt> is the R = 1 instance, dot_rows_<fmt>
 // dispatches R = nx, and groups_<fmt> stores the very same u and scales for gemm_groups.
 //
@@ -24,8 +24,8 @@
 
 #include "quant/blocks.h"
 #include "quant/kernels.h"
-#include "quant/simd_x86.h"
-#include "quant/x86_avx2_util.h"
+#include "quant/x86/simd.h"
+#include "quant/x86/avx2_util.h"
 
 namespace ds4::quant::avx2 {
 namespace {
@@ -263,7 +263,7 @@ struct Q2K {
     }
 };
 
-// The canonical order of simd_x86.h for R activation rows x + r ldx against one weight row: per
+// The canonical order of x86/simd.h for R activation rows x + r ldx against one weight row: per
 // group, t = u_0 x_0, t = fma(u_j, x_j, t), acc = fma(t, s, acc), one accumulator per row; each
 // group is decoded once for all R rows.  With s = 1 the fma rounds exactly as the add used here.
 template <class Fmt, int R>

@@ -1,5 +1,5 @@
-// AVX-512 helpers shared by kernels_avx512.cpp, kquants_avx512.cpp and gemm_avx512.cpp, and the
-// one implementation of the canonical summation order (simd_x86.h, L = 16) that every AVX-512
+// AVX-512 helpers shared by x86/float_avx512.cpp, x86/float_kquants_avx512.cpp and x86/float_gemm_avx512.cpp, and the
+// one implementation of the canonical summation order (x86/simd.h, L = 16) that every AVX-512
 // dot, dot_rows and decode_groups is built from.  Include only from files compiled with the
 // AVX-512 flags (*_avx512.cpp).  Everything is in an unnamed namespace, so each translation unit
 // has its own copy: no inline function compiled for one ISA can be picked by the linker for a file
@@ -152,7 +152,7 @@ void quant_dequant(const void* src, float* dst, int64_t n) {
 }  // namespace
 }  // namespace ds4::quant::avx512
 
-// dot_<fmt>, dot_rows_<fmt> and groups_<fmt> of simd_x86.h for the format struct Fmt.
+// dot_<fmt>, dot_rows_<fmt> and groups_<fmt> of x86/simd.h for the format struct Fmt.
 #define DS4_AVX512_QUANT_KERNELS(fmt, Fmt)                                                              \
     float dot_##fmt(const void* w, const float* x, int64_t n) { return quant_dot<Fmt>(w, x, n); }       \
     void dot_rows_##fmt(const void* w, const float* x, int64_t ldx, int nx, int64_t n, float* y,        \

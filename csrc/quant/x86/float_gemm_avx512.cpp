@@ -1,5 +1,5 @@
 // AVX-512 tiled GEMM over decoded weight rows (decode_groups output), bit-identical to the AVX-512
-// dot kernels: every (weight row, activation row) pair follows the canonical order of simd_x86.h
+// dot kernels: every (weight row, activation row) pair follows the canonical order of x86/simd.h
 // with 16 lanes (per group t = u_0 x_0, t = fma(u_j, x_j, t), acc = fma(t, s, acc); hsum at the
 // end).  A register tile of kTileW weight rows x kTileX activation rows shares each loaded
 // vector: per group the G kTileX activation vectors stay in registers while each weight row's G
@@ -14,8 +14,8 @@
 
 #include <cstdint>
 
-#include "quant/simd_x86.h"
-#include "quant/x86_avx512_util.h"
+#include "quant/x86/simd.h"
+#include "quant/x86/avx512_util.h"
 
 namespace ds4::quant {
 namespace avx512 {

@@ -11,8 +11,8 @@
 #include "quant/block_lanes.h"
 #include "quant/head_screen.h"
 #include "quant/kernels.h"
-#include "quant/x86_avx512_pairs.h"
-#include "quant/x86_prefetch.h"
+#include "quant/x86/avx512_pairs.h"
+#include "quant/x86/prefetch.h"
 
 namespace ds4::quant::screen::avx512vbmi {
 

@@ -1,7 +1,7 @@
 // AVX-512 (F/BW/VL/DQ) kernels for the float formats and the 32-element legacy blocks, and the
-// AVX-512 kernel table (the K-quants live in kquants_avx512.cpp, the tiled GEMM in
-// gemm_avx512.cpp).  Every dot follows the canonical order of simd_x86.h with 16 lanes, through
-// the block decoders below and x86_avx512_util.h; so do dot_rows and decode_groups.
+// AVX-512 kernel table (the K-quants live in x86/float_kquants_avx512.cpp, the tiled GEMM in
+// x86/float_gemm_avx512.cpp).  Every dot follows the canonical order of x86/simd.h with 16 lanes, through
+// the block decoders below and x86/avx512_util.h; so do dot_rows and decode_groups.
 //
 // Legacy blocks are one group of 32 (G = 2 vectors).  The 4- and 5-bit formats decode through a
 // register table instead of int->float conversion: vpermps maps a quant to its float, reading only
@@ -21,8 +21,8 @@
 
 #include "quant/blocks.h"
 #include "quant/isa_tables.h"
-#include "quant/simd_x86.h"
-#include "quant/x86_avx512_util.h"
+#include "quant/x86/simd.h"
+#include "quant/x86/avx512_util.h"
 
 namespace ds4::quant {
 namespace avx512 {
@@ -97,7 +97,7 @@ void float_dot_rows(const void* w, const float* x, int64_t ldx, int nx, int64_t 
     }
 }
 
-// ---- legacy blocks (format structs: see x86_avx512_util.h) ----
+// ---- legacy blocks (format structs: see x86/avx512_util.h) ----
 
 // Q8_0: u = q, s = d.
 struct Q8_0 {

@@ -1,6 +1,6 @@
 // AVX-512 GEMM of the int16 prefill path (int16_gemm.h) for the formats in the natural order
 // (the legacy 32-element formats but Q8_0 / Q5_0, and the K-quants): the AVX2 tile
-// (int16_avx2.cpp) over two weight rows at a time, their span vectors joined in one zmm (row o
+// (x86/int16_gemm_avx2.cpp) over two weight rows at a time, their span vectors joined in one zmm (row o
 // low, row o + 1 high), each activation vector broadcast to both halves and vpdpwssd summing the
 // exact lane sums. Every lane does the AVX2 tile's arithmetic (the same integer group sums, scale
 // products, one fma per group, the same final lane tree and minimum terms), so the floats are
@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "quant/int16_gemm.h"
-#include "quant/x86_avx512_pairs.h"
+#include "quant/x86/avx512_pairs.h"
 
 namespace ds4::quant::avx512 {
 

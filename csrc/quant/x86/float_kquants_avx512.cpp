@@ -1,5 +1,5 @@
 // AVX-512 (F/BW/VL/DQ) kernels for the K-quants: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, as block decoders
-// for the canonical order of simd_x86.h (x86_avx512_util.h).  Groups are the formats' scale
+// for the canonical order of x86/simd.h (x86/avx512_util.h).  Groups are the formats' scale
 // groups: 32 elements (G = 2 vectors) for Q4_K / Q5_K, 16 (G = 1) for Q2_K / Q3_K / Q6_K.
 //   * With a minimum (Q2_K, Q4_K, Q5_K): u = w = fma(d sc, q, -dmin m), rounded as the reference
 //     rounds d sc q - dmin m (d sc q exact), through a per-group vpermps table; s = 1.
@@ -18,8 +18,8 @@
 #include <cstring>
 
 #include "quant/blocks.h"
-#include "quant/simd_x86.h"
-#include "quant/x86_avx512_util.h"
+#include "quant/x86/simd.h"
+#include "quant/x86/avx512_util.h"
 
 namespace ds4::quant::avx512 {
 namespace {

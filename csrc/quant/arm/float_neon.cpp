@@ -1,7 +1,7 @@
 // AArch64 Advanced SIMD (NEON) dot kernels: F32, F16, Q4_0, Q8_0, Q4_K.  Other types fall back to
 // the scalar reference.  4 float lanes.
 //
-// Numerical contract: the same as the x86 kernels (simd_x86.h).  Weights are formed exactly as
+// Numerical contract: the same as the x86 kernels (x86/simd.h).  Weights are formed exactly as
 // the reference forms them (Q4_0 / Q8_0: d * q, an exact product; Q4_K: fma(d sc, q, -dmin m),
 // d sc q being exact, so one rounding, as the reference's (d sc) q - dmin m); block partial sums
 // are split over two chains so that each of the 2 x 4 lane positions sees at most n / 8 terms,

@@ -1,8 +1,8 @@
 // AVX-512 int16-path kernels of the natural-order formats (Q4_0, Q4_1, Q5_1, Q4_K, Q6_K) for a few
 // activation rows (verify blocks), two weight rows at a time: each span is decoded per row as the
-// AVX2 kernel decodes it (x86_int16_spans.h), the two rows' vectors joined in one zmm (row o low,
+// AVX2 kernel decodes it (x86/int16_spans.h), the two rows' vectors joined in one zmm (row o low,
 // row o + 1 high), each activation vector broadcast to both halves and vpdpwssd accumulating the
-// exact integer sums. Every lane does the AVX2 kernel's arithmetic (int16_rows_avx2.cpp: the same
+// exact integer sums. Every lane does the AVX2 kernel's arithmetic (x86/int16_rows_avx2.cpp: the same
 // integer sums per group, scale products, fmas, minimum terms and final lane trees), so
 // the floats are its floats, bit for bit. Up to 8 activation rows per pass (AVX2: 4).
 
@@ -11,9 +11,9 @@
 #include <utility>
 
 #include "quant/int16_gemm.h"
-#include "quant/x86_avx512_pairs.h"
-#include "quant/x86_int16_spans.h"
-#include "quant/x86_prefetch.h"
+#include "quant/x86/avx512_pairs.h"
+#include "quant/x86/int16_spans.h"
+#include "quant/x86/prefetch.h"
 
 namespace ds4::quant::avx512 {
 

@@ -12,9 +12,10 @@
 #include <limits>
 
 #include "quant/int16_gemm.h"
-#include "quant/x86_avx2_util.h"
+#include "quant/x86/avx2_util.h"
+#include "quant/x86/madd.h"
 
-namespace ds4::quant::avx2 {
+namespace ds4::quant::DS4_AVX2_NAMESPACE {
 
 namespace {
 
@@ -41,8 +42,7 @@ void tile(const int16_t* q, const float* sw, const int16_t* a, const float* da, 
             const __m256i q0 = _mm256_loadu_si256(qp), q1 = _mm256_loadu_si256(qp + 1);
             for (int r = 0; r < X; ++r) {
                 const auto* ap = reinterpret_cast<const __m256i*>(a + r * n + e0);
-                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(q0, _mm256_loadu_si256(ap)),
-                                                   _mm256_madd_epi16(q1, _mm256_loadu_si256(ap + 1)));
+                const __m256i p = madd2(q0, _mm256_loadu_si256(ap), q1, _mm256_loadu_si256(ap + 1));
                 S[r] = G == 1 ? p : _mm256_add_epi32(S[r], p);
             }
         }
@@ -172,4 +172,4 @@ void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, 
     if (has_min) min_terms(mw, nw, xs, nx, halves, y, ldy);
 }
 
-}  // namespace ds4::quant::avx2
+}  // namespace ds4::quant::DS4_AVX2_NAMESPACE

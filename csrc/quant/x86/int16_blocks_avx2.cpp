@@ -16,10 +16,10 @@
 #include "quant/blocks.h"
 #include "quant/int16_gemm.h"
 #include "quant/packed.h"
-#include "quant/x86_avx2_util.h"
-#include "quant/x86_int16_spans.h"
+#include "quant/x86/avx2_util.h"
+#include "quant/x86/int16_spans.h"
 
-namespace ds4::quant::avx2 {
+namespace ds4::quant::DS4_AVX2_NAMESPACE {
 
 namespace {
 
@@ -132,7 +132,7 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
         return [&S, ac, n](int v, __m256i q) {
             for (int r = 0; r < R; ++r) {
                 const auto* ap = reinterpret_cast<const __m256i*>(ac + r * n + 16 * v);
-                S[r] = _mm256_add_epi32(S[r], _mm256_madd_epi16(q, _mm256_loadu_si256(ap)));
+                S[r] = madd_acc(S[r], q, _mm256_loadu_si256(ap));
             }
         };
     };
@@ -237,4 +237,4 @@ RowsPackedFn rows_packed(Type type) {
     }
 }
 
-}  // namespace ds4::quant::avx2
+}  // namespace ds4::quant::DS4_AVX2_NAMESPACE

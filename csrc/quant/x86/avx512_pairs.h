@@ -1,5 +1,5 @@
-// Helpers of the AVX-512 int16 kernels that take two weight rows at a time (int16_avx512.cpp,
-// int16_blocks_avx512.cpp, int16_rows_avx512.cpp): a zmm holds row o in its low 256 bits and row
+// Helpers of the AVX-512 int16 kernels that take two weight rows at a time (x86/int16_gemm_avx512.cpp,
+// x86/int16_blocks_avx512.cpp, x86/int16_rows_avx512.cpp): a zmm holds row o in its low 256 bits and row
 // o + 1 in its high ones, activation vectors are broadcast to both halves, and each half ends in
 // the AVX2 kernels' 8-lane sum, so that every lane does the AVX2 kernels' arithmetic. Include only
 // from files compiled with the AVX-512 flags; everything is in an unnamed namespace (one copy per

@@ -2,7 +2,7 @@
 // GEMM over decoded int16 rows and the rows kernels over packed rows (packed.h), two weight rows
 // at a time. A zmm holds a chunk vector of weight row o in its low 256 bits and of row o + 1 in
 // its high ones, and each activation vector is broadcast to both halves (a load, no shuffle), so
-// one vpmaddwd does the 32 multiply-adds the AVX2 kernel (int16_blocks_avx2.cpp) does in two.
+// one vpmaddwd does the 32 multiply-adds the AVX2 kernel (x86/int16_blocks_avx2.cpp) does in two.
 // Every lane follows that kernel's arithmetic (the same exact block sums, scale products, fmas
 // and final lane tree per weight row): the floats are the AVX2 kernel's, bit for bit. The 32
 // registers hold the sums and accumulators of 12 activation rows, so that a verify pass of up
@@ -15,9 +15,9 @@
 #include "quant/blocks.h"
 #include "quant/int16_gemm.h"
 #include "quant/packed.h"
-#include "quant/x86_avx512_pairs.h"
-#include "quant/x86_int16_spans.h"
-#include "quant/x86_prefetch.h"
+#include "quant/x86/avx512_pairs.h"
+#include "quant/x86/int16_spans.h"
+#include "quant/x86/prefetch.h"
 
 namespace ds4::quant::avx512 {
 

@@ -1,7 +1,7 @@
 // AVX2 + FMA + F16C kernels for the float formats and the 32-element legacy blocks, and the AVX2
-// kernel table (the K-quants live in kquants_avx2.cpp, the tiled GEMM in gemm_avx2.cpp).
+// kernel table (the K-quants live in x86/float_kquants_avx2.cpp, the tiled GEMM in x86/float_gemm_avx2.cpp).
 //
-// Every kernel here follows the canonical order of simd_x86.h: per group of 32 elements, four
+// Every kernel here follows the canonical order of x86/simd.h: per group of 32 elements, four
 // vectors u_0..u_3 of exact floats and a scale s, t = u_0 x_0, t = fma(u_j, x_j, t), then
 // acc = fma(t, s, acc) into ONE accumulator per activation row, hsum at the end.  One template,
 // rows<F, R>, does this for R = 1..4 activation rows: each group is decoded once into registers and
@@ -22,8 +22,8 @@
 
 #include "quant/blocks.h"
 #include "quant/isa_tables.h"
-#include "quant/simd_x86.h"
-#include "quant/x86_avx2_util.h"
+#include "quant/x86/simd.h"
+#include "quant/x86/avx2_util.h"
 
 namespace ds4::quant {
 namespace avx2 {

@@ -1,7 +1,7 @@
 // The natural-order formats' blocks decoded for the int16 path (int16_gemm.h) 32 weights at a time
 // into two 16-lane int16 vectors (the K-quants' sub-block scales folded in), as decode_row defines
-// them: shared by the AVX2 rows kernels (int16_rows_avx2.cpp) and the AVX-512 ones
-// (int16_rows_avx512.cpp).
+// them: shared by the AVX2 rows kernels (x86/int16_rows_avx2.cpp) and the AVX-512 ones
+// (x86/int16_rows_avx512.cpp).
 // Include only from files compiled with AVX2 (or wider) flags; everything is in an unnamed
 // namespace, so each translation unit has its own copy, compiled for its own ISA.
 #pragma once
@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "quant/blocks.h"
+#include "quant/x86/madd.h"
 
 namespace ds4::quant {
 namespace {
@@ -125,7 +126,7 @@ struct Legacy : BlockRef<Blk> {
     void span(__m256i (&v)[2]) const {
         nibbles(b.qs, v);
         for (int i = 0; i < 2; ++i) {
-            static_assert(!kFifth || kHasMin, "Q5_0 takes the block lanes (int16_blocks_avx2.cpp)");
+            static_assert(!kFifth || kHasMin, "Q5_0 takes the block lanes (x86/int16_blocks_avx2.cpp)");
             if constexpr (kFifth) {  // q | 16 where the bit is set
                 v[i] = _mm256_or_si256(v[i], _mm256_and_si256(fifth_bits(b.qh, i), _mm256_set1_epi16(16)));
             } else if constexpr (!kHasMin) {
@@ -152,8 +153,7 @@ inline __m256i q5_0_half(const uint8_t* p, int h) {
 // A block's exact integer sum, as a float: weight halves q0, q1 against the 32 activations at a.
 inline float block_sum(__m256i q0, __m256i q1, const int16_t* a) {
     const auto* ap = reinterpret_cast<const __m256i*>(a);
-    const __m256i s2 = _mm256_add_epi32(_mm256_madd_epi16(q0, _mm256_loadu_si256(ap)),
-                                        _mm256_madd_epi16(q1, _mm256_loadu_si256(ap + 1)));
+    const __m256i s2 = madd2(q0, _mm256_loadu_si256(ap), q1, _mm256_loadu_si256(ap + 1));
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s2), _mm256_extracti128_si256(s2, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));

@@ -1,4 +1,4 @@
-// Small AVX2 helpers shared by kernels_avx2.cpp and kquants_avx2.cpp.  Include only from files
+// Small AVX2 helpers shared by x86/float_avx2.cpp and x86/float_kquants_avx2.cpp.  Include only from files
 // compiled with the AVX2 flags (*_avx2.cpp).  Everything is in an unnamed namespace, so each
 // translation unit has its own copy: no inline function compiled for one ISA can be picked by the
 // linker for a file built for another.
@@ -9,9 +9,15 @@
 #include <cstdint>
 #include <cstring>
 
-#include "quant/x86_prefetch.h"
+#include "quant/x86/prefetch.h"
 
-namespace ds4::quant::avx2 {
+// The namespace of this translation unit's AVX2 kernels: avx2, or avxvnni in the files that
+// compile the int16 kernels again for AVX-VNNI (x86/int16_*_avxvnni.cpp).
+#ifndef DS4_AVX2_NAMESPACE
+#define DS4_AVX2_NAMESPACE avx2
+#endif
+
+namespace ds4::quant::DS4_AVX2_NAMESPACE {
 namespace {
 
 inline float load_f16(const uint8_t* p) {
@@ -85,4 +91,4 @@ inline float hsum8(const __m256 a[8]) {
 inline __m256i shr(__m256i v, int c) { return _mm256_srl_epi32(v, _mm_cvtsi32_si128(c)); }
 
 }  // namespace
-}  // namespace ds4::quant::avx2
+}  // namespace ds4::quant::DS4_AVX2_NAMESPACE
