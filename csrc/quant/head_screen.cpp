@@ -135,6 +135,28 @@ void row_norms_ref(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n,
     }
 }
 
+FilterFn filter() {
+#if defined(DS4_X86)
+    if (active_avx512_vbmi()) return &avx512vbmi::filter;
+#endif
+    return &filter_ref;
+}
+
+int64_t filter_ref(const float* y, const float* norm, int64_t m, float b, float* lo, int32_t* idx, float* up) {
+    float l = *lo;
+    for (int64_t i = 0; i < m; ++i) l = std::max(l, std::fma(-norm[i], b, y[i]));  // NaN never wins
+    *lo = l;
+    int64_t c = 0;
+    for (int64_t i = 0; i < m; ++i) {
+        const float u = std::fma(norm[i], b, y[i]);
+        if (!(u < l)) {  // NaN stays a candidate
+            idx[c] = static_cast<int32_t>(i);
+            up[c++] = u;
+        }
+    }
+    return c;
+}
+
 double rounding(int64_t n) { return static_cast<double>(n / 32 + 16) * 0x1p-21; }
 
 }  // namespace ds4::quant::screen

@@ -65,6 +65,9 @@ void ScreenedHead::argmax(ThreadPool& pool, const Weight& w, const float* x, int
     count_.assign(static_cast<size_t>(threads * n), 0);
     lo_.assign(static_cast<size_t>(threads * n), -std::numeric_limits<float>::infinity());
     const screen::ScoresFn scores = screen::scores();
+    const screen::FilterFn filter = screen::filter();
+    idx_.resize(static_cast<size_t>(threads * kUnit));
+    up_.resize(static_cast<size_t>(threads * kUnit));
     const auto* rows = static_cast<const uint8_t*>(w.packed);
     pool.for_each_unit((w.n_out + kUnit - 1) / kUnit, [&](int t, int64_t u) {
         const int64_t o0 = u * kUnit, m = std::min(w.n_out, o0 + kUnit) - o0;
@@ -74,27 +77,23 @@ void ScreenedHead::argmax(ThreadPool& pool, const Weight& w, const float* x, int
             scores(rows + static_cast<size_t>(o0) * w.row_bytes, w.row_bytes, m, n_in, q_.data() + r0 * n_in,
                    d_.data() + r0 * nb, neg_.data() + r0 * nb, nx, ys + r0 * kUnit, kUnit);
         }
+        int32_t* kept = idx_.data() + t * kUnit;
+        float* ups = up_.data() + t * kUnit;
         for (int64_t r = 0; r < n; ++r) {
-            const float* yr = ys + r * kUnit;
-            const float B = bound_[static_cast<size_t>(r)];
-            const float* norm = wn.data() + o0;
             const size_t slot = static_cast<size_t>(t * n + r);
-            float lo = lo_[slot];
-            for (int64_t i = 0; i < m; ++i) lo = std::max(lo, yr[i] - norm[i] * B);  // NaN never wins
-            lo_[slot] = lo;
+            const int64_t k = filter(ys + r * kUnit, wn.data() + o0, m, bound_[static_cast<size_t>(r)], &lo_[slot], kept, ups);
+            const float lo = lo_[slot];
             int64_t c = count_[slot];
             Candidate* cs = cand_.data() + slot * kCapacity;
-            for (int64_t i = 0; i < m && c >= 0; ++i) {
-                const float up = yr[i] + norm[i] * B;
-                if (up < lo) continue;  // NaN stays a candidate
-                if (c == kCapacity) {   // drop those the risen bound rules out
+            for (int64_t j = 0; j < k && c >= 0; ++j) {
+                if (c == kCapacity) {  // drop those the risen bound rules out
                     c = std::remove_if(cs, cs + c, [lo](const Candidate& e) { return e.upper < lo; }) - cs;
                     if (c == kCapacity) {
                         c = -1;
                         break;
                     }
                 }
-                cs[c++] = {static_cast<int32_t>(o0 + i), up};
+                cs[c++] = {static_cast<int32_t>(o0 + kept[j]), ups[j]};
             }
             count_[slot] = c;
         }

@@ -43,6 +43,8 @@ private:
     std::vector<int8_t> q_;                 // the screen's activations
     std::vector<float> d_, scores_, bound_, lo_;
     std::vector<int32_t> neg_;
+    std::vector<int32_t> idx_;              // [thread][kUnit]: a unit's rows the filter keeps
+    std::vector<float> up_;                 // [thread][kUnit]: their upper bounds
     std::vector<Candidate> cand_;           // [thread][row][kCapacity]
     std::vector<int64_t> count_;            // [thread][row]; -1: overflowed
 };

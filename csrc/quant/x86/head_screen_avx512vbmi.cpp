@@ -144,6 +144,35 @@ void row_norms(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, flo
     }
 }
 
+int64_t filter(const float* y, const float* norm, int64_t m, float b, float* lo, int32_t* idx, float* up) {
+    // vmaxps returns its second operand where either is NaN: the running maximum never takes one.
+    const __m512 vb = _mm512_set1_ps(b);
+    const auto masked = [m](int64_t i) { return static_cast<__mmask16>(m - i >= 16 ? 0xFFFF : (1u << (m - i)) - 1); };
+    __m512 l = _mm512_set1_ps(*lo);
+    for (int64_t i = 0; i < m; i += 16) {
+        const __mmask16 k = masked(i);
+        const __m512 v = _mm512_fnmadd_ps(_mm512_maskz_loadu_ps(k, norm + i), vb, _mm512_maskz_loadu_ps(k, y + i));
+        l = _mm512_mask_max_ps(l, k, v, l);
+    }
+    const float lmax = _mm512_reduce_max_ps(l);
+    *lo = lmax;
+    const __m512 vl = _mm512_set1_ps(lmax);
+    const __m512i step = _mm512_set1_epi32(16);
+    __m512i ids = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    int64_t c = 0;
+    for (int64_t i = 0; i < m; i += 16, ids = _mm512_add_epi32(ids, step)) {
+        const __mmask16 k = masked(i);
+        const __m512 u = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, norm + i), vb, _mm512_maskz_loadu_ps(k, y + i));
+        const __mmask16 keep = _mm512_mask_cmp_ps_mask(k, u, vl, _CMP_NLT_UQ);  // not below, or NaN
+        if (keep) {
+            _mm512_mask_compressstoreu_epi32(idx + c, keep, ids);
+            _mm512_mask_compressstoreu_ps(up + c, keep, u);
+            c += __builtin_popcount(keep);
+        }
+    }
+    return c;
+}
+
 void scores(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, const int8_t* q, const float* d,
             const int32_t* neg, int nx, float* y, int64_t ldy) {
     static constexpr auto fns = table(std::make_index_sequence<kRowsMax>());

@@ -147,7 +147,7 @@ class PromptCache:
 
 class Worker:
     def __init__(self, model: Model, parallel: int = 4, max_queue: int = 64, spec: Spec | None = None,
-                 max_rows: int = 512, cache_slots: int = 8, disk: DiskCache | None = None) -> None:
+                 max_rows: int = 128, cache_slots: int = 8, disk: DiskCache | None = None) -> None:
         if parallel < 1 or max_queue < 0 or cache_slots < 0:
             raise ValueError(f"parallel must be >= 1, max_queue and cache_slots >= 0, got {parallel}, {max_queue}, "
                              f"{cache_slots}")

@@ -105,32 +105,25 @@ inline simde__m256i ds4_mm256_maskz_loadu_epi16(simde__mmask16 k, const void* p)
 
 // The fused multiply-adds rounded once, as the hardware's (SIMDe may compute a * b + c with two
 // roundings): the int16 path's kernels are checked bit for bit against the scalar reference's
-// std::fma.
+// std::fma. N: the lanes fused (the _ss form fuses lane 0 and keeps a's others).
 #include <cmath>
-inline simde__m512 ds4_mm512_fmadd_ps(simde__m512 a, simde__m512 b, simde__m512 c) {
-    const auto x = ds4_simde_shim::bits<std::array<float, 16>>(a), y = ds4_simde_shim::bits<std::array<float, 16>>(b);
-    auto z = ds4_simde_shim::bits<std::array<float, 16>>(c);
-    for (int i = 0; i < 16; ++i) z[i] = std::fma(x[i], y[i], z[i]);
-    return ds4_simde_shim::bits<simde__m512>(z);
+namespace ds4_simde_shim {
+template <class V, int L, int N = L>
+inline V fused(V a, V b, V c) {
+    const auto x = bits<std::array<float, L>>(a), y = bits<std::array<float, L>>(b), w = bits<std::array<float, L>>(c);
+    auto z = N == L ? w : x;
+    for (int i = 0; i < N; ++i) z[i] = std::fma(x[i], y[i], w[i]);
+    return bits<V>(z);
 }
+}  // namespace ds4_simde_shim
 #undef _mm512_fmadd_ps
-#define _mm512_fmadd_ps ds4_mm512_fmadd_ps
-inline simde__m128 ds4_mm_fmadd_ss(simde__m128 a, simde__m128 b, simde__m128 c) {
-    const auto x = ds4_simde_shim::bits<std::array<float, 4>>(a), y = ds4_simde_shim::bits<std::array<float, 4>>(b);
-    auto z = x;
-    z[0] = std::fma(x[0], y[0], ds4_simde_shim::bits<std::array<float, 4>>(c)[0]);
-    return ds4_simde_shim::bits<simde__m128>(z);
-}
-#undef _mm_fmadd_ss
-#define _mm_fmadd_ss ds4_mm_fmadd_ss
-inline simde__m256 ds4_mm256_fmadd_ps(simde__m256 a, simde__m256 b, simde__m256 c) {
-    const auto x = ds4_simde_shim::bits<std::array<float, 8>>(a), y = ds4_simde_shim::bits<std::array<float, 8>>(b);
-    auto z = ds4_simde_shim::bits<std::array<float, 8>>(c);
-    for (int i = 0; i < 8; ++i) z[i] = std::fma(x[i], y[i], z[i]);
-    return ds4_simde_shim::bits<simde__m256>(z);
-}
+#define _mm512_fmadd_ps ds4_simde_shim::fused<simde__m512, 16>
 #undef _mm256_fmadd_ps
-#define _mm256_fmadd_ps ds4_mm256_fmadd_ps
+#define _mm256_fmadd_ps ds4_simde_shim::fused<simde__m256, 8>
+#undef _mm_fmadd_ps
+#define _mm_fmadd_ps ds4_simde_shim::fused<simde__m128, 4>
+#undef _mm_fmadd_ss
+#define _mm_fmadd_ss ds4_simde_shim::fused<simde__m128, 4, 1>
 
 // AVX-VNNI's vpdpwssd on ymm (the x86/int16_*_avxvnni.cpp kernels): per 32-bit lane, acc plus the
 // two int16 products of that lane, wrapping.
@@ -147,11 +140,3 @@ inline simde__m256i ds4_mm256_dpwssd_avx_epi32(simde__m256i acc, simde__m256i a,
 inline float ds4_cvtsh_ss(unsigned short h) { return simde_mm_cvtss_f32(simde_mm_cvtph_ps(simde_mm_cvtsi32_si128(h))); }
 #define _cvtsh_ss ds4_cvtsh_ss
 #endif
-inline simde__m128 ds4_mm_fmadd_ps(simde__m128 a, simde__m128 b, simde__m128 c) {
-    const auto x = ds4_simde_shim::bits<std::array<float, 4>>(a), y = ds4_simde_shim::bits<std::array<float, 4>>(b);
-    auto z = ds4_simde_shim::bits<std::array<float, 4>>(c);
-    for (int i = 0; i < 4; ++i) z[i] = std::fma(x[i], y[i], z[i]);
-    return ds4_simde_shim::bits<simde__m128>(z);
-}
-#undef _mm_fmadd_ps
-#define _mm_fmadd_ps ds4_mm_fmadd_ps
