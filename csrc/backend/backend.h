@@ -135,6 +135,12 @@ public:
     virtual ~Backend() = default;
     virtual const char* name() const = 0;
     virtual int threads() const { return 1; }
+    // fn(i) for every i < n, spread over the backend's threads where it has them (work that is
+    // not a kernel: the per-row sampling after a batched pass); fn must be safe to run
+    // concurrently for distinct i.
+    virtual void for_each(int64_t n, const std::function<void(int64_t)>& fn) {
+        for (int64_t i = 0; i < n; ++i) fn(i);
+    }
     // Whether `op` runs here (for weights of `type`: matmul, argmax and get_rows look at it).
     // A model checks every op and weight format it needs when it loads.
     virtual bool supports_op(Op op, quant::Type type = quant::Type::F32) const = 0;

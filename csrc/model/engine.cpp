@@ -112,11 +112,20 @@ bool Engine::step() {
     const double seconds = now() - t0;
     ++passes_;
     const int64_t n_vocab = model_->hparams().n_vocab;
-    for (const Part& p : parts_) {
+    const auto dispatch = [&](int64_t i) {
+        const Part& p = parts_[static_cast<size_t>(i)];
         const bool argmax = p.g->wants_argmax();
         const float* row = p.out >= 0 && !argmax ? logits_.data() + p.out * n_vocab : nullptr;
         p.g->session().appended(p.g->rows().data(), p.n, row);
         p.g->fed(p.n, row, p.out >= 0 && argmax ? argmax_[static_cast<size_t>(p.out)] : -1, seconds);
+    };
+    // Sampling a row over the vocabulary (and copying its logits) is ~1 ms per sampled row: spread
+    // over the backend's threads when several rows sample (each generation touches only its own
+    // session, sampler and text).
+    if (n_logits > 1) {
+        model_->for_each(static_cast<int64_t>(parts_.size()), dispatch);
+    } else {
+        for (size_t i = 0; i < parts_.size(); ++i) dispatch(static_cast<int64_t>(i));
     }
     return running();
 }

@@ -78,6 +78,8 @@ public:
     // then writes the outputs and commits each causal run's rows to its state. Passes are
     // serialised: they share the backend's threads.
     void forward(const Request& req);
+    // fn(i) for i < n on the backend's threads: work between passes (Backend::for_each).
+    void for_each(int64_t n, const std::function<void(int64_t)>& fn) { backend_->for_each(n, fn); }
 
     // One sequence: appends tokens[0, n) to `st` and writes the logits of the last n_out of them
     // (logits[n_out, n_vocab]; n_out < 0 means all n).

@@ -30,7 +30,10 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <vector>
@@ -106,6 +109,19 @@ public:
         : pool_ptr_(cpu::ThreadPool::shared(o.threads)), pool_(*pool_ptr_), int16_(o.int16_activations),
           repack_(o.repack), defer_pack_(o.defer_pack), screen_head_(o.screen_head) {}
     int threads() const override { return pool_.size(); }
+    void for_each(int64_t n, const std::function<void(int64_t)>& fn) override {
+        std::exception_ptr error;  // the pool's jobs must not throw: the first error is rethrown here
+        std::mutex mu;
+        pool_.for_each_unit(n, [&](int, int64_t i) {
+            try {
+                fn(i);
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(mu);
+                if (!error) error = std::current_exception();
+            }
+        });
+        if (error) std::rethrow_exception(error);
+    }
 
     const char* name() const override { return "cpu"; }
     std::string settings() const override { return int16_ ? "cpu int16" : "cpu f32"; }
