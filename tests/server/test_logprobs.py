@@ -171,3 +171,46 @@ def test_bad_values_are_openai_errors(server: Any, client: Any, path: str, body:
     assert err["error"]["type"] == "invalid_request_error" and err["error"]["param"] == param
     with pytest.raises(openai.BadRequestError, match="top_logprobs"):
         client.chat.completions.create(model="m", messages=CHAT, max_tokens=2, logprobs=True, top_logprobs=21)
+
+
+class _PieceGen:
+    """A generation whose tokens are the given text pieces, with a logprob each."""
+
+    def __init__(self, pieces: list[str]) -> None:
+        self.pieces, self.n, self.done = pieces, 0, False
+        self.stats = {"stop_reason": "max_tokens"}
+
+    def logprobs_from(self, start: int) -> list[ds4.TokenLogprob]:
+        return [ds4.TokenLogprob(i, -0.5, []) for i in range(start, self.n)]
+
+
+@pytest.mark.parametrize("style, pieces, content", [
+    ("gemma", ["Let", " me", " look", ".\n", "```", "tool", "_code", "\nget", "_weather", "(city", '="', "Paris",
+               '")', "\n```"], [0, 1, 2, 3]),
+    ("hermes", ["Sure", "<tool", "_call", '>{"name": "f", "arguments": {}}', "</tool_call>", " done"], [0, 5]),
+    ("hermes", ["a", " <", "b", "> c"], [0, 1, 2, 3]),  # held as a possible opener, then shown
+])
+def test_tool_call_tokens_have_no_logprobs(style: str, pieces: list[str], content: list[int]) -> None:
+    """With tools, logprobs follow the content the parser shows: tokens of call syntax are left out
+    (OpenAI reports logprobs for the message content), held ones wait for their text."""
+    import asyncio
+
+    from ds4.server.worker import Job
+
+    loop = asyncio.new_event_loop()
+    job = Job(prompt=[], options={"logprobs": 0}, loop=loop, tool_style=style, batched=True)
+    gen = _PieceGen(pieces)
+    job.gen = gen  # type: ignore[assignment]
+    for i, piece in enumerate(pieces):
+        gen.n = i + 1
+        job.relay(piece)
+    gen.done = True
+    job.relay("", final=True)
+    loop.run_until_complete(asyncio.sleep(0))
+    events = []
+    while not job.events.empty():
+        events.append(job.events.get_nowait())
+    loop.close()
+    assert [t.token for kind, v in events if kind == "logprobs" for t in v] == content
+    text = "".join(v for kind, v in events if kind == "text")
+    assert "tool" not in text and "(city" not in text

@@ -99,6 +99,11 @@ class ToolParser:
         self._held = ""     # text not shown yet: a possible opener, or a call being decoded
         self._started = False  # any non-space text seen (a llama3 call is the whole answer)
 
+    @property
+    def holding(self) -> bool:
+        """Whether text outside a call waits to be resolved (a possible opener)."""
+        return not self.in_call and bool(self._held)
+
     def feed(self, piece: str) -> str:
         self._held += piece
         out = []

@@ -7,7 +7,8 @@ every running generation, a long prompt fed in chunks beside the decoding rows).
 serving; batched generations decode plainly. Events reach each request's asyncio queue through its
 event loop: ``("text", piece)`` as text is decoded (after it, ``("call", ToolCall)`` as a call
 closes; before it, when the request asked for logprobs, ``("logprobs", [TokenLogprob, ...])`` of
-the tokens generated since the last), then ``("done", Generation)`` or ``("error", message)``.
+the tokens generated since the last: with tools, of those whose text it shows, call syntax left
+out), then ``("done", Generation)`` or ``("error", message)``.
 A cancelled request (its client went away) ends at the next step and frees its slot.
 """
 
@@ -54,20 +55,35 @@ class Job:
     parser: ToolParser | None = None
     calls_sent: int = 0
     switched: bool = False
-    logprobs_sent: int = 0  # tokens whose logprobs were relayed
+    logprobs_sent: int = 0  # tokens whose logprobs were taken from the generation
+    logprobs_held: list[Any] = field(default_factory=list)  # theirs while the parser holds their text
 
-    def _logprobs(self) -> None:
+    def _logprobs(self) -> list[Any]:
         """The logprobs of the tokens generated since the last call, when the request asked for
         them; an end-of-generation token (never shown) is left out."""
         gen = self.gen
         if gen is None or self.options.get("logprobs") is None:
-            return
+            return []
         new = gen.logprobs_from(self.logprobs_sent) or []
+        self.logprobs_sent += len(new)
         if new and gen.done and gen.stats["stop_reason"] == "eog":
             new.pop()
-        if new:
-            self.logprobs_sent += len(new)
-            self.emit("logprobs", new)
+        return new
+
+    def _relay_logprobs(self, new: list[Any], shown: str, call_syntax: bool, waiting: bool) -> None:
+        """With tools, the logprobs follow the text as the parser resolves it (OpenAI reports
+        them for the message's content only): a step's tokens wait while the parser holds their
+        text (a possible call opener), go out with the text it shows, and are dropped where they
+        turned out to be call syntax."""
+        held = self.logprobs_held + new
+        if call_syntax and not shown:
+            held = []
+        elif waiting and not shown:
+            self.logprobs_held = held
+            return
+        self.logprobs_held = []
+        if held:
+            self.emit("logprobs", held)
 
     def emit(self, kind: str, value: Any) -> None:
         self.loop.call_soon_threadsafe(self.events.put_nowait, (kind, value))
@@ -77,8 +93,10 @@ class Job:
         as ``("call", ToolCall)``. Where the answer enters call syntax, a generation that can switch
         (not batched) samples greedily from there on: the seeds' sampling-mode boundary, which
         rewinds drafts accepted past it."""
-        self._logprobs()
+        new = self._logprobs()
         if self.tool_style is None:
+            if new:
+                self.emit("logprobs", new)
             if piece:
                 self.emit("text", piece)
             return
@@ -86,7 +104,9 @@ class Job:
             self.parser = ToolParser(self.tool_style)
             self.parser.feed(self.prefix)
         p = self.parser
+        calls = len(p.calls)
         shown = p.feed(piece) + (p.finish() if final else "")
+        self._relay_logprobs(new, shown, p.in_call or len(p.calls) > calls, p.holding and not final)
         if shown:
             self.emit("text", shown)
         while self.calls_sent < len(p.calls):
