@@ -19,7 +19,7 @@ import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ds4 import _core
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ds4.model import Model
 
 MAGIC = b"DS4KVF01"
+TEMP_PREFIX = ".tmp-"  # a file being written (what a crash mid-save leaves: safe to remove)
 _HEAD = struct.Struct("<8sI")
 _MAX_HEADER = 64 << 20
 _SAMPLES, _SAMPLE_BYTES, _FIRST_BYTES = 16, 64 << 10, 16 << 20
@@ -79,7 +80,7 @@ def write(path: str | os.PathLike[str], snap: _core.SessionSnapshot, model_id: s
     header = json.dumps({"model": model_id, "state_format": _core.STATE_FORMAT, "tokens": snap.tokens,
                          "nbytes": len(data), "blake2b": hashlib.blake2b(data).hexdigest()},
                         separators=(",", ":")).encode()
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".ds4kv", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=path.suffix, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(_HEAD.pack(MAGIC, len(header)))
@@ -98,13 +99,18 @@ def write(path: str | os.PathLike[str], snap: _core.SessionSnapshot, model_id: s
 def read_header(path: str | os.PathLike[str]) -> Header:
     """The header of a state file (the state itself is not read nor checked)."""
     with open(path, "rb") as f:
-        head = f.read(_HEAD.size)
-        if len(head) < _HEAD.size or head[:8] != MAGIC:
-            raise StateFileError(f"{path}: not a ds4 state file")
-        n = _HEAD.unpack(head)[1]
-        if n > _MAX_HEADER:
-            raise StateFileError(f"{path}: corrupt header ({n} bytes)")
-        raw = f.read(n)
+        return _header(f, path)
+
+
+def _header(f: BinaryIO, path: str | os.PathLike[str]) -> Header:
+    """The header at the start of open file f (left just after it)."""
+    head = f.read(_HEAD.size)
+    if len(head) < _HEAD.size or head[:8] != MAGIC:
+        raise StateFileError(f"{path}: not a ds4 state file")
+    n = _HEAD.unpack(head)[1]
+    if n > _MAX_HEADER:
+        raise StateFileError(f"{path}: corrupt header ({n} bytes)")
+    raw = f.read(n)
     try:
         h: dict[str, Any] = json.loads(raw)
         out = Header(model=str(h["model"]), state_format=int(h["state_format"]), tokens=[int(t) for t in h["tokens"]],
@@ -126,10 +132,9 @@ def check_header(path: str | os.PathLike[str], header: Header, model_id: str) ->
 def read(path: str | os.PathLike[str], session: _core.Session, model_id: str) -> _core.SessionSnapshot:
     """The snapshot a state file holds, for `session` (of the model whose identity() is
     `model_id`), after checking the model, the format and the checksum."""
-    header = read_header(path)
-    check_header(path, header, model_id)
     with open(path, "rb") as f:
-        f.seek(header.offset)
+        header = _header(f, path)
+        check_header(path, header, model_id)
         data = f.read(header.nbytes + 1)
     if len(data) != header.nbytes:
         raise StateFileError(f"{path}: {len(data)} bytes of state where the header says {header.nbytes}")

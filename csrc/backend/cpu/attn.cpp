@@ -62,7 +62,7 @@ const AttnKernels& attn_kernels_scalar() {
 const AttnKernels& attn_kernels() {
 #if defined(DS4_X86)
     const quant::Isa isa = quant::active_isa();
-    if (isa == quant::Isa::avx2 || isa == quant::Isa::avx512 || isa == quant::Isa::avxvnni) return attn_kernels_avx2();
+    if (quant::x86_simd(isa)) return attn_kernels_avx2();
 #endif
     return attn_kernels_scalar();
 }

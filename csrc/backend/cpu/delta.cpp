@@ -62,7 +62,7 @@ const DeltaKernels& delta_kernels_scalar() {
 const DeltaKernels& delta_kernels(int64_t d_v) {
 #if defined(DS4_X86)
     const quant::Isa isa = quant::active_isa();
-    if ((isa == quant::Isa::avx2 || isa == quant::Isa::avx512 || isa == quant::Isa::avxvnni) && d_v % 8 == 0) return delta_kernels_avx2();
+    if (quant::x86_simd(isa) && d_v % 8 == 0) return delta_kernels_avx2();
 #endif
     return delta_kernels_scalar();
 }

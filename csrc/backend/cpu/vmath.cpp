@@ -69,7 +69,7 @@ const VecMath& vec_math_scalar() {
 
 const VecMath& vec_math(quant::Isa isa) {
 #if defined(DS4_X86)
-    if (isa == quant::Isa::avx2 || isa == quant::Isa::avx512 || isa == quant::Isa::avxvnni) return vec_math_avx2();
+    if (quant::x86_simd(isa)) return vec_math_avx2();
 #endif
     (void)isa;
     return vec_math_scalar();

@@ -60,7 +60,7 @@ class DiskCache:
         self.model, self.dir, self.budget, self.min_tokens = model, Path(directory), budget_bytes, min_tokens
         self.dir.mkdir(parents=True, exist_ok=True)
         self.model_id = state_file.identity(model)
-        self.n_ctx = model.session().n_ctx
+        self.n_ctx = model.n_ctx
         self._lock = threading.Lock()
         self._entries: dict[str, Entry] = {}
         self._scan()
@@ -72,7 +72,7 @@ class DiskCache:
 
     def _scan(self) -> None:
         for p in sorted(self.dir.iterdir()):
-            if p.name.startswith(".tmp-") and p.name.endswith(SUFFIX):
+            if p.name.startswith(state_file.TEMP_PREFIX) and p.name.endswith(SUFFIX):
                 log.warning("kv-disk: removing %s, a save cut short", p.name)
                 p.unlink(missing_ok=True)
                 continue
@@ -152,6 +152,9 @@ class DiskCache:
         entry holds them already; False when skipped (too short, known, or the writer is busy)."""
         if session.n_past < self.min_tokens:
             return False
+        if self._queue.full():  # before the snapshot: its copy would be wasted
+            log.info("kv-disk: the writer is busy; not saving a %d-position state", session.n_past)
+            return False
         snap = session.snapshot()
         tokens = np.asarray(snap.tokens, dtype=np.int64)
         if len(tokens) < self.min_tokens:
@@ -164,8 +167,7 @@ class DiskCache:
                     return False
         try:
             self._queue.put_nowait((name, snap))
-        except queue.Full:
-            log.info("kv-disk: the writer is busy; not saving a %d-token state", len(tokens))
+        except queue.Full:  # filled meanwhile (by a close)
             return False
         return True
 
