@@ -167,6 +167,14 @@ constexpr int kRowsMax = 8;
 RowsI16Fn rows_i16(Type type);
 RowsPacked2Fn rows2_i16(Type type);
 }  // namespace avx512
+namespace neon {
+DS4_I16_DECLARE
+DS4_I16_BLOCKS_DECLARE
+// Activation rows per pass of the block-lane kernels.
+constexpr int kBlockRowsMax = 4;
+// The fused rows kernels of Q4_0, Q4_1, Q5_1, Q4_K and Q6_K, or nullptr.
+RowsI16Fn rows_i16(Type type);
+}  // namespace neon
 #undef DS4_I16_DECLARE
 #undef DS4_I16_BLOCKS_DECLARE
 #undef DS4_I16_YMM_DECLARE

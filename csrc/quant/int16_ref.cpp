@@ -283,7 +283,7 @@ void gemm_i16_blocks(const int16_t* q, const float* sw, const float*, bool, int,
 namespace {
 
 // The SIMD GEMM needs only AVX2 (AVX-512 machines run it too, and their own kernels for the
-// block-lane formats); the scalar ISA runs the reference; NEON has none and keeps the float path.
+// block-lane formats) or NEON (arm/int16_neon.cpp); the scalar ISA runs the reference.
 constexpr bool all_batches(Type t) { return t != Type::Q2_K && t != Type::Q3_K && t != Type::Q5_K; }
 template <Type T>
 void decode_packed_ref(const void* row, int64_t n, int16_t* q, float* sw, float* mw) {
@@ -344,6 +344,20 @@ const I16Kernels& table(Isa isa) {
         return k;
     }();
     if (isa == Isa::avx512) return wide;
+#elif defined(DS4_ARM64)
+    static const I16Kernels simd{&decode_row<F>,
+                                 F::kMin,
+                                 F::B / kSpan,
+                                 F::kRange,
+                                 &neon::quantize_i16,
+                                 lanes ? &neon::gemm_i16_blocks : &neon::gemm_i16,
+                                 neon::rows_i16(T),
+                                 neon::rows_packed(T),
+                                 all_batches(T),
+                                 lanes,
+                                 lanes ? neon::kBlockRowsMax : kDotRowsMax,
+                                 packed_ref<T>()};
+    if (isa == Isa::neon) return simd;
 #endif
     return isa == Isa::scalar ? scalar : none;
 }

@@ -55,5 +55,8 @@ namespace avx512 {
 RowsPackedFn rows_packed(Type type);
 RowsPacked2Fn rows_packed2(Type type);
 }  // namespace avx512
+namespace neon {
+RowsPackedFn rows_packed(Type type);  // the packed rows kernel of `type`, or nullptr
+}  // namespace neon
 
 }  // namespace ds4::quant

@@ -10,8 +10,9 @@
 // x86/simd.h), and, where the table has them, dot_rows for every row count 1..kDotRowsMax and
 // decode_groups + gemm_groups for several weight-row x activation-row shapes, both bit for bit
 // against the table's own dot (the emulated fma rounds the same way in all three, so bit-identity
-// holds under SIMDe too). On x86, the int16 path of each format (int16_gemm.h) against its scalar
-// reference, bit for bit: GEMM, packed GEMM and packed rows kernels (check_i16).
+// holds under SIMDe too). The int16 path of each format (int16_gemm.h: the ISA's table, NEON's on
+// arm64) against its scalar reference, bit for bit: GEMM, rows kernels, packed GEMM and packed
+// rows kernels (check_i16).
 // Usage: simd_check avx2|avxvnni|avx512|neon [seed] (an arm64 build checks the NEON table, e.g. under
 // qemu-aarch64).  Prints one line per failure; exit status 1 if any.
 #include <cmath>
@@ -145,7 +146,6 @@ int check_gemm(const Case& c, const TypeInfo& ti, const Kernels& k, int64_t n, i
     return failures;
 }
 
-#if defined(DS4_X86)
 // The int16 path of `type` on `isa` against the scalar reference, bit for bit: the GEMM over
 // decoded rows; the fused rows kernels (one weight row, and two at a time where the ISA has them)
 // for every activation row count up to rows_max and a rest, over GGUF rows and, for the formats
@@ -227,7 +227,6 @@ int check_i16(const Case& c, const TypeInfo& ti, Isa isa, std::mt19937_64& rng, 
     }
     return failures;
 }
-#endif
 
 }  // namespace
 
@@ -293,7 +292,9 @@ int main(int argc, char** argv) {
             for (int64_t nblk : {1, 3})
                 for (const auto& [nw, nx] : shapes) failures += check_gemm(c, ti, simd, nblk * bs, nw, nx, rng, checks);
         }
-#if defined(DS4_X86)
+#if defined(DS4_ARM64)
+        failures += check_i16(c, ti, Isa::neon, rng, checks);
+#else
         failures += check_i16(c, ti, isa == "avx512" ? Isa::avx512 : isa == "avxvnni" ? Isa::avxvnni : Isa::avx2, rng, checks);
 #endif
     }
