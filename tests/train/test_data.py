@@ -49,3 +49,20 @@ def test_shards_grow_with_the_prompt_set(tmp_path: Path, capsys: pytest.CaptureF
     changed = data.generate_to(tmp_path, model, ["one two", "a b c d", "x y", "x y", "five six"], (1, 2), 12, shard=2)
     assert len(changed) == 5 and len(changed[0].tokens) < len(longer[0].tokens)  # shard 0 made again from its new prompts
     assert np.array_equal(changed[4].tokens, longer[4].tokens)
+
+
+def test_teacher_rows_give_the_targets_logits(tmp_path: Path) -> None:
+    """The final hidden state a sample keeps is what the target's head reads: its output projection
+    over each position's teacher row gives the engine's logits there (the distribution the
+    trainer distils), and their argmax the next token the target chose."""
+    from ds4.train.trainer import target_parts
+
+    path = block_target.target_gguf()
+    model = ds4.Model(str(path), threads=2)
+    (s,) = data.generate_to(tmp_path, model, ["one two three"], (1, 2), 12, shard=2)
+    assert s.teacher.shape == (len(s.tokens), s.features.shape[1] // 2)
+    parts = target_parts(path)
+    got = s.teacher @ parts.output.numpy().T
+    want = np.asarray(model.session().eval(s.tokens.tolist())).reshape(len(s.tokens), -1)
+    assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+    assert np.array_equal(got[s.start:-1].argmax(-1), s.tokens[s.start + 1:])

@@ -36,6 +36,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ffn", type=int, default=2048)
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--distill", type=float, default=1.0,
+                   help="weight of the cross-entropy against the target's own next-token distribution (0: its tokens only)")
     p.add_argument("--minutes", type=float, default=0.0, help="stop (resumably) after this much training in this run")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--device", default="auto", help="where torch trains: auto (CUDA when present, else the CPU), cpu, cuda")
@@ -110,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     net = DrafterNet(cfg, parts, seed=args.seed).to_device(device)
     bf16 = args.precision == "bf16" or (args.precision == "auto" and bf16_is_native(device))
-    tc = TrainConfig(steps=args.steps, lr=args.lr, minutes=args.minutes, seed=args.seed, bf16=bf16)
+    tc = TrainConfig(steps=args.steps, lr=args.lr, minutes=args.minutes, seed=args.seed, bf16=bf16, distill=args.distill)
     print(f"ds4 train-drafter: {describe(cfg)}; data {len(samples)} sequences, {n_tokens} tokens "
           f"({len(heldout)} held out), ready in {data_s:.0f} s; training on {device} in {'bf16' if bf16 else 'f32'}",
           file=sys.stderr)

@@ -3,7 +3,9 @@ target's own greedy continuation, and the hidden states at the drafter's target 
 position of prompt and continuation (what the drafter conditions on at run time, computed by the
 same kernels). Positions from the last prompt token on are where blocks are drafted: their next
 tokens are the target's own choices, the labels a drafter must match for its drafts to be
-accepted."""
+accepted. Each position also keeps the target's final hidden state (after its output norm: what
+its output head reads), from which the trainer takes the target's whole next-token distribution
+to distil."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ class Sample:
     tokens: np.ndarray    # [T] int32: prompt then continuation
     features: np.ndarray  # [T, k * n_embd] float32: the target's hidden states, layers side by side
     start: int            # the first position whose next token the target chose (the last prompt token)
+    teacher: np.ndarray   # [T, n_embd] float32: the final hidden state, the target's logits = output @ it
 
 
 def read_prompts(path: str | os.PathLike[str] | None) -> list[str]:
@@ -79,7 +82,8 @@ def generate(model: object, prompts: Sequence[str | Sequence[int]], layers: Sequ
         for prompt, g in zip(ids, gens):
             tokens = np.asarray(prompt + g.tokens, dtype=np.int32)
             n_tokens += len(tokens)
-            yield Sample(tokens, features(model, tokens, layers), len(prompt) - 1)
+            feats, teacher = features(model, tokens, layers)
+            yield Sample(tokens, feats, len(prompt) - 1, teacher)
         if progress:
             print(f"\rds4 train-drafter: data {first + min(at + batch, len(prompts))}/{total or len(prompts)} prompts, {n_tokens} tokens, "
                   f"{n_tokens / (time.time() - t0):.0f} tok/s", end="", file=sys.stderr, flush=True)
@@ -87,14 +91,17 @@ def generate(model: object, prompts: Sequence[str | Sequence[int]], layers: Sequ
         print(file=sys.stderr)
 
 
-def features(model: object, tokens: np.ndarray, layers: Sequence[int], chunk: int = 256) -> np.ndarray:
-    """[T, k * n_embd] float32 (Gemma's overflow float16): the hidden states at capture indices `layers`, side by side."""
+def features(model: object, tokens: np.ndarray, layers: Sequence[int], chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """([T, k * n_embd] float32 (Gemma's overflow float16): the hidden states at capture indices
+    `layers`, side by side; [T, n_embd]: the final one, capture index n_layer)."""
     s = model.session()  # type: ignore[attr-defined]
-    parts = []
+    last = model._m.n_layer  # type: ignore[attr-defined]
+    parts, final = [], []
     for at in range(0, len(tokens), chunk):
-        h = s.eval_hidden(tokens[at:at + chunk], list(layers))  # [k, n, d]
-        parts.append(np.concatenate(list(h), axis=-1))
-    return np.concatenate(parts)
+        h = s.eval_hidden(tokens[at:at + chunk], [*layers, last])  # [k + 1, n, d]
+        parts.append(np.concatenate(list(h[:-1]), axis=-1))
+        final.append(h[-1])
+    return np.concatenate(parts), np.concatenate(final)
 
 
 def generate_to(work: Path, model: object, prompts: Sequence[str], layers: Sequence[int], max_new: int,
@@ -105,7 +112,8 @@ def generate_to(work: Path, model: object, prompts: Sequence[str], layers: Seque
     missing shard, a longer prompt set reuses the shards of the prompts it starts with (data grows
     run by run), a shard whose prompts changed is made again, and data of another target, layers
     or --max-new is refused."""
-    recipe = {"max_new": max_new, "layers": list(layers), "model": Path(model.path).name}  # type: ignore[attr-defined]
+    recipe = {"max_new": max_new, "layers": list(layers), "model": Path(model.path).name,  # type: ignore[attr-defined]
+              "teacher": "final hidden state"}
     path = work / "data.json"
     manifest = json.loads(path.read_text()) if path.exists() else {**recipe, "shards": {}}
     if {k: manifest.get(k) for k in recipe} != recipe or not isinstance(manifest.get("shards"), dict):
@@ -145,15 +153,16 @@ def save(samples: Sequence[Sample], path: Path) -> None:
     """Writes the samples to ``path`` (an .npz), atomically."""
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
     np.savez(tmp, tokens=np.concatenate([s.tokens for s in samples]), features=np.concatenate([s.features for s in samples]),
-             lengths=np.array([len(s.tokens) for s in samples]), starts=np.array([s.start for s in samples]))
+             teacher=np.concatenate([s.teacher for s in samples]), lengths=np.array([len(s.tokens) for s in samples]),
+             starts=np.array([s.start for s in samples]))
     os.replace(tmp, path)
 
 
 def load(path: Path) -> list[Sample]:
     with np.load(path) as z:  # each z[key] reads its array again: once each
-        tokens, feats, lengths, starts = z["tokens"], z["features"], z["lengths"], z["starts"]
+        tokens, feats, teacher, lengths, starts = z["tokens"], z["features"], z["teacher"], z["lengths"], z["starts"]
     out, at = [], 0
     for n, start in zip(lengths, starts):
-        out.append(Sample(tokens[at:at + n], feats[at:at + n], int(start)))
+        out.append(Sample(tokens[at:at + n], feats[at:at + n], int(start), teacher[at:at + n]))
         at += int(n)
     return out

@@ -121,6 +121,7 @@ class DrafterNet(nn.Module):
             t2d = torch.full((target.n_vocab,), len(cfg.d2t), dtype=torch.long)
             t2d[self.d2t] = torch.arange(len(cfg.d2t))
             self.register_buffer("t2d", t2d, persistent=False)  # target id -> W1 row
+            self.register_buffer("teacher_rows", target.output[self.d2t].clone(), persistent=False)
 
     def to_device(self, device: str | torch.device) -> DrafterNet:
         """The net and the target's parts it reads on `device` (CUDA when training there)."""
@@ -186,6 +187,12 @@ class DrafterNet(nn.Module):
         if self.cfg.d2t:
             return F.linear(h, self.p("output.weight"))
         z = F.linear(h, self.target.output)
+        cap = self.target.softcap
+        return cap * torch.tanh(z / cap) if cap > 0 else z
+
+    def teacher_logits(self, final: torch.Tensor) -> torch.Tensor:
+        """The target's own logits over the draft vocabulary, of its final hidden states [..., d]."""
+        z = F.linear(final, self.teacher_rows if self.cfg.d2t else self.target.output)
         cap = self.target.softcap
         return cap * torch.tanh(z / cap) if cap > 0 else z
 

@@ -7,7 +7,11 @@ position i predicting the token at a + 1 + i with weight exp(-i / gamma):
   - DSpark: the Markov head teacher-forced on the true previous token; 0.1 x cross-entropy, 0.9 x
     (1 - p(target's token)) (the distribution-matching L1 term against the target's one-hot
     greedy choice: the chance of rejection) and the confidence head's binary cross-entropy against
-    whether the drafted (argmax) token is the target's (DeepSpec's recipe, for greedy targets).
+    whether the drafted (argmax) token is the target's (DeepSpec's recipe, for greedy targets);
+  - both: `distill` x the cross-entropy against the target's own next-token distribution at that
+    position (its output head over the final hidden state the data keeps, restricted to the draft
+    vocabulary): the whole distribution teaches more per token than its argmax (on Gemma 3 270M,
+    1,000 steps on 106k tokens: 0.76 -> 1.12 accepted tokens per block held out).
 Held-out acceptance is measured as ds4 drafts: the whole block in one pass, the Markov head
 following its own greedy chain, the accepted prefix counted against the target's tokens. After
 training, the confidence head is calibrated on held-out data (Platt scaling folded into its
@@ -41,6 +45,7 @@ class TrainConfig:
     lr: float = 2e-3
     warmup: int = 50
     gamma: float = 4.0        # position decay of the loss weights
+    distill: float = 1.0      # weight of the cross-entropy against the target's distribution
     eval_every: int = 100
     eval_anchors: int = 256   # held-out blocks per evaluation
     minutes: float = 0.0      # > 0: stop (resumably) after this much training time in this sitting
@@ -57,9 +62,10 @@ def anchors_of(sample: Sample, n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def blocks(net: DrafterNet, sample: Sample, anchors: np.ndarray
-           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The drafter's layers over blocks at `anchors` of one sample: (final-normed rows [M, nd, d],
-    labels [M, nd] (target ids), valid [M, nd], previous tokens [M, nd])."""
+    labels [M, nd] (target ids), valid [M, nd], previous tokens [M, nd], the target's final
+    hidden states [M, nd, d] at the positions whose next token each row predicts)."""
     c = net.cfg
     dev = net.device
     toks = torch.from_numpy(sample.tokens.astype(np.int64)).to(dev)
@@ -78,7 +84,8 @@ def blocks(net: DrafterNet, sample: Sample, anchors: np.ndarray
     valid = at < T
     labels = toks[at.clamp(max=T - 1)]
     prev = torch.cat([toks[a][:, None], labels[:, :-1]], 1)
-    return h, labels, valid, prev
+    teacher = torch.from_numpy(sample.teacher).to(dev)[(at - 1).clamp(max=T - 1)]
+    return h, labels, valid, prev, teacher
 
 
 def _draft_ids(net: DrafterNet, labels: torch.Tensor) -> torch.Tensor:
@@ -88,28 +95,38 @@ def _draft_ids(net: DrafterNet, labels: torch.Tensor) -> torch.Tensor:
     return torch.where(net.t2d[labels] < len(net.cfg.d2t), net.t2d[labels], -1)
 
 
-def loss_of(net: DrafterNet, batch: Sequence[tuple[Sample, np.ndarray]], gamma: float) -> torch.Tensor:
+def loss_of(net: DrafterNet, batch: Sequence[tuple[Sample, np.ndarray]], gamma: float, distill: float = 0.0) -> torch.Tensor:
     """The objective over the blocks of a batch of (sample, anchors): the layers run per sample (each
     has its own context), the output head, Markov head and loss once over all the batch's rows."""
     parts = [blocks(net, s, a) for s, a in batch if len(a)]
-    h, labels, valid, prev = (torch.cat([p[i] for p in parts]) for i in range(4))
+    h, labels, valid, prev, teacher = (torch.cat([p[i] for p in parts]) for i in range(5))
     base = net.base_logits(h)
     y = _draft_ids(net, labels)
     w = torch.exp(-torch.arange(labels.shape[1], dtype=torch.float32, device=labels.device) / gamma)[None] * valid
     known = y >= 0
+
+    def soft(lsm: torch.Tensor) -> torch.Tensor:  # cross-entropy against the target's distribution
+        if distill == 0.0:
+            return torch.zeros_like(w)
+        with torch.no_grad():
+            p = net.teacher_logits(teacher).float().softmax(-1)
+        return -(p * lsm).sum(-1) * distill
+
     if not net.cfg.dspark:
         with torch.autocast(labels.device.type, enabled=False):
-            ce = F.cross_entropy(base.flatten(0, 1).float(), y.clamp(min=0).flatten(), reduction="none").view_as(w) * known
-            return (w * ce).sum() / w.sum()
+            lsm = base.float().log_softmax(-1)
+            ce = -lsm.gather(-1, y.clamp(min=0)[..., None])[..., 0] * known
+            return (w * (ce + soft(lsm))).sum() / w.sum()
     logits, conf = net.markov(base, h, prev)
     with torch.autocast(labels.device.type, enabled=False):  # the loss in float32 under a bf16 autocast
         logits, conf = logits.float(), conf.float()
-        lp = logits.log_softmax(-1).gather(-1, y.clamp(min=0)[..., None])[..., 0]
+        lsm = logits.log_softmax(-1)
+        lp = lsm.gather(-1, y.clamp(min=0)[..., None])[..., 0]
         ce = -lp * known
         l1 = 1.0 - lp.exp() * known                                    # 1 - p(target's token)
         hit = ((logits.argmax(-1) == y) & known).float()
         bce = F.binary_cross_entropy(conf.clamp(1e-6, 1 - 1e-6), hit, reduction="none")
-        return (w * (0.1 * ce + 0.9 * l1 + bce)).sum() / w.sum()
+        return (w * (0.1 * ce + 0.9 * l1 + bce + soft(lsm))).sum() / w.sum()
 
 
 @torch.no_grad()
@@ -128,7 +145,7 @@ def acceptance(net: DrafterNet, samples: Sequence[Sample], n_anchors: int, seed:
         a = anchors_of(s, per, rng)
         if len(a) == 0:
             continue
-        h, labels, valid, _ = blocks(net, s, a)
+        h, labels, valid, _, _ = blocks(net, s, a)
         base = net.base_logits(h)
         for m in range(len(a)):
             prev = labels.new_tensor(int(s.tokens[a[m]]))
@@ -234,7 +251,7 @@ class Trainer:
             picks = [self.train[int(self.rng.integers(len(self.train)))] for _ in range(c.batch)]
             batch = [(s, anchors_of(s, c.anchors, self.rng)) for s in picks]
             with torch.autocast(self.net.device.type, dtype=torch.bfloat16, enabled=c.bf16):
-                loss = loss_of(self.net, batch, c.gamma)
+                loss = loss_of(self.net, batch, c.gamma, c.distill)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.params, 1.0)
             self.opt.step()
