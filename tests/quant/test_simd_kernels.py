@@ -167,6 +167,7 @@ AVX512_SOURCES = ["x86/float_avx512.cpp", "x86/float_kquants_avx512.cpp", "x86/f
                   "x86/int16_gemm_avx512.cpp", "x86/int16_blocks_avx512.cpp", "x86/int16_rows_avx512.cpp"]
 AVXVNNI_SOURCES = ["x86/int16_gemm_avxvnni.cpp", "x86/int16_blocks_avxvnni.cpp", "x86/int16_rows_avxvnni.cpp"]
 ARM_SOURCES = [s for s in CHECK_SOURCES if "x86/" not in s] + ["arm/float_neon.cpp", "arm/int16_neon.cpp"]
+ARM_BACKEND_SOURCES = ["attn.cpp", "attn_neon.cpp", "vmath.cpp", "vmath_neon.cpp"]
 AVX2_FLAGS = ["-mavx2", "-mfma", "-mf16c", "-mbmi2"]
 
 
@@ -212,23 +213,30 @@ def test_cpp_checker_avx512_emulated(tmp_path):
 
 @pytest.mark.skipif(sys.platform != "linux", reason="linux only")
 def test_cpp_checker_neon_under_qemu(tmp_path):
-    """The NEON kernels, cross-compiled for arm64 and run under qemu-aarch64 (user mode)."""
+    """The NEON kernels, cross-compiled for arm64 and run under qemu-aarch64 (user mode): the quant
+    tables (simd_check.cpp: the float path within its bound, the int16 path bit for bit) and the
+    backend's row ops and attention (tests/backend/neon_check.cpp)."""
     cxx, qemu = shutil.which("aarch64-linux-gnu-g++"), shutil.which("qemu-aarch64")
     if cxx is None or qemu is None:
         pytest.skip("needs aarch64-linux-gnu-g++ and qemu-aarch64 (apt-get install g++-aarch64-linux-gnu qemu-user)")
     q = ROOT / "csrc" / "quant"
-    srcs = [q / s for s in ARM_SOURCES] + [ROOT / "tests" / "quant" / "simd_check.cpp"]
+    checks = [ROOT / "tests" / "quant" / "simd_check.cpp", ROOT / "tests" / "backend" / "neon_check.cpp"]
+    srcs = [q / s for s in ARM_SOURCES] + [ROOT / "csrc" / "backend" / "cpu" / s for s in ARM_BACKEND_SOURCES] + checks
     objs = []
     for i in range(0, len(srcs), 2):
         jobs = []
         for src in srcs[i:i + 2]:
             obj = tmp_path / (src.stem + ".o")
-            objs.append(str(obj))
+            objs.append(obj)
             jobs.append(subprocess.Popen([cxx, "-O2", "-std=c++17", "-DDS4_ARM64=1", f"-I{ROOT / 'csrc'}", "-w",
                                           "-c", str(src), "-o", str(obj)], stderr=subprocess.PIPE, text=True))
         for j in jobs:
             assert j.wait() == 0, j.stderr.read()
-    exe = tmp_path / "simd_check_arm64"
-    subprocess.run([cxx, "-static", "-o", str(exe)] + objs, check=True)
-    r = subprocess.run([qemu, str(exe), "neon", "99"], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
+    mains = {tmp_path / (c.stem + ".o") for c in checks}
+    common = [str(o) for o in objs if o not in mains]
+    for check, args in ((checks[0], ["neon", "99"]), (checks[1], ["99"])):
+        exe = tmp_path / f"{check.stem}_arm64"
+        subprocess.run([cxx, "-static", "-o", str(exe), str(tmp_path / (check.stem + ".o"))] + common, check=True)
+        r = subprocess.run([qemu, str(exe)] + args, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert " 0 failures" in r.stdout

@@ -61,8 +61,9 @@ const AttnKernels& attn_kernels_scalar() {
 
 const AttnKernels& attn_kernels() {
 #if defined(DS4_X86)
-    const quant::Isa isa = quant::active_isa();
-    if (quant::x86_simd(isa)) return attn_kernels_avx2();
+    if (quant::x86_simd(quant::active_isa())) return attn_kernels_avx2();
+#elif defined(DS4_ARM64)
+    if (quant::active_isa() == quant::Isa::neon) return attn_kernels_neon();
 #endif
     return attn_kernels_scalar();
 }

@@ -26,6 +26,8 @@ struct AttnKernels {
 const AttnKernels& attn_kernels_scalar();
 #if defined(DS4_X86)
 const AttnKernels& attn_kernels_avx2();  // attn_avx2.cpp; also used when AVX-512 is active
+#elif defined(DS4_ARM64)
+const AttnKernels& attn_kernels_neon();  // attn_neon.cpp
 #endif
 // The kernels of the active ISA (quant::active_isa()), scalar where no SIMD variant exists.
 const AttnKernels& attn_kernels();

@@ -70,6 +70,8 @@ const VecMath& vec_math_scalar() {
 const VecMath& vec_math(quant::Isa isa) {
 #if defined(DS4_X86)
     if (quant::x86_simd(isa)) return vec_math_avx2();
+#elif defined(DS4_ARM64)
+    if (isa == quant::Isa::neon) return vec_math_neon();
 #endif
     (void)isa;
     return vec_math_scalar();

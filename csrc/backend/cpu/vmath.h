@@ -37,6 +37,8 @@ struct VecMath {
 const VecMath& vec_math_scalar();
 #if defined(DS4_X86)
 const VecMath& vec_math_avx2();  // vmath_avx2.cpp; also used when AVX-512 is active
+#elif defined(DS4_ARM64)
+const VecMath& vec_math_neon();  // vmath_neon.cpp
 #endif
 // The kernels of `isa` (scalar where no SIMD variant exists); vec_math() those of the active ISA.
 const VecMath& vec_math(quant::Isa isa);
