@@ -392,15 +392,30 @@ struct Q6K {
 };
 
 // y[r * ldy] for R activation rows against one GGUF row of format F: the integer lane sums and the
-// fma per group as the GEMM takes them, then the minimum terms (their own accumulators, in the
-// reference's order) from the blocks' minimums.
+// fma per group as the GEMM takes them; for the formats with a minimum, the blocks' minimum per
+// half (as decode_row writes it) gathered eight at a time into their own accumulators, in the
+// reference's order (half h into lane h % 8).
 template <class F, int R>
 void rows(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, float* y, int64_t ldy) {
     const auto* p = static_cast<const uint8_t*>(w);
     constexpr int64_t kB = F::kSuper ? QK_K : kSpan;
     const int64_t nb = n / kB, halves = n / kHalf;
-    F8 acc[R];
-    for (F8& v : acc) v = zero8();
+    F8 acc[R], c[R];
+    for (int r = 0; r < R; ++r) acc[r] = c[r] = zero8();
+    float mw[8];   // minimums of the halves h0 .. h0 + fill - 1
+    int64_t h0 = 0;
+    int fill = 0;
+    const auto push = [&](float m) {
+        mw[fill++] = m;
+        if (fill < 8) return;
+        const float32x4_t m0 = vld1q_f32(mw), m1 = vld1q_f32(mw + 4);
+        for (int r = 0; r < R; ++r) {
+            c[r].lo = vfmaq_f32(c[r].lo, m0, vld1q_f32(xs + r * halves + h0));
+            c[r].hi = vfmaq_f32(c[r].hi, m1, vld1q_f32(xs + r * halves + h0 + 4));
+        }
+        h0 += 8;
+        fill = 0;
+    };
     for (int64_t bi = 0; bi < nb; ++bi) {
         const F f(p + bi * F::kBytes);
         Pos S[R];
@@ -419,46 +434,21 @@ void rows(const void* w, int64_t n, const int16_t* a, const float* da, const flo
             const float32x4_t scale = vdupq_n_f32(d * da[r * nb + bi]);
             fma_lanes(acc[r], S[r], scale, scale);
         }
-    }
-    for (int r = 0; r < R; ++r) y[r * ldy] = hsum(acc[r]);
-    if constexpr (F::kMin) {
-        // The minimum per half as decode_row writes it, 16 halves per super-block or 2 per block.
-        float mwh[16];
-        F8 c[R];
-        for (F8& v : c) v = zero8();
-        float cl[R][8];
-        int64_t h = 0;
-        const auto halves_of = [&](int64_t bi) {
-            const F f(p + bi * F::kBytes);
-            if constexpr (F::kSuper) {
-                for (int j = 0; j < 16; ++j) mwh[j] = f.mw[j / 2];
-            } else {
-                mwh[0] = mwh[1] = f.mw();
-            }
-        };
-        constexpr int64_t kPer = F::kSuper ? 16 : 2;  // halves per block
-        float buf[8];
-        int fill = 0;
-        for (int64_t bi = 0; bi < nb; ++bi) {
-            halves_of(bi);
-            for (int j = 0; j < kPer; ++j) {
-                buf[fill++] = mwh[j];
-                if (fill == 8) {
-                    const float32x4_t m0 = vld1q_f32(buf), m1 = vld1q_f32(buf + 4);
-                    for (int r = 0; r < R; ++r) {
-                        c[r].lo = vfmaq_f32(c[r].lo, m0, vld1q_f32(xs + r * halves + h));
-                        c[r].hi = vfmaq_f32(c[r].hi, m1, vld1q_f32(xs + r * halves + h + 4));
-                    }
-                    h += 8;
-                    fill = 0;
-                }
-            }
+        if constexpr (F::kMin && F::kSuper) {
+            for (int j = 0; j < 16; ++j) push(f.mw[j / 2]);
+        } else if constexpr (F::kMin) {
+            push(f.mw());
+            push(f.mw());
         }
-        for (int r = 0; r < R; ++r) {
-            vst1q_f32(cl[r], c[r].lo);
-            vst1q_f32(cl[r] + 4, c[r].hi);
-            for (int j = 0; j < fill; ++j) cl[r][j] = std::fma(buf[j], xs[r * halves + h + j], cl[r][j]);
-            y[r * ldy] -= hsum({vld1q_f32(cl[r]), vld1q_f32(cl[r] + 4)});
+    }
+    for (int r = 0; r < R; ++r) {
+        y[r * ldy] = hsum(acc[r]);
+        if constexpr (F::kMin) {
+            float cl[8];
+            vst1q_f32(cl, c[r].lo);
+            vst1q_f32(cl + 4, c[r].hi);
+            for (int j = 0; j < fill; ++j) cl[j] = std::fma(mw[j], xs[r * halves + h0 + j], cl[j]);
+            y[r * ldy] -= hsum({vld1q_f32(cl), vld1q_f32(cl + 4)});
         }
     }
 }
