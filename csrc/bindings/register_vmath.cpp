@@ -65,6 +65,14 @@ void register_vmath(py::module_& m) {
         return y;
     }, py::arg("x"), py::arg("max"), py::arg("t"), py::arg("isa") = py::none(),
        "exp((x - max) / t) with the sampler's row kernel (exactly 0 where x is -inf).");
+    m.def("to_f16", [](const F32Array& x, const std::optional<std::string>& isa) {
+        const VecMath& vm = vec_math_of(isa);
+        if (x.ndim() != 1) throw py::value_error("x must be 1-D");
+        py::array_t<uint16_t> y(x.size());
+        vm.to_f16(x.data(), static_cast<int64_t>(x.size()), y.mutable_data());
+        return y;
+    }, py::arg("x"), py::arg("isa") = py::none(),
+       "The bits of x as IEEE halves (uint16), by the row kernel that fills an f16 KV cache.");
     m.def("argmax_row", [](const F32Array& v, const std::optional<std::string>& isa) {
         const VecMath& vm = vec_math_of(isa);
         if (v.ndim() != 1 || v.size() == 0) throw py::value_error("v must be 1-D and non-empty");

@@ -4,7 +4,7 @@
 // test_vmath.py and the model oracles). Checks: softmax, gated activations and tempered
 // exponentials within the x86 tests' tolerances of float64; argmax and its finiteness flag equal
 // to the scalar kernel's; each element's bits independent of where it sits in a row (vector body
-// or padded tail); attention scores and the V mix within a rounding bound of float64, and a head's
+// or padded tail); the f16 conversion equal to the scalar one, bit for bit; attention scores and the V mix within a rounding bound of float64, and a head's
 // results identical whether computed alone or with the others of its group.
 // Usage: neon_check [seed]. Prints one line per failure; exit status 1 if any.
 #include <cmath>
@@ -123,6 +123,29 @@ void check_argmax_exp(const VecMath& vm, const VecMath& ref, std::mt19937_64& rn
     }
 }
 
+// The f16 conversion: the scalar conversion's bits (round to nearest even, ties, overflow,
+// subnormals, NaN payloads) in the vector body and the padded tail.
+void check_to_f16(const VecMath& vm, const VecMath& ref, std::mt19937_64& rng) {
+    std::vector<float> x = {0.0f, -0.0f, 1.0f, 1.00048828125f, -1.00048828125f, 65504.0f, 65519.99f, 65520.0f, 1e6f,
+                            INFINITY, -INFINITY, 6.1035156e-05f, 5.9604645e-08f, 2.9802322e-08f, 4.4703484e-08f,
+                            1e-45f, NAN};
+    for (uint32_t bits : {0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0x7FBFFFFFu, 0x7FFFE000u}) {
+        float f;
+        std::memcpy(&f, &bits, sizeof f);
+        x.push_back(f);
+    }
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::uniform_int_distribution<int> ex(-30, 18);
+    for (int i = 0; i < 1000; ++i) x.push_back(std::ldexp(nd(rng), ex(rng)));
+    for (size_t start : {size_t{0}, size_t{1}, size_t{5}}) {
+        const int64_t n = static_cast<int64_t>(x.size() - start);
+        std::vector<uint16_t> got(n), want(n);
+        vm.to_f16(x.data() + start, n, got.data());
+        ref.to_f16(x.data() + start, n, want.data());
+        for (int64_t i = 0; i < n; ++i) expect(got[i] == want[i], "to_f16", got[i], want[i]);
+    }
+}
+
 // Scores and mix of g heads sharing a KV head against float64 and against each head alone.
 void check_attention(const AttnKernels& k, std::mt19937_64& rng) {
     std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -186,6 +209,7 @@ int main(int argc, char** argv) {
     check_softmax(vm, rng);
     check_glu(vm, rng);
     check_argmax_exp(vm, vec_math_scalar(), rng);
+    check_to_f16(vm, vec_math_scalar(), rng);
     check_attention(attn_kernels(), rng);
     std::printf("neon backend: %d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;

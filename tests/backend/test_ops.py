@@ -197,6 +197,36 @@ def test_attention(be: _core.Backend, kv_type: str, mode: str, window: int, cap:
                          window)[0], out[r])
 
 
+X86_LEVELS = [isa for isa in ("avx2", "avxvnni", "avx512") if isa in ISAS]
+
+
+@pytest.mark.skipif(len(X86_LEVELS) < 2, reason="one x86 SIMD level on this CPU")
+@pytest.mark.parametrize("kv_type", ["f32", "f16"])
+@pytest.mark.parametrize("n_head,n_head_kv,hd", [(4, 1, 256), (14, 2, 64), (3, 3, 72), (2, 1, 76), (8, 8, 20)])
+def test_attention_is_the_same_on_every_x86_level(kv_type: str, n_head: int, n_head_kv: int, hd: int) -> None:
+    """The AVX-512 kernels do the AVX2 kernels' arithmetic (head dims with 8- and <8-element
+    remainders, every head-group shape, the many-rows and the few-rows paths): the same floats."""
+    rng = np.random.default_rng(hd)
+    n_past, n = 150, 40
+    k = rng.standard_normal((n_past + n, n_head_kv * hd)).astype(np.float32)
+    v = rng.standard_normal((n_past + n, n_head_kv * hd)).astype(np.float32)
+    q = rng.standard_normal((n, n_head * hd)).astype(np.float32)
+    pos = np.arange(n_past, n_past + n, dtype=np.int32)
+    before = _core.simd_active()
+    outs = []
+    try:
+        for isa in X86_LEVELS:
+            _core.set_simd(isa)
+            be = _core.Backend("cpu", threads=2)
+            outs.append([be.attention(q[:m], pos[:m], pos[:m], k, v, kv_type, n_head, n_head_kv, hd, 0.125, 0.0, 0)
+                         for m in (1, n)])
+    finally:
+        _core.set_simd(before)
+    for got in outs[1:]:
+        for a, b in zip(got, outs[0]):
+            np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("kv_type,dtype", [("f32", np.float32), ("f16", np.float16)])
 def test_store_kv(be: _core.Backend, kv_type: str, dtype: type) -> None:
     rng = np.random.default_rng(7)

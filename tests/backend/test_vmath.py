@@ -102,3 +102,22 @@ def test_exp_scaled(isa, t):
     # below a float's normal range: denormals, then exactly 0, as std::exp
     tail = _core.exp_scaled(np.array([0, -90, -100, -103, -110, -1e4], np.float32), 0.0, 1.0, isa=isa)
     assert (tail[1:4] > 0).all() and (tail[1:4] < 1.2e-38).all() and tail[4:].tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_to_f16(isa):
+    """IEEE halves rounded to nearest even (numpy's float16 is the oracle), on every ISA the
+    scalar conversion's bits, NaN payloads included; body and tail alike."""
+    rng = np.random.default_rng(4)
+    tie = np.float32(1.0 + 2.0**-11)  # halfway between two halves: to the even one
+    specials = np.array([0.0, -0.0, 1.0, -2.5, tie, -tie, 65504.0, 65519.99, 65520.0, 1e6, -1e6, np.inf, -np.inf,
+                         2.0**-14, 2.0**-24, 2.0**-25, 1.5 * 2.0**-25, 2.0**-26, 3e-8, -6e-8, 1e-45, 6.1e-5], np.float32)
+    x = np.concatenate([specials, (rng.standard_normal(997) * 10.0 ** rng.integers(-8, 6, 997)).astype(np.float32)])
+    got = _core.to_f16(x, isa=isa)
+    with np.errstate(over="ignore"):  # the overflows to inf are part of the test
+        np.testing.assert_array_equal(got, x.astype(np.float16).view(np.uint16))
+    for start, stop in [(0, 3), (5, 20), (1, 1000)]:
+        np.testing.assert_array_equal(_core.to_f16(x[start:stop], isa=isa), got[start:stop])
+    nans = np.array([0x7FC00000, 0xFFC00001, 0x7F800001, 0x7FBFFFFF, 0x7FFFE000], np.uint32).view(np.float32)
+    np.testing.assert_array_equal(_core.to_f16(nans, isa=isa), _core.to_f16(nans, isa="scalar"))
+    assert ((_core.to_f16(nans, isa=isa) & 0x7E00) == 0x7E00).all()  # quiet NaNs

@@ -61,6 +61,7 @@ const AttnKernels& attn_kernels_scalar() {
 
 const AttnKernels& attn_kernels() {
 #if defined(DS4_X86)
+    if (quant::active_isa() == quant::Isa::avx512) return attn_kernels_avx512();
     if (quant::x86_simd(quant::active_isa())) return attn_kernels_avx2();
 #elif defined(DS4_ARM64)
     if (quant::active_isa() == quant::Isa::neon) return attn_kernels_neon();

@@ -25,7 +25,8 @@ struct AttnKernels {
 
 const AttnKernels& attn_kernels_scalar();
 #if defined(DS4_X86)
-const AttnKernels& attn_kernels_avx2();  // attn_avx2.cpp; also used when AVX-512 is active
+const AttnKernels& attn_kernels_avx2();    // attn_avx2.cpp (avx2, avxvnni)
+const AttnKernels& attn_kernels_avx512();  // attn_avx512.cpp: the same floats as attn_avx2.cpp
 #elif defined(DS4_ARM64)
 const AttnKernels& attn_kernels_neon();  // attn_neon.cpp
 #endif

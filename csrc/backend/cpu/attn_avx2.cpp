@@ -1,177 +1,19 @@
-// AVX2 + FMA + F16C attention kernels (see attn.h). Compiled with -mavx2 -mfma -mf16c; called
-// only when quant::active_isa() is avx2 or avx512.
-//
-// Fixed arithmetic per (head, key) score: two 8-lane FMA accumulators over 16-float steps (an
-// 8-float remainder goes into the first), their sum reduced horizontally in one fixed tree,
-// then any remaining < 8 elements added in order. Per output element of the V mix: one FMA
-// chain over keys in ascending order starting from 0. Neither depends on how many heads or keys
-// a template instance handles at once, so results do not depend on the call shape.
-#include <immintrin.h>
-
-#include <cstdint>
-
-#include "backend/cpu/attn.h"
+// AVX2 + FMA + F16C attention kernels (attn.h, the arithmetic in attn_x86.h). Compiled with
+// -mavx2 -mfma -mf16c; called when quant::active_isa() is avx2 or avxvnni.
+#include "backend/cpu/attn_x86.h"
 
 namespace ds4::backend::cpu {
 
 namespace {
 
-// Keys per block of the V mix: a block of V rows (16 KiB for f32, head_dim 256) stays in L1
-// while every output column block of every head sweeps over it.
-constexpr int64_t kMixKeys = 16;
-
-inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 load8(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-inline float load1(const float* p) { return *p; }
-inline float load1(const uint16_t* p) {
-    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(*p))));
+void scores_avx2(const float* q, int g, const void* k, KvType type, int64_t stride, int64_t first, int64_t last,
+                 int64_t hd, float* s, int64_t ns) {
+    with_rows(k, type, first * stride, [&](auto rows) { scores_t(q, g, rows, stride, last - first + 1, hd, s, ns); });
 }
 
-inline float hsum(__m256 v) {
-    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    x = _mm_add_ss(x, _mm_movehdup_ps(x));
-    return _mm_cvtss_f32(x);
-}
-
-// G heads x K keys of scores at once: each K row is loaded once for all G heads, and the
-// G*K*2 independent FMA chains hide the FMA latency.
-template <typename T, int G, int K>
-inline void dots(const float* q, const T* k, int64_t stride, int64_t hd, float* s, int64_t ns) {
-    __m256 a0[G][K];
-    __m256 a1[G][K];
-    for (int g = 0; g < G; ++g) {
-        for (int c = 0; c < K; ++c) a0[g][c] = a1[g][c] = _mm256_setzero_ps();
-    }
-    int64_t d = 0;
-    for (; d + 16 <= hd; d += 16) {
-#pragma GCC unroll 4
-        for (int c = 0; c < K; ++c) {
-            const __m256 k0 = load8(k + c * stride + d);
-            const __m256 k1 = load8(k + c * stride + d + 8);
-#pragma GCC unroll 8
-            for (int g = 0; g < G; ++g) {
-                a0[g][c] = _mm256_fmadd_ps(load8(q + g * hd + d), k0, a0[g][c]);
-                a1[g][c] = _mm256_fmadd_ps(load8(q + g * hd + d + 8), k1, a1[g][c]);
-            }
-        }
-    }
-    if (d + 8 <= hd) {
-        for (int c = 0; c < K; ++c) {
-            const __m256 k0 = load8(k + c * stride + d);
-            for (int g = 0; g < G; ++g) a0[g][c] = _mm256_fmadd_ps(load8(q + g * hd + d), k0, a0[g][c]);
-        }
-        d += 8;
-    }
-    for (int g = 0; g < G; ++g) {
-        for (int c = 0; c < K; ++c) {
-            float r = hsum(_mm256_add_ps(a0[g][c], a1[g][c]));
-            for (int64_t e = d; e < hd; ++e) r += q[g * hd + e] * load1(k + c * stride + e);
-            s[g * ns + c] = r;
-        }
-    }
-}
-
-// All keys for G heads: K keys per step (K * G ~ 4), the rest one at a time.
-template <typename T, int G, int K>
-void scores_g(const float* q, const T* k, int64_t stride, int64_t n_keys, int64_t hd, float* s,
-              int64_t ns) {
-    int64_t j = 0;
-    for (; j + K <= n_keys; j += K) dots<T, G, K>(q, k + j * stride, stride, hd, s + j, ns);
-    for (; j < n_keys; ++j) dots<T, G, 1>(q, k + j * stride, stride, hd, s + j, ns);
-}
-
-template <typename T>
-void scores_t(const float* q, int g, const T* k, int64_t stride, int64_t n_keys, int64_t hd,
-              float* s, int64_t ns) {
-    int h = 0;
-    for (; h + 4 <= g; h += 4) scores_g<T, 4, 1>(q + h * hd, k, stride, n_keys, hd, s + h * ns, ns);
-    for (; h + 2 <= g; h += 2) scores_g<T, 2, 2>(q + h * hd, k, stride, n_keys, hd, s + h * ns, ns);
-    for (; h < g; ++h) scores_g<T, 1, 4>(q + h * hd, k, stride, n_keys, hd, s + h * ns, ns);
-}
-
-void scores_avx2(const float* q, int g, const void* k, KvType type, int64_t stride,
-                 int64_t first, int64_t last, int64_t hd, float* s, int64_t ns) {
-    const int64_t n_keys = last - first + 1;
-    if (type == KvType::f32) {
-        scores_t(q, g, static_cast<const float*>(k) + first * stride, stride, n_keys, hd, s, ns);
-    } else {
-        scores_t(q, g, static_cast<const uint16_t*>(k) + first * stride, stride, n_keys, hd, s, ns);
-    }
-}
-
-// o[g][d0 .. d0 + 8*B) += sum over keys j0..j1 of p[g][j] * v_j for G heads: G*B accumulators
-// held in registers across the keys; each V vector is loaded once for all G heads.
-template <typename T, int G, int B>
-inline void mix_block(const float* p, const T* v, int64_t stride, int64_t j0, int64_t j1,
-                      int64_t d0, int64_t hd, float* o, int64_t ns, bool fresh) {
-    __m256 acc[G][B];
-    for (int g = 0; g < G; ++g) {
-        for (int b = 0; b < B; ++b) {
-            acc[g][b] = fresh ? _mm256_setzero_ps() : _mm256_loadu_ps(o + g * hd + d0 + 8 * b);
-        }
-    }
-    for (int64_t j = j0; j < j1; ++j) {
-        __m256 vv[B];
-#pragma GCC unroll 8
-        for (int b = 0; b < B; ++b) vv[b] = load8(v + j * stride + d0 + 8 * b);
-#pragma GCC unroll 8
-        for (int g = 0; g < G; ++g) {
-            const __m256 pj = _mm256_broadcast_ss(p + g * ns + j);
-#pragma GCC unroll 8
-            for (int b = 0; b < B; ++b) acc[g][b] = _mm256_fmadd_ps(pj, vv[b], acc[g][b]);
-        }
-    }
-    for (int g = 0; g < G; ++g) {
-        for (int b = 0; b < B; ++b) _mm256_storeu_ps(o + g * hd + d0 + 8 * b, acc[g][b]);
-    }
-}
-
-// B = 8 / G column blocks of 8 per pass keeps 8 accumulators; leftover columns go 8 at a time,
-// then (head_dim % 8) scalar columns. Every element is one FMA chain over ascending keys.
-template <typename T, int G>
-void mix_g(const float* p, const T* v, int64_t stride, int64_t n_keys, int64_t hd, float* o,
-           int64_t ns) {
-    constexpr int B = 8 / G;
-    const int64_t hd8 = hd / 8 * 8;
-    for (int64_t j0 = 0; j0 < n_keys; j0 += kMixKeys) {
-        const int64_t j1 = j0 + kMixKeys < n_keys ? j0 + kMixKeys : n_keys;
-        const bool fresh = j0 == 0;
-        int64_t d = 0;
-        for (; d + 8 * B <= hd8; d += 8 * B) mix_block<T, G, B>(p, v, stride, j0, j1, d, hd, o, ns, fresh);
-        for (; d < hd8; d += 8) mix_block<T, G, 1>(p, v, stride, j0, j1, d, hd, o, ns, fresh);
-        for (int g = 0; g < G; ++g) {
-            for (int64_t e = hd8; e < hd; ++e) {
-                float a = fresh ? 0.0f : o[g * hd + e];
-                for (int64_t j = j0; j < j1; ++j) {
-                    a = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(p[g * ns + j]),
-                                                   _mm_set_ss(load1(v + j * stride + e)), _mm_set_ss(a)));
-                }
-                o[g * hd + e] = a;
-            }
-        }
-    }
-}
-
-template <typename T>
-void mix_t(const float* p, int g, const T* v, int64_t stride, int64_t n_keys, int64_t hd, float* o,
-           int64_t ns) {
-    int h = 0;
-    for (; h + 4 <= g; h += 4) mix_g<T, 4>(p + h * ns, v, stride, n_keys, hd, o + h * hd, ns);
-    for (; h + 2 <= g; h += 2) mix_g<T, 2>(p + h * ns, v, stride, n_keys, hd, o + h * hd, ns);
-    for (; h < g; ++h) mix_g<T, 1>(p + h * ns, v, stride, n_keys, hd, o + h * hd, ns);
-}
-
-void mix_avx2(const float* p, int g, const void* v, KvType type, int64_t stride, int64_t first,
-              int64_t last, int64_t hd, float* o, int64_t ns) {
-    const int64_t n_keys = last - first + 1;
-    if (type == KvType::f32) {
-        mix_t(p, g, static_cast<const float*>(v) + first * stride, stride, n_keys, hd, o, ns);
-    } else {
-        mix_t(p, g, static_cast<const uint16_t*>(v) + first * stride, stride, n_keys, hd, o, ns);
-    }
+void mix_avx2(const float* p, int g, const void* v, KvType type, int64_t stride, int64_t first, int64_t last,
+              int64_t hd, float* o, int64_t ns) {
+    with_rows(v, type, first * stride, [&](auto rows) { mix_t(p, g, rows, stride, last - first + 1, hd, o, ns); });
 }
 
 }  // namespace

@@ -70,6 +70,8 @@ constexpr int64_t kGemmRowBlock = 32;
 constexpr int64_t kInt16RowBlock = 36;
 // Weight rows per block of the fused argmax head (a multiple of kGemmTileRows and kMatmulTile).
 constexpr int64_t kArgmaxBlock = 240;
+// Rows per group of an RMS norm (their mean squares' add chains interleaved).
+constexpr int kNormRows = 8;
 // Weight bytes x activation rows per work unit of the dot_rows path (see unit_rows).
 constexpr size_t kUnitBytes = 64 * 1024;
 // Keys per attention chunk (aligned to absolute positions; see attention()).
@@ -370,16 +372,11 @@ public:
     }
 
     void rms_norm(Rows xs, const Vec& wv, float eps, Rows ys) override {
-        const int64_t dim = xs.dim;
-        const float* w = wv.data();
-        rows(xs.n, dim, [&](int64_t r) {
-            const float* xr = xs.data + r * dim;
-            float* yr = ys.data + r * dim;
-            // The mean square in double: one rounding instead of dim, whatever the row length.
-            double ss = 0.0;
-            for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-            const auto inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
-            for (int64_t i = 0; i < dim; ++i) yr[i] = w ? (xr[i] * inv) * w[i] : xr[i] * inv;
+        const int64_t groups = (xs.n + kNormRows - 1) / kNormRows;
+        rows(groups, xs.dim * kNormRows, [&](int64_t gi) {
+            const int64_t r0 = gi * kNormRows;
+            if (r0 + kNormRows <= xs.n) return norm_rows<kNormRows>(xs, r0, wv.data(), eps, ys);
+            for (int64_t r = r0; r < xs.n; ++r) norm_rows<1>(xs, r, wv.data(), eps, ys);
         });
     }
 
@@ -534,7 +531,27 @@ private:
         }
         auto* d = static_cast<uint16_t*>(dst);
         const float* x = src.data;
-        elementwise(src.size(), [&](int64_t i) { d[i] = quant::f32_to_f16(x[i]); });
+        const cpu::VecMath& vm = cpu::vec_math();
+        spans(src.size(), [&](int64_t i0, int64_t i1) { vm.to_f16(x + i0, i1 - i0, d + i0); });
+    }
+
+    // Rows r0 .. r0 + M - 1 of an RMS norm. Each row's mean square is one chain of double adds in
+    // element order (one rounding instead of dim, whatever the row length or the batch); the
+    // M chains advance together, so that they overlap instead of each waiting on its own latency.
+    template <int M>
+    static void norm_rows(Rows xs, int64_t r0, const float* w, float eps, Rows ys) {
+        const int64_t dim = xs.dim;
+        const float* x = xs.data + r0 * dim;
+        double ss[M] = {};
+        for (int64_t i = 0; i < dim; ++i) {
+            for (int k = 0; k < M; ++k) ss[k] += static_cast<double>(x[k * dim + i]) * x[k * dim + i];
+        }
+        for (int k = 0; k < M; ++k) {
+            const float* xr = x + k * dim;
+            float* yr = ys.data + (r0 + k) * dim;
+            const auto inv = static_cast<float>(1.0 / std::sqrt(ss[k] / static_cast<double>(dim) + eps));
+            for (int64_t i = 0; i < dim; ++i) yr[i] = w ? (xr[i] * inv) * w[i] : xr[i] * inv;
+        }
     }
 
     enum class Path { rows, gemm, int16_rows, int16_gemm, reference };
@@ -834,13 +851,18 @@ private:
 
     template <class F>
     void elementwise(int64_t n, F&& fn) {
-        if (n < kParallelMin) {
-            for (int64_t i = 0; i < n; ++i) fn(i);
-            return;
-        }
-        pool_.parallel_for(n, [&](int64_t i0, int64_t i1) {
+        spans(n, [&](int64_t i0, int64_t i1) {
             for (int64_t i = i0; i < i1; ++i) fn(i);
         });
+    }
+    // fn(i0, i1) over [0, n): one span, or the threads' shares when n is large enough to split.
+    template <class F>
+    void spans(int64_t n, F&& fn) {
+        if (n < kParallelMin) {
+            if (n > 0) fn(0, n);
+            return;
+        }
+        pool_.parallel_for(n, fn);
     }
 
     std::shared_ptr<cpu::ThreadPool> pool_ptr_;  // the process's pool of this size (ThreadPool::shared)

@@ -60,10 +60,14 @@ void exp_scaled_scalar(const float* x, int64_t n, float max, float t, float* out
     for (int64_t i = 0; i < n; ++i) out[i] = std::exp((x[i] - max) / t);
 }
 
+void to_f16_scalar(const float* x, int64_t n, uint16_t* y) {
+    for (int64_t i = 0; i < n; ++i) y[i] = quant::f32_to_f16(x[i]);
+}
+
 }  // namespace
 
 const VecMath& vec_math_scalar() {
-    static const VecMath k{softmax_part_scalar, glu_scalar, argmax_scalar, exp_scaled_scalar};
+    static const VecMath k{softmax_part_scalar, glu_scalar, argmax_scalar, exp_scaled_scalar, to_f16_scalar};
     return k;
 }
 

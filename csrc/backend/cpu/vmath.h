@@ -1,6 +1,7 @@
 // Vectorised row ops of the CPU backend: the (chunked) softmax of attention scores, the gated activations
-// (GELU-tanh, SiLU) of the feed-forward block, the argmax of a block of logits (greedy head) and
-// the exponentials of a row of logits at a temperature (the sampler's weights).
+// (GELU-tanh, SiLU) of the feed-forward block, the argmax of a block of logits (greedy head),
+// the exponentials of a row of logits at a temperature (the sampler's weights) and the f16
+// conversion of the rows stored in an f16 KV cache.
 //
 // Batch invariance: every element is computed by the same instruction sequence wherever it sits
 // in a row (tails go through the same vector code, padded and masked), and the softmax of a row
@@ -32,11 +33,14 @@ struct VecMath {
     // argument in float arithmetic; below a float's normal range (and for -inf) exactly what
     // std::exp gives: denormals, then 0.
     void (*exp_scaled)(const float* x, int64_t n, float max, float t, float* out);
+    // y[i] = x[i] as an IEEE half, rounded to nearest even: quant::f32_to_f16's bits (a NaN
+    // stays a quiet NaN with the top bits of its payload) on every ISA.
+    void (*to_f16)(const float* x, int64_t n, uint16_t* y);
 };
 
 const VecMath& vec_math_scalar();
 #if defined(DS4_X86)
-const VecMath& vec_math_avx2();  // vmath_avx2.cpp; also used when AVX-512 is active
+const VecMath& vec_math_avx2();  // vmath_avx2.cpp (F16C included); also used when AVX-512 is active
 #elif defined(DS4_ARM64)
 const VecMath& vec_math_neon();  // vmath_neon.cpp
 #endif

@@ -1,6 +1,7 @@
 // AVX2 + FMA row ops: chunk softmax, gated activations and argmax, 8 lanes; see vmath.h.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/vmath.h"
@@ -135,6 +136,23 @@ int64_t argmax_avx2(const float* v, int64_t n, float* max, bool* finite) {
     return 0;  // only when a NaN hid the maximum; *finite is false then
 }
 
+// vcvtps2ph in round-to-nearest-even: IEEE's half, as the scalar conversion rounds it, NaNs
+// quieted with their top payload bits as it keeps them; a tail through a padded vector.
+void to_f16_avx2(const float* x, int64_t n, uint16_t* y) {
+    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), kRound));
+    }
+    if (i < n) {
+        alignas(32) float in[8] = {};
+        alignas(16) uint16_t out[8];
+        std::copy(x + i, x + n, in);
+        _mm_store_si128(reinterpret_cast<__m128i*>(out), _mm256_cvtps_ph(_mm256_load_ps(in), kRound));
+        std::copy(out, out + (n - i), y + i);
+    }
+}
+
 }  // namespace
 
 // Below exp8's clamp (-87.3) the result would be the clamp's value: those lanes, rare in a row
@@ -163,7 +181,7 @@ void exp_scaled_avx2(const float* x, int64_t n, float max, float t, float* out) 
 }
 
 const VecMath& vec_math_avx2() {
-    static const VecMath k{softmax_part_avx2, glu_avx2, argmax_avx2, exp_scaled_avx2};
+    static const VecMath k{softmax_part_avx2, glu_avx2, argmax_avx2, exp_scaled_avx2, to_f16_avx2};
     return k;
 }
 

@@ -150,10 +150,24 @@ void exp_scaled_neon(const float* x, int64_t n, float max, float t, float* out) 
     });
 }
 
+// fcvtn in the default rounding (to nearest even, FPCR.DN clear: NaNs quieted with their top
+// payload bits), as the scalar conversion; a tail through a padded vector.
+void to_f16_neon(const float* x, int64_t n, uint16_t* y) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+    if (i < n) {
+        float in[4] = {};
+        uint16_t out[4];
+        for (int64_t j = i; j < n; ++j) in[j - i] = x[j];
+        vst1_u16(out, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(in))));
+        for (int64_t j = i; j < n; ++j) y[j] = out[j - i];
+    }
+}
+
 }  // namespace
 
 const VecMath& vec_math_neon() {
-    static const VecMath k{softmax_part_neon, glu_neon, argmax_neon, exp_scaled_neon};
+    static const VecMath k{softmax_part_neon, glu_neon, argmax_neon, exp_scaled_neon, to_f16_neon};
     return k;
 }
 
