@@ -40,5 +40,37 @@ inline float hsum8(__m256 v) {
 inline float hsum_lo(__m512 v) { return hsum8(_mm512_castps512_ps256(v)); }
 inline float hsum_hi(__m512 v) { return hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))); }
 
+// hsum_lo and hsum_hi of R accumulators (activation rows r), stored as y[r * ldy] and, when
+// nw == 2, y[r * ldy + 1]: the same adds in the same order, eight accumulators' sixteen halves
+// per three levels of shuffles and adds instead of one tree each. Level 1 puts each half's
+// (a_j + a_j+4) in a 128-bit lane, level 2 its (s0 + s2, s1 + s3) and level 3 its t0 + t1; eight
+// accumulators A..H come out as [A C E G lo | A C E G hi | B D F H lo | B D F H hi].
+template <int R>
+inline void store_hsums(const __m512 (&acc)[R], int nw, float* y, int64_t ldy) {
+    const auto level1 = [](__m512 a, __m512 b) {
+        return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    };
+    const auto level2 = [](__m512 s, __m512 t) {
+        return _mm512_add_ps(_mm512_shuffle_ps(s, t, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(s, t, _MM_SHUFFLE(3, 2, 3, 2)));
+    };
+    const auto level3 = [](__m512 s, __m512 t) {
+        return _mm512_add_ps(_mm512_shuffle_ps(s, t, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(s, t, _MM_SHUFFLE(3, 1, 3, 1)));
+    };
+    for (int r0 = 0; r0 < R; r0 += 8) {
+        __m512 a[8];
+        for (int i = 0; i < 8; ++i) a[i] = r0 + i < R ? acc[r0 + i] : _mm512_setzero_ps();
+        const __m512 out = level3(level2(level1(a[0], a[1]), level1(a[2], a[3])),
+                                  level2(level1(a[4], a[5]), level1(a[6], a[7])));
+        alignas(64) float v[16];
+        _mm512_store_ps(v, out);
+        for (int i = 0; i < 8 && r0 + i < R; ++i) {
+            const int lane = 2 * (i & 1), k = i >> 1;  // A C E G in lanes 0 / 1, B D F H in 2 / 3
+            y[(r0 + i) * ldy] = v[4 * lane + k];
+            if (nw == 2) y[(r0 + i) * ldy + 1] = v[4 * (lane + 1) + k];
+        }
+    }
+}
+
 }  // namespace
 }  // namespace ds4::quant

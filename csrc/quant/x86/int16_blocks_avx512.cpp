@@ -185,10 +185,7 @@ void block_rows(const W& w, int nw, int64_t n, const int16_t* a, const float* da
             acc[r] = _mm512_load_ps(lanes);
         }
     }
-    for (int r = 0; r < R; ++r) {
-        y[r * ldy] = hsum_lo(acc[r]);
-        if (nw == 2) y[r * ldy + 1] = hsum_hi(acc[r]);
-    }
+    store_hsums(acc, nw, y, ldy);
 }
 
 template <class W>

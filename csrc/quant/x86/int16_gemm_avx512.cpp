@@ -42,10 +42,7 @@ void tile(const int16_t* q0, const int16_t* q1, const float* sw0, const float* s
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r]), scale, acc[r]);
         }
     }
-    for (int r = 0; r < X; ++r) {
-        y[r * ldy] = hsum_lo(acc[r]);
-        if (nw == 2) y[r * ldy + 1] = hsum_hi(acc[r]);
-    }
+    store_hsums(acc, nw, y, ldy);
 }
 
 using TileFn = void (*)(const int16_t*, const int16_t*, const float*, const float*, int, const int16_t*, const float*,
