@@ -195,6 +195,9 @@ def test_attention(be: _core.Backend, kv_type: str, mode: str, window: int, cap:
         np.testing.assert_array_equal(
             be.attention(q[r : r + 1], pos[r : r + 1], last[r : r + 1], k, v, kv_type, n_head, n_head_kv, hd, 0.125, cap,
                          window)[0], out[r])
+    # and so do rows that share kernel calls on the few-rows path (runs of rows per chunk)
+    np.testing.assert_array_equal(
+        be.attention(q[1:4], pos[1:4], last[1:4], k, v, kv_type, n_head, n_head_kv, hd, 0.125, cap, window), out[1:4])
 
 
 X86_LEVELS = [isa for isa in ("avx2", "avxvnni", "avx512") if isa in ISAS]

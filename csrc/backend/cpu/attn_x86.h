@@ -20,8 +20,9 @@ namespace ds4::backend::cpu {
 namespace {
 
 // Keys per block of the V mix: a block of V rows (16 KiB for f32, head_dim 256) stays in L1
-// while every output column block of every head sweeps over it.
+// while every output column block of every head sweeps over it; likewise the scores' K rows.
 constexpr int64_t kMixKeys = 16;
+constexpr int64_t kScoreKeys = 8;
 
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline __m256 load8(const uint16_t* p) {
@@ -100,13 +101,19 @@ void scores_g(const float* q, const T* k, int64_t stride, int64_t n_keys, int64_
     for (; j < n_keys; ++j) dots<T, G, 1>(q, k + j * stride, stride, hd, s + j, ns);
 }
 
+// Key blocks outer, heads inner: a block's K rows stay in L1 while every head of the call (a
+// KV group's heads, or a run of rows' heads, cpu_backend.cpp) sweeps over them.
 template <typename T>
 void scores_t(const float* q, int g, const T* k, int64_t stride, int64_t n_keys, int64_t hd,
               float* s, int64_t ns) {
-    int h = 0;
-    for (; h + 4 <= g; h += 4) scores_g<T, 4, 1>(q + h * hd, k, stride, n_keys, hd, s + h * ns, ns);
-    for (; h + 2 <= g; h += 2) scores_g<T, 2, 2>(q + h * hd, k, stride, n_keys, hd, s + h * ns, ns);
-    for (; h < g; ++h) scores_g<T, 1, 4>(q + h * hd, k, stride, n_keys, hd, s + h * ns, ns);
+    for (int64_t j = 0; j < n_keys; j += kScoreKeys) {
+        const int64_t m = n_keys - j < kScoreKeys ? n_keys - j : kScoreKeys;
+        const T* kj = k + j * stride;
+        int h = 0;
+        for (; h + 4 <= g; h += 4) scores_g<T, 4, 1>(q + h * hd, kj, stride, m, hd, s + h * ns + j, ns);
+        for (; h + 2 <= g; h += 2) scores_g<T, 2, 2>(q + h * hd, kj, stride, m, hd, s + h * ns + j, ns);
+        for (; h < g; ++h) scores_g<T, 1, 4>(q + h * hd, kj, stride, m, hd, s + h * ns + j, ns);
+    }
 }
 
 // o[g][d0 .. d0 + 8*B) += sum over keys j0..j1 of p[g][j] * v_j for G heads: G*B accumulators
@@ -149,30 +156,32 @@ inline void mix_cols(const float* p, const T* v, int64_t stride, int64_t j0, int
     }
 }
 
-// B = 8 / G column blocks of 8 per pass keeps 8 accumulators; leftover columns go 8 at a time,
-// then (head_dim % 8) scalar columns. Every element is one FMA chain over ascending keys.
+// Keys j0..j1 of G heads: B = 8 / G column blocks of 8 per pass keeps 8 accumulators; leftover
+// columns go 8 at a time, then (head_dim % 8) scalar columns. Every element is one FMA chain
+// over ascending keys, continued from o unless `fresh`.
 template <typename T, int G>
-void mix_g(const float* p, const T* v, int64_t stride, int64_t n_keys, int64_t hd, float* o,
-           int64_t ns) {
+void mix_keys(const float* p, const T* v, int64_t stride, int64_t j0, int64_t j1, int64_t hd, float* o, int64_t ns,
+              bool fresh) {
     constexpr int B = 8 / G;
     const int64_t hd8 = hd / 8 * 8;
-    for (int64_t j0 = 0; j0 < n_keys; j0 += kMixKeys) {
-        const int64_t j1 = j0 + kMixKeys < n_keys ? j0 + kMixKeys : n_keys;
-        const bool fresh = j0 == 0;
-        int64_t d = 0;
-        for (; d + 8 * B <= hd8; d += 8 * B) mix_block<T, G, B>(p, v, stride, j0, j1, d, hd, o, ns, fresh);
-        for (; d < hd8; d += 8) mix_block<T, G, 1>(p, v, stride, j0, j1, d, hd, o, ns, fresh);
-        mix_cols<T, G>(p, v, stride, j0, j1, hd8, hd, o, ns, fresh);
-    }
+    int64_t d = 0;
+    for (; d + 8 * B <= hd8; d += 8 * B) mix_block<T, G, B>(p, v, stride, j0, j1, d, hd, o, ns, fresh);
+    for (; d < hd8; d += 8) mix_block<T, G, 1>(p, v, stride, j0, j1, d, hd, o, ns, fresh);
+    mix_cols<T, G>(p, v, stride, j0, j1, hd8, hd, o, ns, fresh);
 }
 
+// Key blocks outer, heads inner, as the scores.
 template <typename T>
 void mix_t(const float* p, int g, const T* v, int64_t stride, int64_t n_keys, int64_t hd, float* o,
            int64_t ns) {
-    int h = 0;
-    for (; h + 4 <= g; h += 4) mix_g<T, 4>(p + h * ns, v, stride, n_keys, hd, o + h * hd, ns);
-    for (; h + 2 <= g; h += 2) mix_g<T, 2>(p + h * ns, v, stride, n_keys, hd, o + h * hd, ns);
-    for (; h < g; ++h) mix_g<T, 1>(p + h * ns, v, stride, n_keys, hd, o + h * hd, ns);
+    for (int64_t j0 = 0; j0 < n_keys; j0 += kMixKeys) {
+        const int64_t j1 = j0 + kMixKeys < n_keys ? j0 + kMixKeys : n_keys;
+        const bool fresh = j0 == 0;
+        int h = 0;
+        for (; h + 4 <= g; h += 4) mix_keys<T, 4>(p + h * ns, v, stride, j0, j1, hd, o + h * hd, ns, fresh);
+        for (; h + 2 <= g; h += 2) mix_keys<T, 2>(p + h * ns, v, stride, j0, j1, hd, o + h * hd, ns, fresh);
+        for (; h < g; ++h) mix_keys<T, 1>(p + h * ns, v, stride, j0, j1, hd, o + h * hd, ns, fresh);
+    }
 }
 
 }  // namespace

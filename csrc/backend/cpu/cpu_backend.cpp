@@ -36,6 +36,7 @@
 #include <mutex>
 #include <new>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -81,6 +82,9 @@ constexpr int kNormRows = 8;
 constexpr size_t kUnitBytes = 64 * 1024;
 // Keys per attention chunk (aligned to absolute positions; see attention()).
 constexpr int64_t kAttnChunk = 128;
+// Most query heads per attention kernel call of the few-rows path (a run of rows times a KV
+// group's heads): their queries, scores and V sums stay in L1 / L2 next to the chunk's keys.
+constexpr int kAttnRunHeads = 32;
 // Elementwise ops below this many elements run on the calling thread only.
 constexpr int64_t kParallelMin = 1 << 14;
 
@@ -443,25 +447,54 @@ public:
             });
             return;
         }
-        // Few rows: every (row, group, chunk) is a unit; partial results land in attn_parts_, then
-        // each (row, group) merges its chunks in order.
-        std::vector<int64_t>& start = attn_start_;  // first unit of each (row, group)
+        // Few rows: partial results per (row, group, chunk) land in attn_parts_, then each (row,
+        // group) merges its chunks in order. The units are (group, chunk, run of rows): consecutive
+        // rows that see the same keys of a chunk (all chunks of a block but the causal last one)
+        // share one kernel call, their heads side by side, so each key and value row is loaded once
+        // for all of them (a head's scores and V sum do not depend on the heads beside it, attn.h).
+        std::vector<int64_t>& start = attn_start_;  // first slot of each (row, group)
         start.assign(static_cast<size_t>(pairs + 1), 0);
+        int64_t c_min = at.first_chunk(0), c_max = at.last_chunk(0);
         for (int64_t u = 0; u < pairs; ++u) {
             const int64_t r = u / p.n_head_kv;
             start[static_cast<size_t>(u + 1)] = start[static_cast<size_t>(u)] + at.last_chunk(r) - at.first_chunk(r) + 1;
+            c_min = std::min(c_min, at.first_chunk(r));
+            c_max = std::max(c_max, at.last_chunk(r));
         }
-        const int64_t units = start.back();
         const size_t slot = static_cast<size_t>(group * (hd + 2));
-        attn_parts_.resize(static_cast<size_t>(units) * slot);
-        reserve_scratch(static_cast<size_t>(group * kAttnChunk));
-        pool_.for_each_unit(units, [&](int t, int64_t u) {
-            const int64_t pair = std::upper_bound(start.begin(), start.end(), u) - start.begin() - 1;
-            const int64_t r = pair / p.n_head_kv;
-            const int g = static_cast<int>(pair % p.n_head_kv);
-            const int64_t c = at.first_chunk(r) + u - start[static_cast<size_t>(pair)];
-            float* part = attn_parts_.data() + static_cast<size_t>(u) * slot;
-            at.chunk(r, g, c, thread_scratch(t), part, part + group * hd);
+        attn_parts_.resize(static_cast<size_t>(start.back()) * slot);
+        const auto slot_of = [&](int64_t r, int g, int64_t c) {
+            const size_t pair = static_cast<size_t>(r * p.n_head_kv + g);
+            return attn_parts_.data() + static_cast<size_t>(start[pair] + c - at.first_chunk(r)) * slot;
+        };
+        const auto sees = [&](int64_t r, int64_t c) { return at.first_chunk(r) <= c && c <= at.last_chunk(r); };
+        const int run_max = std::max(1, kAttnRunHeads / group);
+        std::vector<AttnRun>& runs = attn_runs_;
+        runs.clear();
+        for (int g = 0; g < p.n_head_kv; ++g) {
+            for (int64_t c = c_min; c <= c_max; ++c) {
+                for (int64_t r = 0; r < n;) {
+                    if (!sees(r, c)) {
+                        ++r;
+                        continue;
+                    }
+                    int64_t r1 = r + 1;
+                    while (r1 < n && r1 - r < run_max && sees(r1, c) && at.keys(r1, c) == at.keys(r, c)) ++r1;
+                    runs.push_back({r, static_cast<int>(r1 - r), g, c});
+                    r = r1;
+                }
+            }
+        }
+        reserve_scratch(Attn::chunk_run_floats(run_max * group, hd));
+        pool_.for_each_unit(static_cast<int64_t>(runs.size()), [&](int t, int64_t u) {
+            const AttnRun& run = runs[static_cast<size_t>(u)];
+            if (run.rows == 1) {
+                float* part = slot_of(run.r0, run.g, run.c);
+                at.chunk(run.r0, run.g, run.c, thread_scratch(t), part, part + group * hd);
+                return;
+            }
+            at.chunk_run(run.r0, run.rows, run.g, run.c, thread_scratch(t),
+                         [&](int i) { return slot_of(run.r0 + i, run.g, run.c); });
         });
         attn_running_.resize(static_cast<size_t>(2 * group));
         float* running = attn_running_.data();
@@ -576,21 +609,51 @@ private:
         int64_t last_chunk(int64_t r) const { return last[r] / kAttnChunk; }
         float* out_of(int64_t r, int g) const { return out + (r * p.n_head + g * group()) * p.head_dim; }
 
+        // The keys of chunk c that row r sees.
+        std::pair<int64_t, int64_t> keys(int64_t r, int64_t c) const {
+            return {std::max(first_key(r), c * kAttnChunk), std::min<int64_t>(last[r], (c + 1) * kAttnChunk - 1)};
+        }
         // Chunk c of row r, KV group g: part[h * hd ..] = sum of e^(v_j - m_h) v_j over the chunk's
         // keys, stats[2h] = m_h, stats[2h + 1] = l_h (sum of the exps); sc: group * kAttnChunk floats.
         void chunk(int64_t r, int g, int64_t c, float* sc, float* part, float* stats) const {
+            const auto [j0, j1] = keys(r, c);
+            heads(q + (r * p.n_head + g * group()) * p.head_dim, group(), g, j0, j1, sc, part, stats);
+        }
+        // The same for nr consecutive rows from r0 that see the same keys of chunk c, in one kernel
+        // call: their query heads gathered side by side (scratch: the floats of chunk_run_floats),
+        // each row's part and stats then copied to slot(i) ([group * hd] then [2 * group]).
+        template <class Slot>
+        void chunk_run(int64_t r0, int nr, int g, int64_t c, float* scratch, Slot&& slot) const {
+            const int64_t hd = p.head_dim, row = group() * hd;
+            const int nh = nr * group();
+            float* qb = scratch;
+            float* sc = qb + nh * hd;
+            float* part = sc + nh * kAttnChunk;
+            float* stats = part + nh * hd;
+            for (int i = 0; i < nr; ++i) {
+                const float* qr = q + ((r0 + i) * p.n_head + g * group()) * hd;
+                std::copy(qr, qr + row, qb + i * row);
+            }
+            const auto [j0, j1] = keys(r0, c);
+            heads(qb, nh, g, j0, j1, sc, part, stats);
+            for (int i = 0; i < nr; ++i) {
+                float* dst = slot(i);
+                std::copy(part + i * row, part + (i + 1) * row, dst);
+                std::copy(stats + 2 * i * group(), stats + 2 * (i + 1) * group(), dst + row);
+            }
+        }
+        static size_t chunk_run_floats(int nh, int64_t hd) { return static_cast<size_t>(nh * (2 * hd + kAttnChunk + 2)); }
+        // Scores, softmax and V sum of nh query heads qh (KV group g) over keys j0..j1.
+        void heads(const float* qh, int nh, int g, int64_t j0, int64_t j1, float* sc, float* part, float* stats) const {
             const cpu::AttnKernels& kern = cpu::attn_kernels();
             const cpu::VecMath& vm = cpu::vec_math();
             const int64_t hd = p.head_dim, kv_stride = static_cast<int64_t>(p.n_head_kv) * hd;
             const size_t kv_elem = kv.type == KvType::f32 ? sizeof(float) : sizeof(uint16_t);
             const size_t kv_off = static_cast<size_t>(g) * static_cast<size_t>(hd) * kv_elem;
-            const int64_t j0 = std::max(first_key(r), c * kAttnChunk);
-            const int64_t j1 = std::min<int64_t>(last[r], (c + 1) * kAttnChunk - 1);
             const int64_t len = j1 - j0 + 1;
-            const float* qh = q + (r * p.n_head + g * group()) * hd;
-            kern.scores(qh, group(), static_cast<const uint8_t*>(kv.k) + kv_off, kv.type, kv_stride, j0, j1, hd, sc, len);
-            for (int h = 0; h < group(); ++h) vm.softmax_part(sc + h * len, len, p.scale, p.softcap, &stats[2 * h], &stats[2 * h + 1]);
-            kern.mix(sc, group(), static_cast<const uint8_t*>(kv.v) + kv_off, kv.type, kv_stride, j0, j1, hd, part, len);
+            kern.scores(qh, nh, static_cast<const uint8_t*>(kv.k) + kv_off, kv.type, kv_stride, j0, j1, hd, sc, len);
+            for (int h = 0; h < nh; ++h) vm.softmax_part(sc + h * len, len, p.scale, p.softcap, &stats[2 * h], &stats[2 * h + 1]);
+            kern.mix(sc, nh, static_cast<const uint8_t*>(kv.v) + kv_off, kv.type, kv_stride, j0, j1, hd, part, len);
         }
         // Folds a chunk (part, stats) into the running o (group * hd) and running[2h] = m,
         // running[2h + 1] = l; the first chunk is copied.
@@ -624,6 +687,13 @@ private:
     struct Best {
         float value;
         int32_t index;
+    };
+    // Rows r0 .. r0 + rows - 1 of an attention call, KV group g, key chunk c.
+    struct AttnRun {
+        int64_t r0;
+        int rows;
+        int g;
+        int64_t c;
     };
 
     Path path_of(const Weight& w, int64_t n) const {
@@ -877,7 +947,8 @@ private:
     size_t scratch_stride_ = 0;   // floats of scratch_ per thread in the current op
     std::vector<Best> best_;      // matmul_argmax: per (thread, row) running maximum
     std::vector<float> attn_parts_;     // attention, few rows: per-chunk partial results
-    std::vector<int64_t> attn_start_;   // ... the first unit of each (row, KV group)
+    std::vector<int64_t> attn_start_;   // ... the first slot of each (row, KV group)
+    std::vector<AttnRun> attn_runs_;    // ... and the units: runs of rows per (KV group, chunk)
     std::vector<float> attn_running_;   // ... and the running (max, sum) of a merge
     std::vector<std::unique_ptr<uint8_t[]>> packed_;  // pack(): the repacked weights
     struct Pending {
