@@ -38,6 +38,15 @@ struct BlockLanes {
         for (int64_t c = 0; c < chunks; ++c) {
             const int64_t b0 = c * kChunk, blocks = nb - b0 < kChunk ? nb - b0 : kChunk;
             std::memcpy(buf, v + b0 * 32, static_cast<size_t>(blocks) * 32 * sizeof(T));
+            if (blocks == kChunk) {  // a transpose of 8 blocks x 16 pairs into 16 pairs x 8 blocks
+                T* out = v + b0 * 32;
+                for (int pair = 0; pair < 16; ++pair) {
+                    for (int j = 0; j < kChunk; ++j) {
+                        std::memcpy(out + 16 * pair + 2 * j, buf + 32 * j + 2 * pair, 2 * sizeof(T));
+                    }
+                }
+                continue;
+            }
             for (int64_t b = b0; b < b0 + blocks; ++b)
                 for (int k = 0; k < 32; ++k) v[position(b, k)] = buf[(b - b0) * 32 + k];
         }

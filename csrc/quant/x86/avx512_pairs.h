@@ -52,10 +52,12 @@ inline void store_hsums(const __m512 (&acc)[R], int nw, float* y, int64_t ldy) {
                              _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
     };
     const auto level2 = [](__m512 s, __m512 t) {
-        return _mm512_add_ps(_mm512_shuffle_ps(s, t, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(s, t, _MM_SHUFFLE(3, 2, 3, 2)));
+        return _mm512_add_ps(_mm512_shuffle_ps(s, t, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(s, t, _MM_SHUFFLE(3, 2, 3, 2)));
     };
     const auto level3 = [](__m512 s, __m512 t) {
-        return _mm512_add_ps(_mm512_shuffle_ps(s, t, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(s, t, _MM_SHUFFLE(3, 1, 3, 1)));
+        return _mm512_add_ps(_mm512_shuffle_ps(s, t, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_ps(s, t, _MM_SHUFFLE(3, 1, 3, 1)));
     };
     for (int r0 = 0; r0 < R; r0 += 8) {
         __m512 a[8];
