@@ -103,6 +103,11 @@ inline simde__m256i ds4_mm256_maskz_loadu_epi16(simde__mmask16 k, const void* p)
 #define _mm256_maskz_loadu_epi16 ds4_mm256_maskz_loadu_epi16
 #endif
 
+// SIMDe 0.7 has the function but no native alias.
+#ifndef _mm512_shuffle_f32x4
+#define _mm512_shuffle_f32x4(a, b, imm8) simde_mm512_shuffle_f32x4(a, b, imm8)
+#endif
+
 // The fused multiply-adds rounded once, as the hardware's (SIMDe may compute a * b + c with two
 // roundings): the int16 path's kernels are checked bit for bit against the scalar reference's
 // std::fma. N: the lanes fused (the _ss form fuses lane 0 and keeps a's others).
