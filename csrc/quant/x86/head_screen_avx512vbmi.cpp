@@ -92,10 +92,7 @@ void rows2(const uint8_t* p0, const uint8_t* p1, int64_t n, const int8_t* q, con
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r]), scale, acc[r]);
         }
     }
-    for (int r = 0; r < R; ++r) {
-        y0[r * ldy] = hsum_lo(acc[r]);
-        if (y1) y1[r * ldy] = hsum_hi(acc[r]);
-    }
+    store_hsums(acc, y1 ? 2 : 1, y0, ldy);  // y1 is y0 + 1 when there are two rows
 }
 
 using Rows2Fn = void (*)(const uint8_t*, const uint8_t*, int64_t, const int8_t*, const float*, const int32_t*, float*,
