@@ -6,20 +6,23 @@ namespace ds4::backend::cpu {
 
 namespace {
 
-void scores_avx2(const float* q, int g, const void* k, KvType type, int64_t stride, int64_t first, int64_t last,
-                 int64_t hd, float* s, int64_t ns) {
-    with_rows(k, type, first * stride, [&](auto rows) { scores_t(q, g, rows, stride, last - first + 1, hd, s, ns); });
-}
-
-void mix_avx2(const float* p, int g, const void* v, KvType type, int64_t stride, int64_t first, int64_t last,
-              int64_t hd, float* o, int64_t ns) {
-    with_rows(v, type, first * stride, [&](auto rows) { mix_t(p, g, rows, stride, last - first + 1, hd, o, ns); });
-}
+struct Avx2 {
+    static constexpr int keys(int g) { return 4 / g; }  // G * K * 2 accumulators = 8 chains
+    template <typename T, int G, int K>
+    static void dots(const float* q, const T* k, int64_t stride, int64_t hd, float* s, int64_t ns) {
+        dots8<T, G, K>(q, k, stride, hd, s, ns);
+    }
+    template <typename T, int G>
+    static void mix(const float* p, const T* v, int64_t stride, int64_t j0, int64_t j1, int64_t hd, float* o,
+                    int64_t ns, bool fresh) {
+        mix_keys<T, G>(p, v, stride, j0, j1, hd, o, ns, fresh);
+    }
+};
 
 }  // namespace
 
 const AttnKernels& attn_kernels_avx2() {
-    static const AttnKernels k{scores_avx2, mix_avx2};
+    static const AttnKernels k = kernels_of<Avx2>();
     return k;
 }
 

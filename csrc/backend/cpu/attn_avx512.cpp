@@ -66,26 +66,6 @@ inline void dots16(const float* q, const T* k, int64_t stride, int64_t hd, float
     }
 }
 
-template <typename T, int G, int K>
-void scores16_g(const float* q, const T* k, int64_t stride, int64_t n_keys, int64_t hd, float* s, int64_t ns) {
-    int64_t j = 0;
-    for (; j + K <= n_keys; j += K) dots16<T, G, K>(q, k + j * stride, stride, hd, s + j, ns);
-    for (; j < n_keys; ++j) dots16<T, G, 1>(q, k + j * stride, stride, hd, s + j, ns);
-}
-
-// Key blocks outer, heads inner (scores_t, attn_x86.h).
-template <typename T>
-void scores16_t(const float* q, int g, const T* k, int64_t stride, int64_t n_keys, int64_t hd, float* s, int64_t ns) {
-    for (int64_t j = 0; j < n_keys; j += kScoreKeys) {
-        const int64_t m = n_keys - j < kScoreKeys ? n_keys - j : kScoreKeys;
-        const T* kj = k + j * stride;
-        int h = 0;
-        for (; h + 4 <= g; h += 4) scores16_g<T, 4, 4>(q + h * hd, kj, stride, m, hd, s + h * ns + j, ns);
-        for (; h + 2 <= g; h += 2) scores16_g<T, 2, 8>(q + h * hd, kj, stride, m, hd, s + h * ns + j, ns);
-        for (; h < g; ++h) scores16_g<T, 1, 8>(q + h * hd, kj, stride, m, hd, s + h * ns + j, ns);
-    }
-}
-
 // mix_block (attn_x86.h) over column blocks of 16.
 template <typename T, int G, int B>
 inline void mix_block16(const float* p, const T* v, int64_t stride, int64_t j0, int64_t j1, int64_t d0, int64_t hd,
@@ -126,32 +106,24 @@ void mix16_keys(const float* p, const T* v, int64_t stride, int64_t j0, int64_t 
     mix_cols<T, G>(p, v, stride, j0, j1, d, hd, o, ns, fresh);
 }
 
-template <typename T>
-void mix16_t(const float* p, int g, const T* v, int64_t stride, int64_t n_keys, int64_t hd, float* o, int64_t ns) {
-    for (int64_t j0 = 0; j0 < n_keys; j0 += kMixKeys) {
-        const int64_t j1 = j0 + kMixKeys < n_keys ? j0 + kMixKeys : n_keys;
-        const bool fresh = j0 == 0;
-        int h = 0;
-        for (; h + 4 <= g; h += 4) mix16_keys<T, 4>(p + h * ns, v, stride, j0, j1, hd, o + h * hd, ns, fresh);
-        for (; h + 2 <= g; h += 2) mix16_keys<T, 2>(p + h * ns, v, stride, j0, j1, hd, o + h * hd, ns, fresh);
-        for (; h < g; ++h) mix16_keys<T, 1>(p + h * ns, v, stride, j0, j1, hd, o + h * hd, ns, fresh);
+// 4 heads x 4 keys, 2 x 8, 1 x 8: 8 to 16 accumulators.
+struct Avx512 {
+    static constexpr int keys(int g) { return g == 4 ? 4 : 8; }
+    template <typename T, int G, int K>
+    static void dots(const float* q, const T* k, int64_t stride, int64_t hd, float* s, int64_t ns) {
+        dots16<T, G, K>(q, k, stride, hd, s, ns);
     }
-}
-
-void scores_avx512(const float* q, int g, const void* k, KvType type, int64_t stride, int64_t first, int64_t last,
-                   int64_t hd, float* s, int64_t ns) {
-    with_rows(k, type, first * stride, [&](auto rows) { scores16_t(q, g, rows, stride, last - first + 1, hd, s, ns); });
-}
-
-void mix_avx512(const float* p, int g, const void* v, KvType type, int64_t stride, int64_t first, int64_t last,
-                int64_t hd, float* o, int64_t ns) {
-    with_rows(v, type, first * stride, [&](auto rows) { mix16_t(p, g, rows, stride, last - first + 1, hd, o, ns); });
-}
+    template <typename T, int G>
+    static void mix(const float* p, const T* v, int64_t stride, int64_t j0, int64_t j1, int64_t hd, float* o,
+                    int64_t ns, bool fresh) {
+        mix16_keys<T, G>(p, v, stride, j0, j1, hd, o, ns, fresh);
+    }
+};
 
 }  // namespace
 
 const AttnKernels& attn_kernels_avx512() {
-    static const AttnKernels k{scores_avx512, mix_avx512};
+    static const AttnKernels k = kernels_of<Avx512>();
     return k;
 }
 

@@ -57,7 +57,7 @@ inline void with_rows(const void* base, KvType type, int64_t offset, F&& fn) {
 // G heads x K keys of scores at once: each K row is loaded once for all G heads, and the
 // G*K*2 independent FMA chains hide the FMA latency.
 template <typename T, int G, int K>
-inline void dots(const float* q, const T* k, int64_t stride, int64_t hd, float* s, int64_t ns) {
+inline void dots8(const float* q, const T* k, int64_t stride, int64_t hd, float* s, int64_t ns) {
     __m256 a0[G][K];
     __m256 a1[G][K];
     for (int g = 0; g < G; ++g) {
@@ -89,30 +89,6 @@ inline void dots(const float* q, const T* k, int64_t stride, int64_t hd, float* 
             for (int64_t e = d; e < hd; ++e) r = fma1(q[g * hd + e], load1(k + c * stride + e), r);
             s[g * ns + c] = r;
         }
-    }
-}
-
-// All keys for G heads: K keys per step (K * G ~ 4), the rest one at a time.
-template <typename T, int G, int K>
-void scores_g(const float* q, const T* k, int64_t stride, int64_t n_keys, int64_t hd, float* s,
-              int64_t ns) {
-    int64_t j = 0;
-    for (; j + K <= n_keys; j += K) dots<T, G, K>(q, k + j * stride, stride, hd, s + j, ns);
-    for (; j < n_keys; ++j) dots<T, G, 1>(q, k + j * stride, stride, hd, s + j, ns);
-}
-
-// Key blocks outer, heads inner: a block's K rows stay in L1 while every head of the call (a
-// KV group's heads, or a run of rows' heads, cpu_backend.cpp) sweeps over them.
-template <typename T>
-void scores_t(const float* q, int g, const T* k, int64_t stride, int64_t n_keys, int64_t hd,
-              float* s, int64_t ns) {
-    for (int64_t j = 0; j < n_keys; j += kScoreKeys) {
-        const int64_t m = n_keys - j < kScoreKeys ? n_keys - j : kScoreKeys;
-        const T* kj = k + j * stride;
-        int h = 0;
-        for (; h + 4 <= g; h += 4) scores_g<T, 4, 1>(q + h * hd, kj, stride, m, hd, s + h * ns + j, ns);
-        for (; h + 2 <= g; h += 2) scores_g<T, 2, 2>(q + h * hd, kj, stride, m, hd, s + h * ns + j, ns);
-        for (; h < g; ++h) scores_g<T, 1, 4>(q + h * hd, kj, stride, m, hd, s + h * ns + j, ns);
     }
 }
 
@@ -170,18 +146,56 @@ void mix_keys(const float* p, const T* v, int64_t stride, int64_t j0, int64_t j1
     mix_cols<T, G>(p, v, stride, j0, j1, hd8, hd, o, ns, fresh);
 }
 
-// Key blocks outer, heads inner, as the scores.
-template <typename T>
-void mix_t(const float* p, int g, const T* v, int64_t stride, int64_t n_keys, int64_t hd, float* o,
-           int64_t ns) {
+// The drivers both x86 ISAs share, over an ISA's kernels Ops: Ops::dots<T, G, K> (scores of G
+// heads x K keys), Ops::keys(G) (the K of G heads: enough FMA chains to hide their latency) and
+// Ops::mix<T, G> (keys j0..j1 of G heads). Key blocks outer, heads in groups of 4, 2, 1 inner: a
+// block's K or V rows stay in L1 while every head of the call (a KV group's heads, or a run of
+// rows' heads, cpu_backend.cpp) sweeps over them.
+template <class Ops, typename T, int G>
+void scores_heads(const float* q, const T* k, int64_t stride, int64_t n_keys, int64_t hd, float* s, int64_t ns) {
+    constexpr int K = Ops::keys(G);
+    int64_t j = 0;
+    for (; j + K <= n_keys; j += K) Ops::template dots<T, G, K>(q, k + j * stride, stride, hd, s + j, ns);
+    for (; j < n_keys; ++j) Ops::template dots<T, G, 1>(q, k + j * stride, stride, hd, s + j, ns);
+}
+
+template <class Ops, typename T>
+void scores_t(const float* q, int g, const T* k, int64_t stride, int64_t n_keys, int64_t hd, float* s, int64_t ns) {
+    for (int64_t j = 0; j < n_keys; j += kScoreKeys) {
+        const int64_t m = n_keys - j < kScoreKeys ? n_keys - j : kScoreKeys;
+        const T* kj = k + j * stride;
+        int h = 0;
+        for (; h + 4 <= g; h += 4) scores_heads<Ops, T, 4>(q + h * hd, kj, stride, m, hd, s + h * ns + j, ns);
+        for (; h + 2 <= g; h += 2) scores_heads<Ops, T, 2>(q + h * hd, kj, stride, m, hd, s + h * ns + j, ns);
+        for (; h < g; ++h) scores_heads<Ops, T, 1>(q + h * hd, kj, stride, m, hd, s + h * ns + j, ns);
+    }
+}
+
+template <class Ops, typename T>
+void mix_t(const float* p, int g, const T* v, int64_t stride, int64_t n_keys, int64_t hd, float* o, int64_t ns) {
     for (int64_t j0 = 0; j0 < n_keys; j0 += kMixKeys) {
         const int64_t j1 = j0 + kMixKeys < n_keys ? j0 + kMixKeys : n_keys;
         const bool fresh = j0 == 0;
         int h = 0;
-        for (; h + 4 <= g; h += 4) mix_keys<T, 4>(p + h * ns, v, stride, j0, j1, hd, o + h * hd, ns, fresh);
-        for (; h + 2 <= g; h += 2) mix_keys<T, 2>(p + h * ns, v, stride, j0, j1, hd, o + h * hd, ns, fresh);
-        for (; h < g; ++h) mix_keys<T, 1>(p + h * ns, v, stride, j0, j1, hd, o + h * hd, ns, fresh);
+        for (; h + 4 <= g; h += 4) Ops::template mix<T, 4>(p + h * ns, v, stride, j0, j1, hd, o + h * hd, ns, fresh);
+        for (; h + 2 <= g; h += 2) Ops::template mix<T, 2>(p + h * ns, v, stride, j0, j1, hd, o + h * hd, ns, fresh);
+        for (; h < g; ++h) Ops::template mix<T, 1>(p + h * ns, v, stride, j0, j1, hd, o + h * hd, ns, fresh);
     }
+}
+
+// The kernel table of an ISA's Ops, over f32 or f16 caches.
+template <class Ops>
+AttnKernels kernels_of() {
+    return {[](const float* q, int g, const void* k, KvType type, int64_t stride, int64_t first, int64_t last,
+               int64_t hd, float* s, int64_t ns) {
+                with_rows(k, type, first * stride,
+                          [&](auto rows) { scores_t<Ops>(q, g, rows, stride, last - first + 1, hd, s, ns); });
+            },
+            [](const float* p, int g, const void* v, KvType type, int64_t stride, int64_t first, int64_t last,
+               int64_t hd, float* o, int64_t ns) {
+                with_rows(v, type, first * stride,
+                          [&](auto rows) { mix_t<Ops>(p, g, rows, stride, last - first + 1, hd, o, ns); });
+            }};
 }
 
 }  // namespace
