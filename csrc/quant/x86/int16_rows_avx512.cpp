@@ -144,7 +144,81 @@ void rows_any(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const int
     fns[static_cast<size_t>(nx - 1)](p0, p1, nw, n, a, da, xs, y, ldy);
 }
 
-// One row: the AVX2 kernel as far as it goes (a decode step), past it this kernel over the row twice.
+// One weight row of a K-quant (a decode step, the odd row of a verify block): a span in one zmm,
+// its 32 int16 weights against its 32 activations by one vpdpwssd, lane j of 16 summing elements
+// 2j, 2j + 1 of the span. At the group's end lanes j and j + 8 add into the AVX2 kernel's lane j
+// (elements 2j, 2j + 1, 2j + 16, 2j + 17 of every span), the same exact integer, and all that
+// follows is the AVX2 kernel's arithmetic on ymm. Per span: ~5 instructions against its ~11.
+struct Q4KWide : Q4K {
+    __m512i sc4;  // the int16 scales in every 128-bit lane
+    explicit Q4KWide(const uint8_t* p) : Q4K(p), sc4(_mm512_broadcast_i32x4(_mm256_castsi256_si128(sc))) {}
+    __m512i wide(int k) const {
+        const __m512i x = _mm512_cvtepu8_epi16(load256(b.qs + 32 * (k / 2)));
+        const __m512i q = k % 2 ? _mm512_srli_epi16(x, 4) : _mm512_and_si512(x, _mm512_set1_epi16(0x0F));
+        return _mm512_mullo_epi16(q, _mm512_shuffle_epi8(sc4, _mm512_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * k))));
+    }
+};
+// Q6_K: elements 0..15 of span k take scale 2 (k % 4) of the 8 in sc[k / 4], 16..31 the next.
+struct Q6KWide : Q6K {
+    using Q6K::Q6K;
+    __m512i wide(int k) const {
+        const int h = k / 4, g = k % 4;
+        const __m512i s = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sc[h]));
+        const __m512i pick = join(_mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g))),
+                                  _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g + 1))));
+        return _mm512_mullo_epi16(_mm512_cvtepi8_epi16(bytes(k)), _mm512_shuffle_epi8(s, pick));
+    }
+};
+
+template <class F, int R>
+void row_wide(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, float* y, int64_t ldy) {
+    const auto* p = static_cast<const uint8_t*>(w);
+    const int64_t nb = n / QK_K, halves = n / kHalf;
+    __m256 acc[R], c[R];
+    for (int r = 0; r < R; ++r) acc[r] = c[r] = _mm256_setzero_ps();
+    for (int64_t bi = 0; bi < nb; ++bi, p += F::kBytes) {
+        prefetch_block<F::kBytes>(p);
+        const F f(p);
+        // even and odd spans in two chains (vpdpwssd's latency), added exactly at the end
+        __m512i S[2][R];
+        for (int r = 0; r < R; ++r) S[0][r] = S[1][r] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+            const __m512i q = f.wide(k);
+            for (int r = 0; r < R; ++r) {
+                S[k % 2][r] = _mm512_dpwssd_epi32(S[k % 2][r], q, _mm512_loadu_si512(a + r * n + bi * QK_K + 32 * k));
+            }
+        }
+        const float d = f.d();
+        for (int r = 0; r < R; ++r) {
+            const __m512i s16 = _mm512_add_epi32(S[0][r], S[1][r]);
+            const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s16), _mm512_extracti64x4_epi64(s16, 1));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(d * da[r * nb + bi]), acc[r]);
+            if constexpr (F::kMin) {
+                const float* x = xs + r * halves + 16 * bi;
+                c[r] = _mm256_fmadd_ps(f.mw[0], _mm256_loadu_ps(x), c[r]);
+                c[r] = _mm256_fmadd_ps(f.mw[1], _mm256_loadu_ps(x + 8), c[r]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r) y[r * ldy] = F::kMin ? hsum8(acc[r]) - hsum8(c[r]) : hsum8(acc[r]);
+}
+
+template <class F, size_t... I>
+constexpr std::array<RowsI16Fn, sizeof...(I)> wide_table(std::index_sequence<I...>) {
+    return {[](const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int, float* y,
+               int64_t ldy) { row_wide<F, static_cast<int>(I) + 1>(w, n, a, da, xs, y, ldy); }...};
+}
+
+template <class F>
+void rows1_wide(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
+                int64_t ldy) {
+    static constexpr auto fns = wide_table<F>(std::make_index_sequence<kRowsMax>());
+    fns[static_cast<size_t>(nx - 1)](w, n, a, da, xs, nx, y, ldy);
+}
+
+// One row of the legacy formats: the AVX2 kernel as far as it goes (a decode step), past it the
+// pairs kernel over the row twice.
 template <class F, Type T>
 void rows1(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
            int64_t ldy) {
@@ -171,8 +245,8 @@ RowsI16Fn rows_i16(Type type) {
         case Type::Q4_0: return &rows1<Q4_0, Type::Q4_0>;
         case Type::Q4_1: return &rows1<Q4_1, Type::Q4_1>;
         case Type::Q5_1: return &rows1<Q5_1, Type::Q5_1>;
-        case Type::Q4_K: return &rows1<Q4K, Type::Q4_K>;
-        case Type::Q6_K: return &rows1<Q6K, Type::Q6_K>;
+        case Type::Q4_K: return &rows1_wide<Q4KWide>;
+        case Type::Q6_K: return &rows1_wide<Q6KWide>;
         default: return nullptr;
     }
 }

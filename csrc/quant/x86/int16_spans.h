@@ -84,7 +84,8 @@ struct Q6K : BlockRef<block_q6_K> {
         sc[0] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s));
         sc[1] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s, 8)));
     }
-    void span(int k, __m256i (&v)[2]) const {
+    // Span k's 32 values q - 32 as int8, in element order.
+    __m256i bytes(int k) const {
         const int h = k / 4, g = k % 4;
         const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32 * (g % 2)));
         const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
@@ -93,7 +94,11 @@ struct Q6K : BlockRef<block_q6_K> {
         // bits 2g..2g+1 of each qh byte moved to bits 4..5
         const __m256i hi = _mm256_and_si256(g < 2 ? _mm256_slli_epi16(qh, 4 - 2 * g) : _mm256_srli_epi16(qh, 2 * g - 4),
                                             _mm256_set1_epi8(0x30));
-        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+        return _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+    }
+    void span(int k, __m256i (&v)[2]) const {
+        const int h = k / 4, g = k % 4;
+        const __m256i q = bytes(k);
         v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), word(sc[h], 2 * g));
         v[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), word(sc[h], 2 * g + 1));
     }

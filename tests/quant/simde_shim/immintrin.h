@@ -46,6 +46,15 @@ DS4_SHIM_UNARY(mm512_cvtepi8_epi32, simde__m128i, int8_t, 16, int32_t, v[i])
 DS4_SHIM_UNARY(mm512_cvtepu16_epi32, simde__m256i, uint16_t, 16, int32_t, v[i])
 #define _mm512_cvtepu16_epi32 ds4_mm512_cvtepu16_epi32
 #endif
+#ifndef _mm512_cvtepu8_epi16
+inline simde__m512i ds4_mm512_cvtepu8_epi16(simde__m256i a) {
+    const auto v = ds4_simde_shim::bits<std::array<uint8_t, 32>>(a);
+    std::array<int16_t, 32> r;
+    for (int i = 0; i < 32; ++i) r[i] = v[i];
+    return ds4_simde_shim::bits<simde__m512i>(r);
+}
+#define _mm512_cvtepu8_epi16 ds4_mm512_cvtepu8_epi16
+#endif
 #ifndef _mm512_cvtepi32_ps
 inline simde__m512 ds4_mm512_cvtepi32_ps(simde__m512i a) {
     const auto v = ds4_simde_shim::bits<std::array<int32_t, 16>>(a);
