@@ -29,28 +29,30 @@ inline uint16_t load_u16(const uint8_t* p) {
 // vpermb indices, per 256-bit half (the high half reads the high row): a full chunk's vector u
 // (block-lane vectors 2u and 2u + 1) into lane j = elements 4u .. 4u + 3 of block j; a chunk of
 // 4's vector u into lane j < 4 = elements 8u .. 8u + 3 of block j, lane 4 + j = the next four.
-__m512i full_index() {
-    alignas(64) uint8_t idx[64];
-    for (int h = 0; h < 2; ++h)
+// Built at compile time (rows2 runs once per two vocabulary rows).
+struct Index {
+    alignas(64) uint8_t full[64];
+    alignas(64) uint8_t tail[64];
+};
+constexpr Index make_index() {
+    Index t{};
+    for (int h = 0; h < 2; ++h) {
         for (int j = 0; j < 8; ++j)
-            for (int s = 0; s < 4; ++s) idx[32 * h + 4 * j + s] = static_cast<uint8_t>(32 * h + 16 * (s >> 1) + 2 * j + (s & 1));
-    return _mm512_load_si512(idx);
-}
-__m512i tail_index() {
-    alignas(64) uint8_t idx[64];
-    for (int h = 0; h < 2; ++h)
+            for (int s = 0; s < 4; ++s) t.full[32 * h + 4 * j + s] = static_cast<uint8_t>(32 * h + 16 * (s >> 1) + 2 * j + (s & 1));
         for (int g = 0; g < 2; ++g)
             for (int j = 0; j < 4; ++j)
                 for (int s = 0; s < 4; ++s)
-                    idx[32 * h + 16 * g + 4 * j + s] = static_cast<uint8_t>(32 * h + 16 * g + 2 * j + 8 * (s >> 1) + (s & 1));
-    return _mm512_load_si512(idx);
+                    t.tail[32 * h + 16 * g + 4 * j + s] = static_cast<uint8_t>(32 * h + 16 * g + 2 * j + 8 * (s >> 1) + (s & 1));
+    }
+    return t;
 }
+constexpr Index kIndex = make_index();
 
 template <int R>
 void rows2(const uint8_t* p0, const uint8_t* p1, int64_t n, const int8_t* q, const float* d, const int32_t* neg,
            float* y0, float* y1, int64_t ldy) {
     const BlockLanes bl(n);
-    const __m512i full = full_index(), tail = tail_index(), flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    const __m512i full = _mm512_load_si512(kIndex.full), tail = _mm512_load_si512(kIndex.tail), flip = _mm512_set1_epi8(static_cast<char>(0x80));
     __m512 acc[R];
     __m512i S[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
