@@ -68,14 +68,7 @@ void rows_legacy(const void* w, int64_t n, const int16_t* a, const float* da, co
 template <class F, int R>
 void rows_super(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, float* y,
                 int64_t ldy) {
-    const auto* p = static_cast<const uint8_t*>(w);
-    const int64_t nb = n / QK_K, halves = n / kHalf;
-    __m256 acc[R], c[R];
-    for (int r = 0; r < R; ++r) acc[r] = c[r] = _mm256_setzero_ps();
-    for (int64_t bi = 0; bi < nb; ++bi, p += F::kBytes) {
-        prefetch_block<F::kBytes>(p);
-        const F f(p);
-        __m256i S[R];
+    const auto sums = [a, n](const F& f, int64_t bi, __m256i (&S)[R]) {
         for (int r = 0; r < R; ++r) S[r] = _mm256_setzero_si256();
         const auto step = [&](int k) {
             __m256i v[2];
@@ -96,17 +89,8 @@ void rows_super(const void* w, int64_t n, const int16_t* a, const float* da, con
 #pragma GCC unroll 8
             for (int k = 0; k < 8; ++k) step(k);
         }
-        const float d = f.d();
-        for (int r = 0; r < R; ++r) {
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[r]), _mm256_set1_ps(d * da[r * nb + bi]), acc[r]);
-            if constexpr (F::kMin) {
-                const float* x = xs + r * halves + 16 * bi;
-                c[r] = _mm256_fmadd_ps(f.mw[0], _mm256_loadu_ps(x), c[r]);
-                c[r] = _mm256_fmadd_ps(f.mw[1], _mm256_loadu_ps(x + 8), c[r]);
-            }
-        }
-    }
-    for (int r = 0; r < R; ++r) y[r * ldy] = F::kMin ? hsum(acc[r]) - hsum(c[r]) : hsum(acc[r]);
+    };
+    super_rows<F, R>(w, n, da, xs, y, ldy, sums, [](__m256 v) { return hsum(v); });
 }
 
 template <class F, int R>

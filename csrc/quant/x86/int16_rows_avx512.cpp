@@ -172,36 +172,23 @@ struct Q6KWide : Q6K {
 
 template <class F, int R>
 void row_wide(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, float* y, int64_t ldy) {
-    const auto* p = static_cast<const uint8_t*>(w);
-    const int64_t nb = n / QK_K, halves = n / kHalf;
-    __m256 acc[R], c[R];
-    for (int r = 0; r < R; ++r) acc[r] = c[r] = _mm256_setzero_ps();
-    for (int64_t bi = 0; bi < nb; ++bi, p += F::kBytes) {
-        prefetch_block<F::kBytes>(p);
-        const F f(p);
+    const auto sums = [a, n](const F& f, int64_t bi, __m256i (&S)[R]) {
         // even and odd spans in two chains (vpdpwssd's latency), added exactly at the end
-        __m512i S[2][R];
-        for (int r = 0; r < R; ++r) S[0][r] = S[1][r] = _mm512_setzero_si512();
+        __m512i T[2][R];
+        for (int r = 0; r < R; ++r) T[0][r] = T[1][r] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) {
             const __m512i q = f.wide(k);
             for (int r = 0; r < R; ++r) {
-                S[k % 2][r] = _mm512_dpwssd_epi32(S[k % 2][r], q, _mm512_loadu_si512(a + r * n + bi * QK_K + 32 * k));
+                T[k % 2][r] = _mm512_dpwssd_epi32(T[k % 2][r], q, _mm512_loadu_si512(a + r * n + bi * QK_K + 32 * k));
             }
         }
-        const float d = f.d();
         for (int r = 0; r < R; ++r) {
-            const __m512i s16 = _mm512_add_epi32(S[0][r], S[1][r]);
-            const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s16), _mm512_extracti64x4_epi64(s16, 1));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(d * da[r * nb + bi]), acc[r]);
-            if constexpr (F::kMin) {
-                const float* x = xs + r * halves + 16 * bi;
-                c[r] = _mm256_fmadd_ps(f.mw[0], _mm256_loadu_ps(x), c[r]);
-                c[r] = _mm256_fmadd_ps(f.mw[1], _mm256_loadu_ps(x + 8), c[r]);
-            }
+            const __m512i t = _mm512_add_epi32(T[0][r], T[1][r]);
+            S[r] = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
         }
-    }
-    for (int r = 0; r < R; ++r) y[r * ldy] = F::kMin ? hsum8(acc[r]) - hsum8(c[r]) : hsum8(acc[r]);
+    };
+    super_rows<F, R>(w, n, da, xs, y, ldy, sums, [](__m256 v) { return hsum8(v); });
 }
 
 template <class F, size_t... I>

@@ -13,6 +13,7 @@
 
 #include "quant/blocks.h"
 #include "quant/x86/madd.h"
+#include "quant/x86/prefetch.h"
 
 namespace ds4::quant {
 namespace {
@@ -163,6 +164,35 @@ inline float block_sum(__m256i q0, __m256i q1, const int16_t* a) {
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
     return static_cast<float>(_mm_cvtsi128_si32(s));
+}
+
+// The frame of the K-quants' rows kernels (F: Q4K, Q6K or a wider decoder of theirs) for R
+// activation rows: per super-block, sums(f, bi, S) sets S[r] to row r's 8 exact lane sums, then
+// acc_r += (float)S_r * (d * da_r) and the minimum terms, as int16_gemm.h defines them, and
+// y[r * ldy] = lane_sum(acc_r) - lane_sum(c_r), lane_sum being the ISA's copy of the 8-lane tree.
+template <class F, int R, class Sums, class LaneSum>
+inline void super_rows(const void* w, int64_t n, const float* da, const float* xs, float* y, int64_t ldy, Sums&& sums,
+                       LaneSum&& lane_sum) {
+    const auto* p = static_cast<const uint8_t*>(w);
+    const int64_t nb = n / QK_K, halves = n / kHalf;
+    __m256 acc[R], c[R];
+    for (int r = 0; r < R; ++r) acc[r] = c[r] = _mm256_setzero_ps();
+    for (int64_t bi = 0; bi < nb; ++bi, p += F::kBytes) {
+        prefetch_block<F::kBytes>(p);
+        const F f(p);
+        __m256i S[R];
+        sums(f, bi, S);
+        const float d = f.d();
+        for (int r = 0; r < R; ++r) {
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[r]), _mm256_set1_ps(d * da[r * nb + bi]), acc[r]);
+            if constexpr (F::kMin) {
+                const float* x = xs + r * halves + 16 * bi;
+                c[r] = _mm256_fmadd_ps(f.mw[0], _mm256_loadu_ps(x), c[r]);
+                c[r] = _mm256_fmadd_ps(f.mw[1], _mm256_loadu_ps(x + 8), c[r]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r) y[r * ldy] = F::kMin ? lane_sum(acc[r]) - lane_sum(c[r]) : lane_sum(acc[r]);
 }
 
 }  // namespace
