@@ -191,17 +191,18 @@ void row_wide(const void* w, int64_t n, const int16_t* a, const float* da, const
     super_rows<F, R>(w, n, da, xs, y, ldy, sums, [](__m256 v) { return hsum8(v); });
 }
 
+using WideFn = void (*)(const void*, int64_t, const int16_t*, const float*, const float*, float*, int64_t);
+
 template <class F, size_t... I>
-constexpr std::array<RowsI16Fn, sizeof...(I)> wide_table(std::index_sequence<I...>) {
-    return {[](const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int, float* y,
-               int64_t ldy) { row_wide<F, static_cast<int>(I) + 1>(w, n, a, da, xs, y, ldy); }...};
+constexpr std::array<WideFn, sizeof...(I)> wide_table(std::index_sequence<I...>) {
+    return {&row_wide<F, static_cast<int>(I) + 1>...};
 }
 
 template <class F>
 void rows1_wide(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
                 int64_t ldy) {
     static constexpr auto fns = wide_table<F>(std::make_index_sequence<kRowsMax>());
-    fns[static_cast<size_t>(nx - 1)](w, n, a, da, xs, nx, y, ldy);
+    fns[static_cast<size_t>(nx - 1)](w, n, a, da, xs, y, ldy);
 }
 
 // One row of the legacy formats: the AVX2 kernel as far as it goes (a decode step), past it the
