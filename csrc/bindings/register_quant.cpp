@@ -276,8 +276,8 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
                 const bool packed = path == "i16packed";
                 const quant::RowsI16Fn one = ik.rows_of(packed);
                 const quant::RowsPacked2Fn pair = ik.pairs_of(packed, nx);
-                for (int64_t r = 0; r < nx; r += ik.rows_max) {
-                    const int m = static_cast<int>(std::min<int64_t>(ik.rows_max, nx - r));
+                for (int64_t r = 0; r < nx;) {
+                    const int m = ik.pass_rows(nx - r);
                     for (int64_t o = 0; o < n_rows;) {
                         const bool two = pair && o + 1 < n_rows;
                         const uint8_t* wo = b.ptr + static_cast<size_t>(o) * row;
@@ -289,6 +289,7 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
                         }
                         o += two ? 2 : 1;
                     }
+                    r += m;
                 }
             }
         } else if (n_rows > 0) {

@@ -93,6 +93,13 @@ struct I16Kernels {
     bool block_lanes = false;
     // Most activation rows per call of rows / rows_packed.
     int rows_max = kDotRowsMax;
+    // Activation rows of the next call when `left` rows remain: the fewest calls, of equal size
+    // (12 rows at a rows_max of 8 are 6 + 6, not 8 + 4: a call reads the weight rows once
+    // whatever its size, and the kernels' rate rises with their activation rows).
+    int pass_rows(int64_t left) const {
+        const int64_t passes = (left + rows_max - 1) / rows_max;
+        return static_cast<int>((left + passes - 1) / passes);
+    }
     // One packed row (packed.h) decoded as `decode` decodes the GGUF row, for the formats with a
     // packed layout.
     DecodeI16Fn decode_packed = nullptr;
@@ -158,9 +165,10 @@ namespace avx512 {
 DS4_I16_BLOCKS_DECLARE
 void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans, int nw, const int16_t* a,
               const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy);
-// Activation rows per pass of the block-lane kernels: two weight rows per register leave room
-// for twice the AVX2 kernels' rows.
-constexpr int kBlockRowsMax = 12;
+// Activation rows per pass of the block-lane kernels: the sums of two weight rows and 8
+// activation rows take 16 of the 32 registers; more rows spill, and their activations leave L1
+// on long rows (8 rows of 2048 fill its 32 KiB).
+constexpr int kBlockRowsMax = 8;
 // Activation rows per pass of the natural-order formats' rows kernels (AVX2: kDotRowsMax).
 constexpr int kRowsMax = 8;
 // The fused rows kernels of Q4_0, Q4_1, Q5_1, Q4_K and Q6_K, one row and two at a time, or nullptr.

@@ -171,6 +171,13 @@ ARM_BACKEND_SOURCES = ["attn.cpp", "attn_neon.cpp", "vmath.cpp", "vmath_neon.cpp
 AVX2_FLAGS = ["-mavx2", "-mfma", "-mf16c", "-mbmi2"]
 
 
+def _check_compiled(job: subprocess.Popen) -> None:
+    """A compile's end, its errors read while it runs (a full stderr pipe would block it, and a
+    wait() on it, forever)."""
+    _, err = job.communicate()
+    assert job.returncode == 0, err
+
+
 def _build_checker(tmp_path, emulate_avx512):
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
@@ -192,10 +199,10 @@ def _build_checker(tmp_path, emulate_avx512):
                                      stderr=subprocess.PIPE, text=True))
         if len(jobs) >= 2:  # two cores here; keep the build polite
             for j in jobs:
-                assert j.wait() == 0, j.stderr.read()
+                _check_compiled(j)
             jobs = []
     for j in jobs:
-        assert j.wait() == 0, j.stderr.read()
+        _check_compiled(j)
     exe = tmp_path / "simd_check"
     subprocess.run([cxx, "-o", str(exe)] + objs, check=True)
     return exe
@@ -231,7 +238,7 @@ def test_cpp_checker_neon_under_qemu(tmp_path):
             jobs.append(subprocess.Popen([cxx, "-O2", "-std=c++17", "-DDS4_ARM64=1", f"-I{ROOT / 'csrc'}", "-w",
                                           "-c", str(src), "-o", str(obj)], stderr=subprocess.PIPE, text=True))
         for j in jobs:
-            assert j.wait() == 0, j.stderr.read()
+            _check_compiled(j)
     mains = {tmp_path / (c.stem + ".o") for c in checks}
     common = [str(o) for o in objs if o not in mains]
     for check, args in ((checks[0], ["neon", "99"]), (checks[1], ["99"])):

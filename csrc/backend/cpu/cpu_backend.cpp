@@ -799,8 +799,8 @@ private:
             for (int64_t o = o0; o < o1;) {
                 const uint8_t* wo = rows + static_cast<size_t>(o) * w.row_bytes;
                 const bool two = pair && o + 1 < o1;
-                for (int64_t r = 0; r < n; r += ik.rows_max) {
-                    const int m = static_cast<int>(std::min<int64_t>(ik.rows_max, n - r));
+                for (int64_t r = 0; r < n;) {
+                    const int m = ik.pass_rows(n - r);
                     const int16_t* a = act_a_.data() + r * w.n_in;
                     const float *da = act_da_.data() + r * groups, *xs = act_xs_.data() + r * halves;
                     float* yo = y + r * ldy + (o - o0);
@@ -809,6 +809,7 @@ private:
                     } else {
                         one(wo, w.n_in, a, da, xs, m, yo, ldy);
                     }
+                    r += m;
                 }
                 o += two ? 2 : 1;
             }
