@@ -10,6 +10,7 @@
 // curve from the passes it runs anyway (speculative/scheduler.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -46,12 +47,13 @@ struct PassWork {
 // speculation scheduler's fit, speculative/scheduler.h): a plain step's seconds and, per row count, the
 // measured / prior ratio of what the extra rows cost.
 struct PassTimes {
-    // A running measured / prior ratio: the first pass sets it, later ones move it by `weight`.
+    // A running measured / prior ratio: the faster of the first two passes sets it (the first
+    // pass of a size runs cold: buffers grow, pages fault), later ones move it by `weight`.
     struct Fit {
         double ratio = 1.0;
         int seen = 0;  // passes measured (0: ratio unset)
         void add(double r, double weight) {
-            ratio = seen == 0 ? r : ratio + weight * (r - ratio);
+            ratio = seen == 0 ? r : seen == 1 ? std::min(ratio, r) : ratio + weight * (r - ratio);
             ++seen;
         }
     };

@@ -2,6 +2,7 @@
 #include "speculative/scheduler.h"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -35,6 +36,10 @@ constexpr double kCostlyMargin = 1.05;
 // pass the machine stalled (or a timer's hiccup) cannot switch a proposer off alone. The same
 // clamp bounds what one pass can cost the ledger.
 constexpr double kSlowWeight = 0.25, kSlowMin = 0.5, kSlowMax = 4.0;
+// A pass size's own timings are trusted from this many on; before, an extra row of it costs at
+// most kSpread x what one of a smaller size run cost.
+constexpr int kTrusted = 2;
+constexpr double kSpread = 1.5;
 // The allowance: one plain step, plus this share of the plain time of the tokens so far.
 constexpr double kBudget = 0.02;
 // The most a proposer's catch-up may invest, as a share of the plain time of the tokens left.
@@ -72,18 +77,23 @@ model::PassTimes Scheduler::pass_times() const {
     return t;
 }
 
-double Scheduler::extra(int rows) const {
-    const size_t i = static_cast<size_t>(rows - 1);
-    // A pass of r rows costs at most r plain steps (each would stream the weights again): a
-    // prior that says more (a probe the machine stalled) would keep every draft out, and with
-    // it the passes that would correct it.
-    const double ratio = (fit_.rows[i].seen > 0 ? fit_.rows[i] : fit_.all).ratio;
-    return std::min(prior_[i] * ratio, (rows - 1) * c1_);
-}
-
 double Scheduler::cost(int rows) const {
-    double e = 0;
-    for (int r = 2; r <= rows; ++r) e = std::max(e, extra(r));
+    // Per size: the prior scaled by what passes of that size took, or, for a size not run yet,
+    // by what passes of every size took; at most r - 1 plain steps (each would stream the
+    // weights again: a prior that says more, a probe the machine stalled, would keep every
+    // draft out, and with it the passes that would correct it). A size run fewer than
+    // kTrusted times costs at most kSpread x per extra row what a smaller size run took: the
+    // curve bends down (a pass reads the weights once), and neither a size's cold first pass
+    // nor a prior wrong in shape (the fit of all sizes learnt where the prior is smallest) may
+    // keep the longer drafts from being tried. Never cheaper for more rows.
+    double e = 0, per_row = std::numeric_limits<double>::infinity();
+    for (int r = 2; r <= rows; ++r) {
+        const PassFit& f = fit_.rows[static_cast<size_t>(r - 1)];
+        double x = std::min(prior_[static_cast<size_t>(r - 1)] * (f.seen > 0 ? f : fit_.all).ratio, (r - 1) * c1_);
+        if (f.seen < kTrusted) x = std::min(x, kSpread * per_row * (r - 1));
+        if (f.seen > 0) per_row = std::min(per_row, x / (r - 1));
+        e = std::max(e, x);
+    }
     return c1_ + e;
 }
 

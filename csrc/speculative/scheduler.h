@@ -6,8 +6,11 @@
 // faster ones weighing more, and no verify pass may be faster: timings are slowed by stalls, never
 // sped up). A verify pass of r rows costs c1 plus what its r - 1 extra rows add: a prior computed
 // at load (model/pass_cost.h) scaled by what passes of that size really took, or, for a size not
-// run yet, by what passes of every size took, and never more than r - 1 plain steps. No pass is
-// run to calibrate; a later generation on the same model starts from what this one measured.
+// run yet, by what passes of every size took, and never more than r - 1 plain steps; until a
+// size has run twice, its extra rows cost at most 1.5x per row what a smaller size's did (the
+// curve bends down), so that a cold first pass or a prior wrong in shape cannot keep longer
+// drafts out for good. No pass is run to calibrate; a later generation on the same model
+// starts from what this one measured.
 //
 // Acceptance. Per proposer and draft position, decayed counts with a prior; a proposer with no
 // draft worth verifying steps aside and is probed again after 8, 16, 32, ... plain steps.
@@ -102,8 +105,7 @@ private:
     struct Position {
         double reached = 0, accepted = 0;  // decayed counts
     };
-    // What r rows add to a plain step before the curve is made non-decreasing.
-    double extra(int rows) const;
+    using PassFit = model::PassTimes::Fit;
 
     int n_max_;
     double c1_ = 0;          // seconds of a plain step

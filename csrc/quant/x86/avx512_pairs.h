@@ -1,7 +1,9 @@
 // Helpers of the AVX-512 int16 kernels that take two weight rows at a time (x86/int16_gemm_avx512.cpp,
-// x86/int16_blocks_avx512.cpp, x86/int16_rows_avx512.cpp): a zmm holds row o in its low 256 bits and row
-// o + 1 in its high ones, activation vectors are broadcast to both halves, and each half ends in
-// the AVX2 kernels' 8-lane sum, so that every lane does the AVX2 kernels' arithmetic. Include only
+// x86/int16_blocks_avx512.cpp, x86/int16_rows_avx512.cpp). Two layouts: a zmm of row o in its low
+// 256 bits and row o + 1 in its high ones against activations broadcast to both halves, or a zmm
+// of 32 consecutive weights of one row against a plain load of the activations (shared by both
+// rows), folded (fold) into the first layout at a group's end. Either way each half ends in the
+// AVX2 kernels' 8-lane sums, so that every lane does the AVX2 kernels' arithmetic. Include only
 // from files compiled with the AVX-512 flags; everything is in an unnamed namespace (one copy per
 // translation unit, compiled for its ISA).
 #pragma once
@@ -19,6 +21,7 @@ namespace ds4::quant {
 namespace {
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 inline __m256i join(__m128i lo, __m128i hi) { return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1); }
 inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
@@ -28,6 +31,26 @@ inline __m512 join(__m256 lo, __m256 hi) {
 }
 // 16 int16 activations in both halves.
 inline __m512i bcast(const int16_t* p) { return _mm512_broadcast_i64x4(load256(p)); }
+
+// Lanes j and 8 + j of a into lane j and those of b into lane 8 + j, exact int32 sums: where a
+// zmm holds 32 consecutive int16 of one weight row, lane j and j + 8 sum what lane j of the AVX2
+// kernels' 16-element vectors sums, so this gives two rows' AVX2 lane sums in the two halves.
+inline __m512i fold(__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                            _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+// An activation-row stride the compiler cannot see through: knowing it, GCC keeps a pointer per
+// activation row and vector of an unrolled loop, more than the registers hold.
+inline void opaque(int64_t& v) { asm("" : "+r"(v)); }
+// A vector kept in a register where it is loaded: GCC would fold the load into each instruction
+// that uses it, run short of registers and spill it to the stack between them.
+inline void in_register(__m512i& v) {
+#if defined(__AVX512F__)
+    asm("" : "+v"(v));
+#else
+    (void)v;
+#endif
+}
 
 // The AVX2 kernels' sum of 8 lanes: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
 inline float hsum8(__m256 v) {

@@ -30,16 +30,6 @@ namespace {
 // order, its two halves and its scale. With one row, both rows' scales are that row's.
 
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
-// A vector kept in a register where it is made: GCC would fold the load into each instruction
-// that uses it, then run short of registers and spill it to the stack between them.
-inline void in_register(__m512i& v) {
-#if defined(__AVX512F__)
-    asm("" : "+v"(v));
-#else
-    (void)v;
-#endif
-}
-
 // Rows as decode_row / decode_packed_row leave them: int16 in the block-lane order, float scales.
 struct Decoded {
     const int16_t* q[2];
@@ -130,13 +120,6 @@ struct PackedQ5 : PackedRows<22> {
     __m256i half(int i, int64_t b, int h) const { return q5_0_half(at(i, b), h); }
 };
 
-// Lanes j and 8 + j of a (row o) into lane j, of b (row o + 1) into lane 8 + j: the chunk's 8
-// block sums of both rows, exact.
-inline __m512i fold(__m512i a, __m512i b) {
-    return _mm512_add_epi32(_mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                            _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-}
-
 // y[r * ldy] (row 0) and, when NW == 2, y[r * ldy + 1] (row 1) for R activation rows (a, da:
 // rows of n and of n / 32).
 template <int R, int NW, class W>
@@ -149,11 +132,9 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
     const auto sums = [&](int64_t b0, int vectors, auto&& vec) {
         for (int i = 0; i < NW; ++i)
             for (int r = 0; r < R; ++r) S[i][r] = _mm512_setzero_si512();
-        // Row r's vectors at x + r * stride, the stride opaque to the compiler: otherwise it
-        // keeps a pointer per row and vector, more than the registers hold.
         const int16_t* x = a + 32 * b0;
         int64_t stride = n;
-        asm("" : "+r"(stride));
+        opaque(stride);
 #pragma GCC unroll 8
         for (int u = 0; u < vectors; ++u) {
             __m512i q[NW];

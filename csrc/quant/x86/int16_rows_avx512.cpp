@@ -1,10 +1,13 @@
 // AVX-512 int16-path kernels of the natural-order formats (Q4_0, Q4_1, Q5_1, Q4_K, Q6_K) for a few
-// activation rows (verify blocks), two weight rows at a time: each span is decoded per row as the
-// AVX2 kernel decodes it (x86/int16_spans.h), the two rows' vectors joined in one zmm (row o low,
-// row o + 1 high), each activation vector broadcast to both halves and vpdpwssd accumulating the
-// exact integer sums. Every lane does the AVX2 kernel's arithmetic (x86/int16_rows_avx2.cpp: the same
-// integer sums per group, scale products, fmas, minimum terms and final lane trees), so
-// the floats are its floats, bit for bit. Up to 8 activation rows per pass (AVX2: 4).
+// activation rows (verify blocks), one or two weight rows at a time. The K-quants: a span of 32
+// weights of one row in a zmm (Q4KWide, Q6KWide), one plain activation load per span and
+// activation row shared by both weight rows, and lanes j and j + 8 folded at the super-block's
+// end into the AVX2 kernel's lane j. The legacy formats: each span decoded per row as the AVX2
+// kernel decodes it (x86/int16_spans.h), the two rows' vectors joined in one zmm (row o low, row
+// o + 1 high) and each activation vector broadcast to both halves. Either way every lane ends in
+// the AVX2 kernel's arithmetic (x86/int16_rows_avx2.cpp: the same integer sums per group, scale
+// products, fmas, minimum terms and final lane trees), so the floats are its floats, bit for bit.
+// Up to 8 activation rows per pass (AVX2: 4).
 
 #include <array>
 #include <cmath>
@@ -27,7 +30,37 @@ inline void store(__m512 acc, __m512 c, int nw, float* y) {
     if (nw == 2) y[1] = kMin ? hsum_hi(acc) - hsum_hi(c) : hsum_hi(acc);
 }
 
-// y[r * ldy] (row p0) and, when nw == 2, y[r * ldy + 1] (row p1) for R activation rows.
+// One weight row of a K-quant (a decode step, the odd row of a verify block): a span in one zmm,
+// its 32 int16 weights against its 32 activations by one vpdpwssd, lane j of 16 summing elements
+// 2j, 2j + 1 of the span. At the group's end lanes j and j + 8 add into the AVX2 kernel's lane j
+// (elements 2j, 2j + 1, 2j + 16, 2j + 17 of every span), the same exact integer, and all that
+// follows is the AVX2 kernel's arithmetic on ymm. Per span: ~5 instructions against its ~11.
+struct Q4KWide : Q4K {
+    __m512i sc4;  // the int16 scales in every 128-bit lane
+    explicit Q4KWide(const uint8_t* p) : Q4K(p), sc4(_mm512_broadcast_i32x4(_mm256_castsi256_si128(sc))) {}
+    __m512i wide(int k) const {
+        const __m512i x = _mm512_cvtepu8_epi16(load256(b.qs + 32 * (k / 2)));
+        const __m512i q = k % 2 ? _mm512_srli_epi16(x, 4) : _mm512_and_si512(x, _mm512_set1_epi16(0x0F));
+        return _mm512_mullo_epi16(q, _mm512_shuffle_epi8(sc4, _mm512_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * k))));
+    }
+};
+// Q6_K: elements 0..15 of span k take scale 2 (k % 4) of the 8 in sc[k / 4], 16..31 the next.
+struct Q6KWide : Q6K {
+    using Q6K::Q6K;
+    __m512i wide(int k) const {
+        const int h = k / 4, g = k % 4;
+        const __m512i s = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sc[h]));
+        const __m512i pick = join(_mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g))),
+                                  _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g + 1))));
+        return _mm512_mullo_epi16(_mm512_cvtepi8_epi16(bytes(k)), _mm512_shuffle_epi8(s, pick));
+    }
+};
+
+// y[r * ldy] (row p0) and y[r * ldy + 1] (row p1) for R activation rows, F a wide decoder (one
+// span of a row in a zmm, below): per span, both rows' spans against one plain load of the
+// activations, and at the super-block's end lanes j and j + 8 of each row's sums folded into the
+// AVX2 kernel's lane j (row p0 in the low half, p1 in the high one), from where the arithmetic is
+// the AVX2 kernel's.
 template <class F, int R>
 void rows_super(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const int16_t* a, const float* da,
                 const float* xs, float* y, int64_t ldy) {
@@ -38,27 +71,29 @@ void rows_super(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const i
         prefetch_block<F::kBytes>(p0);
         prefetch_block<F::kBytes>(p1);
         const F f0(p0), f1(p1);
-        __m512i S[R];
-        for (int r = 0; r < R; ++r) S[r] = _mm512_setzero_si512();
-#pragma GCC unroll 2
+        __m512i S[2][R];
+        for (int r = 0; r < R; ++r) S[0][r] = S[1][r] = _mm512_setzero_si512();
+        const int16_t* x = a + bi * QK_K;
+        int64_t stride = n;
+        opaque(stride);
+#pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) {
-            __m256i v0[2], v1[2];
-            f0.span(k, v0);
-            f1.span(k, v1);
-            for (int i = 0; i < 2; ++i) {
-                const __m512i q = join(v0[i], v1[i]);
-                for (int r = 0; r < R; ++r) {
-                    S[r] = _mm512_dpwssd_epi32(S[r], q, bcast(a + r * n + bi * QK_K + 32 * k + 16 * i));
-                }
+            const __m512i q0 = f0.wide(k), q1 = f1.wide(k);
+            for (int r = 0; r < R; ++r) {
+                __m512i xv = load512(x + r * stride + 32 * k);
+                in_register(xv);
+                S[0][r] = _mm512_dpwssd_epi32(S[0][r], q0, xv);
+                S[1][r] = _mm512_dpwssd_epi32(S[1][r], q1, xv);
             }
         }
         const __m512 d = join(_mm256_set1_ps(f0.d()), _mm256_set1_ps(f1.d()));
         for (int r = 0; r < R; ++r) {
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r]), _mm512_mul_ps(d, _mm512_set1_ps(da[r * nb + bi])), acc[r]);
+            const __m512i T = fold(S[0][r], S[1][r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(T), _mm512_mul_ps(d, _mm512_set1_ps(da[r * nb + bi])), acc[r]);
             if constexpr (F::kMin) {
-                const float* x = xs + r * halves + 16 * bi;
-                c[r] = _mm512_fmadd_ps(join(f0.mw[0], f1.mw[0]), _mm512_broadcast_f32x8(_mm256_loadu_ps(x)), c[r]);
-                c[r] = _mm512_fmadd_ps(join(f0.mw[1], f1.mw[1]), _mm512_broadcast_f32x8(_mm256_loadu_ps(x + 8)), c[r]);
+                const float* xm = xs + r * halves + 16 * bi;
+                c[r] = _mm512_fmadd_ps(join(f0.mw[0], f1.mw[0]), _mm512_broadcast_f32x8(_mm256_loadu_ps(xm)), c[r]);
+                c[r] = _mm512_fmadd_ps(join(f0.mw[1], f1.mw[1]), _mm512_broadcast_f32x8(_mm256_loadu_ps(xm + 8)), c[r]);
             }
         }
     }
@@ -144,32 +179,6 @@ void rows_any(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const int
     fns[static_cast<size_t>(nx - 1)](p0, p1, nw, n, a, da, xs, y, ldy);
 }
 
-// One weight row of a K-quant (a decode step, the odd row of a verify block): a span in one zmm,
-// its 32 int16 weights against its 32 activations by one vpdpwssd, lane j of 16 summing elements
-// 2j, 2j + 1 of the span. At the group's end lanes j and j + 8 add into the AVX2 kernel's lane j
-// (elements 2j, 2j + 1, 2j + 16, 2j + 17 of every span), the same exact integer, and all that
-// follows is the AVX2 kernel's arithmetic on ymm. Per span: ~5 instructions against its ~11.
-struct Q4KWide : Q4K {
-    __m512i sc4;  // the int16 scales in every 128-bit lane
-    explicit Q4KWide(const uint8_t* p) : Q4K(p), sc4(_mm512_broadcast_i32x4(_mm256_castsi256_si128(sc))) {}
-    __m512i wide(int k) const {
-        const __m512i x = _mm512_cvtepu8_epi16(load256(b.qs + 32 * (k / 2)));
-        const __m512i q = k % 2 ? _mm512_srli_epi16(x, 4) : _mm512_and_si512(x, _mm512_set1_epi16(0x0F));
-        return _mm512_mullo_epi16(q, _mm512_shuffle_epi8(sc4, _mm512_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * k))));
-    }
-};
-// Q6_K: elements 0..15 of span k take scale 2 (k % 4) of the 8 in sc[k / 4], 16..31 the next.
-struct Q6KWide : Q6K {
-    using Q6K::Q6K;
-    __m512i wide(int k) const {
-        const int h = k / 4, g = k % 4;
-        const __m512i s = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sc[h]));
-        const __m512i pick = join(_mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g))),
-                                  _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g + 1))));
-        return _mm512_mullo_epi16(_mm512_cvtepi8_epi16(bytes(k)), _mm512_shuffle_epi8(s, pick));
-    }
-};
-
 template <class F, int R>
 void row_wide(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, float* y, int64_t ldy) {
     const auto sums = [a, n](const F& f, int64_t bi, __m256i (&S)[R]) {
@@ -244,8 +253,8 @@ RowsPacked2Fn rows2_i16(Type type) {
         case Type::Q4_0: return &rows2<Q4_0>;
         case Type::Q4_1: return &rows2<Q4_1>;
         case Type::Q5_1: return &rows2<Q5_1>;
-        case Type::Q4_K: return &rows2<Q4K>;
-        case Type::Q6_K: return &rows2<Q6K>;
+        case Type::Q4_K: return &rows2<Q4KWide>;
+        case Type::Q6_K: return &rows2<Q6KWide>;
         default: return nullptr;
     }
 }
