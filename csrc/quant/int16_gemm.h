@@ -56,6 +56,14 @@ namespace ds4::quant {
 constexpr int kSpan = 32;
 constexpr int kHalf = 16;
 
+// Activation rows of the next pass of at most `most` when `left` remain: the fewest passes, of
+// equal size (12 rows at most 8 per pass are 6 + 6, not 8 + 4: a pass reads its weight rows once
+// whatever its size, and the kernels' rate rises with their activation rows).
+constexpr int even_rows(int64_t left, int most) {
+    const int64_t passes = (left + most - 1) / most;
+    return static_cast<int>((left + passes - 1) / passes);
+}
+
 // One weight row of n elements: q[n], sw[n / (32 G)], mw[n / 16].
 using DecodeI16Fn = void (*)(const void* w, int64_t n, int16_t* q, float* sw, float* mw);
 // One activation row of n floats, groups of `group_spans` spans, range R: a[n],
@@ -93,13 +101,8 @@ struct I16Kernels {
     bool block_lanes = false;
     // Most activation rows per call of rows / rows_packed.
     int rows_max = kDotRowsMax;
-    // Activation rows of the next call when `left` rows remain: the fewest calls, of equal size
-    // (12 rows at a rows_max of 8 are 6 + 6, not 8 + 4: a call reads the weight rows once
-    // whatever its size, and the kernels' rate rises with their activation rows).
-    int pass_rows(int64_t left) const {
-        const int64_t passes = (left + rows_max - 1) / rows_max;
-        return static_cast<int>((left + passes - 1) / passes);
-    }
+    // Activation rows of the next call when `left` rows remain (even_rows).
+    int pass_rows(int64_t left) const { return even_rows(left, rows_max); }
     // One packed row (packed.h) decoded as `decode` decodes the GGUF row, for the formats with a
     // packed layout.
     DecodeI16Fn decode_packed = nullptr;

@@ -222,8 +222,8 @@ void rows_packed2_blocks(const void* row, size_t row_bytes, int64_t n, const int
 void gemm_i16_blocks(const int16_t* q, const float* sw, const float*, bool, int, int nw, const int16_t* a,
                      const float* da, const float*, int nx, int64_t n, float* y, int64_t ldy) {
     const int64_t nb = n / kSpan;
-    for (int r = 0; r < nx; r += kBlockRowsMax) {
-        const int m = nx - r < kBlockRowsMax ? nx - r : kBlockRowsMax;
+    for (int r = 0, m = 0; r < nx; r += m) {
+        m = even_rows(nx - r, kBlockRowsMax);
         for (int o = 0; o < nw; o += 2) {
             const int two = nw - o >= 2 ? 2 : 1, last = o + two - 1;
             const Decoded w{{q + o * n, q + last * n}, {sw + o * nb, sw + last * nb}};

@@ -57,7 +57,7 @@ struct Q6KWide : Q6K {
 };
 
 // y[r * ldy] (row p0) and y[r * ldy + 1] (row p1) for R activation rows, F a wide decoder (one
-// span of a row in a zmm, below): per span, both rows' spans against one plain load of the
+// span of a row in a zmm, above): per span, both rows' spans against one plain load of the
 // activations, and at the super-block's end lanes j and j + 8 of each row's sums folded into the
 // AVX2 kernel's lane j (row p0 in the low half, p1 in the high one), from where the arithmetic is
 // the AVX2 kernel's.
