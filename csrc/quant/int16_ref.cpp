@@ -228,7 +228,7 @@ void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, 
               const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
     const int64_t len = int64_t{kSpan} * group_spans, groups = n / len, halves = n / kHalf;
     for (int r = 0; r < nx; ++r) {
-        const int16_t* ar = a + r * n;
+        const int16_t* ar = a + r * act_stride(n);
         for (int o = 0; o < nw; ++o) {
             const int16_t* qo = q + o * n;
             float acc[8] = {};
@@ -261,7 +261,7 @@ void gemm_i16_blocks(const int16_t* q, const float* sw, const float*, bool, int,
                      const float* da, const float*, int nx, int64_t n, float* y, int64_t ldy) {
     const BlockLanes bl(n);
     for (int r = 0; r < nx; ++r) {
-        const int16_t* ar = a + r * n;
+        const int16_t* ar = a + r * act_stride(n);
         for (int o = 0; o < nw; ++o) {
             const int16_t* qo = q + o * n;
             float acc[8] = {};

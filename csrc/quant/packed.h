@@ -28,7 +28,8 @@
 namespace ds4::quant {
 
 // y[r * ldy] for activation rows r < nx <= the format's rows_max (int16_gemm.h), against one
-// packed row: the int16-path dot, bit for bit what the GEMM gives.
+// packed row (activation rows act_stride(n) apart): the int16-path dot, bit for bit what the
+// GEMM gives.
 using RowsPackedFn = void (*)(const void* row, int64_t n, const int16_t* a, const float* da, const float* xs,
                               int nx, float* y, int64_t ldy);
 // The same for two consecutive packed rows, row_bytes apart: y[r * ldy] and y[r * ldy + 1].

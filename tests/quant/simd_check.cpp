@@ -170,9 +170,9 @@ int check_i16(const Case& c, const TypeInfo& ti, Isa isa, std::mt19937_64& rng, 
         const int nx = ik.rows_max + 1;
         const auto x = activation_rows(nx, n, n, rng);
         const int64_t groups = ik.groups(n), halves = n / kHalf;
-        std::vector<int16_t> a(static_cast<size_t>(nx * n));
+        std::vector<int16_t> a(static_cast<size_t>(nx * act_stride(n)));
         std::vector<float> da(static_cast<size_t>(nx * groups)), xs(static_cast<size_t>(nx * halves));
-        for (int r = 0; r < nx; ++r) ik.quantize_row(x.data() + r * n, n, a.data() + r * n, da.data() + r * groups, xs.data() + r * halves);
+        for (int r = 0; r < nx; ++r) ik.quantize_row(x.data() + r * n, n, a.data() + r * act_stride(n), da.data() + r * groups, xs.data() + r * halves);
         const auto gemm = [&](const I16Kernels& k, const uint8_t* rows, DecodeI16Fn decode) {
             std::vector<int16_t> q(static_cast<size_t>(nw * n));
             std::vector<float> sw(static_cast<size_t>(nw * groups)), mw(static_cast<size_t>(nw * halves));
@@ -206,7 +206,7 @@ int check_i16(const Case& c, const TypeInfo& ti, Isa isa, std::mt19937_64& rng, 
                         const bool two = pair && o + 1 < nw;
                         const uint8_t* row = data + o * rb;
                         float* yo = y.data() + r * nw + o;
-                        const int16_t* ar = a.data() + r * n;
+                        const int16_t* ar = a.data() + r * act_stride(n);
                         if (two) {
                             pair(row, rb, n, ar, da.data() + r * groups, xs.data() + r * halves, k, yo, nw);
                         } else {

@@ -712,12 +712,12 @@ private:
         if (path != Path::int16_rows && path != Path::int16_gemm) return;
         const quant::I16Kernels& ik = quant::i16_kernels(w.type);
         const int64_t groups = ik.groups(w.n_in), halves = w.n_in / quant::kHalf;
-        act_a_.resize(static_cast<size_t>(n * w.n_in));
+        act_a_.resize(static_cast<size_t>(n * quant::act_stride(w.n_in)));
         act_da_.resize(static_cast<size_t>(n * groups));
         act_xs_.resize(static_cast<size_t>(n * halves));
         pool_.parallel_for(n, [&](int64_t r0, int64_t r1) {
             for (int64_t r = r0; r < r1; ++r) {
-                ik.quantize_row(x + r * w.n_in, w.n_in, act_a_.data() + r * w.n_in, act_da_.data() + r * groups,
+                ik.quantize_row(x + r * w.n_in, w.n_in, act_a_.data() + r * quant::act_stride(w.n_in), act_da_.data() + r * groups,
                                 act_xs_.data() + r * halves);
             }
         });
@@ -801,7 +801,7 @@ private:
                 const bool two = pair && o + 1 < o1;
                 for (int64_t r = 0; r < n;) {
                     const int m = ik.pass_rows(n - r);
-                    const int16_t* a = act_a_.data() + r * w.n_in;
+                    const int16_t* a = act_a_.data() + r * quant::act_stride(w.n_in);
                     const float *da = act_da_.data() + r * groups, *xs = act_xs_.data() + r * halves;
                     float* yo = y + r * ldy + (o - o0);
                     if (two) {
@@ -835,7 +835,7 @@ private:
                 }
                 for (int64_t r = 0; r < n; r += kInt16RowBlock) {
                     const int m = static_cast<int>(std::min(kInt16RowBlock, n - r));
-                    ik.gemm_rows(q, sw, mw, nw, act_a_.data() + r * w.n_in, act_da_.data() + r * groups,
+                    ik.gemm_rows(q, sw, mw, nw, act_a_.data() + r * quant::act_stride(w.n_in), act_da_.data() + r * groups,
                                  act_xs_.data() + r * halves, m, w.n_in, y + r * ldy + (t0 - o0), ldy);
                 }
             }

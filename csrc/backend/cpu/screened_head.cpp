@@ -50,7 +50,7 @@ void ScreenedHead::argmax(ThreadPool& pool, const Weight& w, const float* x, int
             const double scale = da[r * nb + b];
             for (int k = 0; k < quant::kSpan; ++k) {
                 const double v = xr[quant::kSpan * b + k];
-                const double e = v - scale * a[r * n_in + bl.position(b, k)];
+                const double e = v - scale * a[r * quant::act_stride(n_in) + bl.position(b, k)];
                 e16 += e * e;
                 xx += v * v;
             }
@@ -115,7 +115,7 @@ void ScreenedHead::argmax(ThreadPool& pool, const Weight& w, const float* x, int
             for (const Candidate* c = cand_.data() + slot * kCapacity; c < cand_.data() + slot * kCapacity + count_[slot]; ++c) {
                 if (c->upper < lo) continue;
                 float y;
-                exact(rows + static_cast<size_t>(c->id) * w.row_bytes, n_in, a + r * n_in, da + r * nb,
+                exact(rows + static_cast<size_t>(c->id) * w.row_bytes, n_in, a + r * quant::act_stride(n_in), da + r * nb,
                       xs + r * halves, 1, &y, 1);
                 if (std::isnan(y) || y == std::numeric_limits<float>::infinity()) {
                     throw std::domain_error("matmul_argmax: a logit is NaN or +inf");

@@ -91,7 +91,7 @@ void tile(const int16_t* q, const float* sw, int group_spans, const int16_t* a, 
         for (int s = 0; s < group_spans; ++s) {
             const int64_t e0 = (g * group_spans + s) * kSpan;
             const Span v{{vld1q_s16(q + e0), vld1q_s16(q + e0 + 8), vld1q_s16(q + e0 + 16), vld1q_s16(q + e0 + 24)}};
-            for (int r = 0; r < X; ++r) mac32(S[r], v, a + r * n + e0);
+            for (int r = 0; r < X; ++r) mac32(S[r], v, a + r * act_stride(n) + e0);
         }
         for (int r = 0; r < X; ++r) {
             const float32x4_t scale = vdupq_n_f32(sw[g] * da[r * groups + g]);
@@ -245,7 +245,7 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
     Pos S[R];
     const auto mac = [&S, n](const int16_t* ac) {
         return [&S, ac, n](int v, int16x8_t lo, int16x8_t hi) {
-            for (int r = 0; r < R; ++r) mac16(S[r], lo, hi, ac + r * n + 16 * v);
+            for (int r = 0; r < R; ++r) mac16(S[r], lo, hi, ac + r * act_stride(n) + 16 * v);
         };
     };
     for (int64_t b0 = 0; b0 < bl.full; b0 += BlockLanes::kChunk) {
@@ -274,7 +274,7 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
             for (int64_t b = bl.full; b < bl.nb; ++b) {
                 Pos s;
                 clear(s);
-                mac32(s, w.block(b), a + r * n + 32 * b);
+                mac32(s, w.block(b), a + r * act_stride(n) + 32 * b);
                 lanes[b % 8] = std::fma(static_cast<float>(total(s)), w.scale(b) * da[r * bl.nb + b], lanes[b % 8]);
             }
             acc[r] = {vld1q_f32(lanes), vld1q_f32(lanes + 4)};
@@ -423,11 +423,11 @@ void rows(const void* w, int64_t n, const int16_t* a, const float* da, const flo
         if constexpr (F::kSuper) {
             for (int k = 0; k < 8; ++k) {
                 const Span v = f.span(k);
-                for (int r = 0; r < R; ++r) mac32(S[r], v, a + r * n + bi * kB + 32 * k);
+                for (int r = 0; r < R; ++r) mac32(S[r], v, a + r * act_stride(n) + bi * kB + 32 * k);
             }
         } else {
             const Span v = f.span();
-            for (int r = 0; r < R; ++r) mac32(S[r], v, a + r * n + bi * kB);
+            for (int r = 0; r < R; ++r) mac32(S[r], v, a + r * act_stride(n) + bi * kB);
         }
         const float d = f.d();
         for (int r = 0; r < R; ++r) {
@@ -511,7 +511,7 @@ void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, 
     for (int r = 0; r < nx; r += kX) {
         const int xr = nx - r < kX ? nx - r : kX;
         for (int o = 0; o < nw; ++o) {
-            tiles[xr - 1](q + o * n, sw + o * groups, group_spans, a + r * n, da + r * groups, n, y + r * ldy + o, ldy);
+            tiles[xr - 1](q + o * n, sw + o * groups, group_spans, a + r * act_stride(n), da + r * groups, n, y + r * ldy + o, ldy);
         }
     }
     if (!has_min) return;
@@ -524,7 +524,7 @@ void gemm_i16_blocks(const int16_t* q, const float* sw, const float*, bool, int,
     const int64_t nb = n / kSpan;
     for (int r = 0; r < nx; r += kBlockRowsMax) {
         const int m = nx - r < kBlockRowsMax ? nx - r : kBlockRowsMax;
-        for (int o = 0; o < nw; ++o) block_rows_any(Decoded{q + o * n, sw + o * nb}, n, a + r * n, da + r * nb, m, y + r * ldy + o, ldy);
+        for (int o = 0; o < nw; ++o) block_rows_any(Decoded{q + o * n, sw + o * nb}, n, a + r * act_stride(n), da + r * nb, m, y + r * ldy + o, ldy);
     }
 }
 

@@ -64,12 +64,13 @@ inline float hsum_lo(__m512 v) { return hsum8(_mm512_castps512_ps256(v)); }
 inline float hsum_hi(__m512 v) { return hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))); }
 
 // hsum_lo and hsum_hi of R accumulators (activation rows r), stored as y[r * ldy] and, when
-// nw == 2, y[r * ldy + 1]: the same adds in the same order, eight accumulators' sixteen halves
-// per three levels of shuffles and adds instead of one tree each. Level 1 puts each half's
+// nw == 2, y[r * ldy + 1] (Subtract: subtracted from them): the same adds in the same order,
+// eight accumulators' sixteen halves per three levels of shuffles and adds instead of one tree each. Level 1 puts each half's
 // (a_j + a_j+4) in a 128-bit lane, level 2 its (s0 + s2, s1 + s3) and level 3 its t0 + t1; eight
 // accumulators A..H come out as [A C E G lo | A C E G hi | B D F H lo | B D F H hi].
-template <int R>
+template <bool Subtract = false, int R>
 inline void store_hsums(const __m512 (&acc)[R], int nw, float* y, int64_t ldy) {
+    const auto put = [](float& dst, float v) { dst = Subtract ? dst - v : v; };
     const auto level1 = [](__m512 a, __m512 b) {
         return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
                              _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
@@ -91,8 +92,8 @@ inline void store_hsums(const __m512 (&acc)[R], int nw, float* y, int64_t ldy) {
         _mm512_store_ps(v, out);
         for (int i = 0; i < 8 && r0 + i < R; ++i) {
             const int lane = 2 * (i & 1), k = i >> 1;  // A C E G in lanes 0 / 1, B D F H in 2 / 3
-            y[(r0 + i) * ldy] = v[4 * lane + k];
-            if (nw == 2) y[(r0 + i) * ldy + 1] = v[4 * (lane + 1) + k];
+            put(y[(r0 + i) * ldy], v[4 * lane + k]);
+            if (nw == 2) put(y[(r0 + i) * ldy + 1], v[4 * (lane + 1) + k]);
         }
     }
 }

@@ -131,7 +131,7 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
     const auto mac = [&](const int16_t* ac) {
         return [&S, ac, n](int v, __m256i q) {
             for (int r = 0; r < R; ++r) {
-                const auto* ap = reinterpret_cast<const __m256i*>(ac + r * n + 16 * v);
+                const auto* ap = reinterpret_cast<const __m256i*>(ac + r * act_stride(n) + 16 * v);
                 S[r] = madd_acc(S[r], q, _mm256_loadu_si256(ap));
             }
         };
@@ -162,7 +162,7 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
             alignas(32) float lanes[8];
             _mm256_store_ps(lanes, acc[r]);
             for (int64_t b = bl.full; b < bl.nb; ++b) {
-                const float T = block_sum(w.half(b, 0), w.half(b, 1), a + r * n + 32 * b);
+                const float T = block_sum(w.half(b, 0), w.half(b, 1), a + r * act_stride(n) + 32 * b);
                 lanes[b % 8] = _mm_cvtss_f32(
                     _mm_fmadd_ss(_mm_set_ss(T), _mm_set_ss(w.scale(b) * da[r * bl.nb + b]), _mm_set_ss(lanes[b % 8])));
             }
@@ -225,7 +225,7 @@ void gemm_i16_blocks(const int16_t* q, const float* sw, const float*, bool, int,
     const int64_t nb = n / kSpan;
     for (int r = 0; r < nx; r += kBlockRowsMax) {
         const int m = nx - r < kBlockRowsMax ? nx - r : kBlockRowsMax;
-        for (int o = 0; o < nw; ++o) block_rows_any(Decoded{q + o * n, sw + o * nb}, n, a + r * n, da + r * nb, m, y + r * ldy + o, ldy);
+        for (int o = 0; o < nw; ++o) block_rows_any(Decoded{q + o * n, sw + o * nb}, n, a + r * act_stride(n), da + r * nb, m, y + r * ldy + o, ldy);
     }
 }
 

@@ -133,7 +133,7 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
         for (int i = 0; i < NW; ++i)
             for (int r = 0; r < R; ++r) S[i][r] = _mm512_setzero_si512();
         const int16_t* x = a + 32 * b0;
-        int64_t stride = n;
+        int64_t stride = act_stride(n);
         opaque(stride);
 #pragma GCC unroll 8
         for (int u = 0; u < vectors; ++u) {
@@ -172,7 +172,7 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
             float* lanes = acc[r];
             for (int i = 0; i < NW; ++i) {
                 for (int64_t b = bl.full; b < bl.nb; ++b) {
-                    const float T = block_sum(w.half(i, b, 0), w.half(i, b, 1), a + r * n + 32 * b);
+                    const float T = block_sum(w.half(i, b, 0), w.half(i, b, 1), a + r * act_stride(n) + 32 * b);
                     float& lane = lanes[8 * i + b % 8];
                     lane = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(T), _mm_set_ss(w.scale(i, b) * da[r * bl.nb + b]),
                                                       _mm_set_ss(lane)));
@@ -227,7 +227,7 @@ void gemm_i16_blocks(const int16_t* q, const float* sw, const float*, bool, int,
         for (int o = 0; o < nw; o += 2) {
             const int two = nw - o >= 2 ? 2 : 1, last = o + two - 1;
             const Decoded w{{q + o * n, q + last * n}, {sw + o * nb, sw + last * nb}};
-            block_rows_any(w, two, n, a + r * n, da + r * nb, m, y + r * ldy + o, ldy);
+            block_rows_any(w, two, n, a + r * act_stride(n), da + r * nb, m, y + r * ldy + o, ldy);
         }
     }
 }

@@ -41,7 +41,7 @@ void tile(const int16_t* q, const float* sw, const int16_t* a, const float* da, 
             const auto* qp = reinterpret_cast<const __m256i*>(q + e0);
             const __m256i q0 = _mm256_loadu_si256(qp), q1 = _mm256_loadu_si256(qp + 1);
             for (int r = 0; r < X; ++r) {
-                const auto* ap = reinterpret_cast<const __m256i*>(a + r * n + e0);
+                const auto* ap = reinterpret_cast<const __m256i*>(a + r * act_stride(n) + e0);
                 const __m256i p = madd2(q0, _mm256_loadu_si256(ap), q1, _mm256_loadu_si256(ap + 1));
                 S[r] = G == 1 ? p : _mm256_add_epi32(S[r], p);
             }
@@ -167,7 +167,7 @@ void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, 
     for (int r = 0; r < nx; r += kX) {
         const int xr = nx - r < kX ? nx - r : kX;
         const TileFn fn = group_spans == 1 ? pick<1, kX>(xr) : pick<8, kX>(xr);
-        for (int o = 0; o < nw; ++o) fn(q + o * n, sw + o * groups, a + r * n, da + r * groups, n, y + r * ldy + o, ldy);
+        for (int o = 0; o < nw; ++o) fn(q + o * n, sw + o * groups, a + r * act_stride(n), da + r * groups, n, y + r * ldy + o, ldy);
     }
     if (has_min) min_terms(mw, nw, xs, nx, halves, y, ldy);
 }

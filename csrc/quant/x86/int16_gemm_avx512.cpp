@@ -1,12 +1,19 @@
 // AVX-512 GEMM of the int16 prefill path (int16_gemm.h) for the formats in the natural order
-// (the legacy 32-element formats but Q8_0 / Q5_0, and the K-quants): the AVX2 tile
-// (x86/int16_gemm_avx2.cpp) over two weight rows at a time, their span vectors joined in one zmm (row o
-// low, row o + 1 high), each activation vector broadcast to both halves and vpdpwssd summing the
-// exact lane sums. Every lane does the AVX2 tile's arithmetic (the same integer group sums, scale
-// products, one fma per group, the same final lane tree and minimum terms), so the floats are
-// its floats, bit for bit; 12 activation rows per tile (AVX2: 6).
+// (the legacy 32-element formats but Q8_0 / Q5_0, and the K-quants), two weight rows at a time.
+// Every lane does the AVX2 tile's arithmetic (x86/int16_gemm_avx2.cpp: the same integer group
+// sums, scale products, one fma per group, the same final lane tree and minimum terms), so the
+// floats are its floats, bit for bit.
+//   - K-quants (groups of 8 spans): a zmm holds 32 consecutive weights of one row and each
+//     activation vector is one plain load shared by the two rows; at a group's end lanes j and
+//     j + 8 fold into the AVX2 lane j (avx512_pairs.h). 6 activation rows per tile.
+//   - Legacy formats (one span per group, where a fold per span would cost more than it saves):
+//     the two rows' span halves joined in one zmm (row o low, o + 1 high) against activations
+//     broadcast to both halves. 12 activation rows per tile.
+//   - The minimum terms (Q4_K, Q5_K, Q2_K, Q4_1, Q5_1): two rows' c_j in the halves of one zmm,
+//     8 weight rows per pass so that each loaded activation vector serves four instructions.
 
 #include <array>
+#include <cmath>
 #include <utility>
 
 #include "quant/int16_gemm.h"
@@ -16,60 +23,157 @@ namespace ds4::quant::avx512 {
 
 namespace {
 
-constexpr int kX = 12;  // activation rows per tile
+constexpr int kXSuper = 6;    // activation rows per K-quant tile: 12 sums, L1-resident rows
+constexpr int kXLegacy = 12;  // activation rows per legacy tile
+constexpr int kMinX = 6;      // activation rows per pass of the minimum terms ...
+constexpr int kMinPairs = 4;  // ... and weight-row pairs: 24 sums, 4 weight vectors, 1 activation
 
-// Weight rows q0 and q1 (the same row when nw == 1) x X activation rows over every group of G spans.
-template <int X, int G>
-void tile(const int16_t* q0, const int16_t* q1, const float* sw0, const float* sw1, int nw, const int16_t* a,
-          const float* da, int64_t n, float* y, int64_t ldy) {
+using TileFn = void (*)(const int16_t*, const int16_t*, const float*, const float*, int, const int16_t*, const float*,
+                        int64_t, float*, int64_t);
+
+// Weight rows q0 and q1 (the same row when nw == 1) x X activation rows, over groups of 8 spans.
+template <int X>
+void tile_super(const int16_t* q0, const int16_t* q1, const float* sw0, const float* sw1, int nw, const int16_t* a,
+                const float* da, int64_t n, float* y, int64_t ldy) {
+    constexpr int G = 8;
     const int64_t groups = n / (kSpan * G);
     __m512 acc[X];
     for (int r = 0; r < X; ++r) acc[r] = _mm512_setzero_ps();
+    int64_t stride = act_stride(n);
+    opaque(stride);
     for (int64_t g = 0; g < groups; ++g) {
-        __m512i S[X];
-        for (int r = 0; r < X; ++r) S[r] = _mm512_setzero_si512();
+        __m512i S[2][X];
+        for (int r = 0; r < X; ++r) S[0][r] = S[1][r] = _mm512_setzero_si512();
+        const int64_t e0 = g * G * kSpan;
+#pragma GCC unroll 8
         for (int s = 0; s < G; ++s) {
-            const int64_t e0 = (g * G + s) * kSpan;
-            const __m512i w0 = join(q0 + e0, q1 + e0), w1 = join(q0 + e0 + kHalf, q1 + e0 + kHalf);
+            __m512i w0 = load512(q0 + e0 + s * kSpan), w1 = load512(q1 + e0 + s * kSpan);
+            in_register(w0);
+            in_register(w1);
             for (int r = 0; r < X; ++r) {
-                const int16_t* ap = a + r * n + e0;
-                S[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(S[r], w0, bcast(ap)), w1, bcast(ap + kHalf));
+                __m512i x = load512(a + r * stride + e0 + s * kSpan);
+                in_register(x);
+                S[0][r] = _mm512_dpwssd_epi32(S[0][r], w0, x);
+                S[1][r] = _mm512_dpwssd_epi32(S[1][r], w1, x);
             }
         }
         const __m512 sw = join(_mm256_set1_ps(sw0[g]), _mm256_set1_ps(sw1[g]));
         for (int r = 0; r < X; ++r) {
             const __m512 scale = _mm512_mul_ps(sw, _mm512_set1_ps(da[r * groups + g]));
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r]), scale, acc[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(fold(S[0][r], S[1][r])), scale, acc[r]);
         }
     }
     store_hsums(acc, nw, y, ldy);
 }
 
-using TileFn = void (*)(const int16_t*, const int16_t*, const float*, const float*, int, const int16_t*, const float*,
-                        int64_t, float*, int64_t);
+// The same for the legacy formats: one span per group.
+template <int X>
+void tile_legacy(const int16_t* q0, const int16_t* q1, const float* sw0, const float* sw1, int nw, const int16_t* a,
+                 const float* da, int64_t n, float* y, int64_t ldy) {
+    const int64_t groups = n / kSpan;
+    __m512 acc[X];
+    for (int r = 0; r < X; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < groups; ++g) {
+        const int64_t e0 = g * kSpan;
+        const __m512i w0 = join(q0 + e0, q1 + e0), w1 = join(q0 + e0 + kHalf, q1 + e0 + kHalf);
+        const __m512 sw = join(_mm256_set1_ps(sw0[g]), _mm256_set1_ps(sw1[g]));
+        for (int r = 0; r < X; ++r) {
+            const int16_t* ap = a + r * act_stride(n) + e0;
+            const __m512i S = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), w0, bcast(ap)), w1,
+                                                  bcast(ap + kHalf));
+            const __m512 scale = _mm512_mul_ps(sw, _mm512_set1_ps(da[r * groups + g]));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), scale, acc[r]);
+        }
+    }
+    store_hsums(acc, nw, y, ldy);
+}
 
-template <int G, size_t... I>
-constexpr std::array<TileFn, sizeof...(I)> tiles(std::index_sequence<I...>) {
-    return {&tile<static_cast<int>(I) + 1, G>...};
+// The minimum terms of `rows` (2P - 1 or 2P) weight rows and X activation rows, subtracted from
+// y: each pair's c_j in the halves of one zmm, every lane the AVX2 min_terms' fmas in its order.
+template <int P, int X>
+void min_block(const float* mw, int rows, const float* xs, int64_t halves, float* y, int64_t ldy) {
+    const float* m[2 * P];
+    for (int i = 0; i < 2 * P; ++i) m[i] = mw + (i < rows ? i : rows - 1) * halves;
+    __m512 c[P][X];
+    for (int p = 0; p < P; ++p)
+        for (int r = 0; r < X; ++r) c[p][r] = _mm512_setzero_ps();
+    int64_t h = 0;
+    for (; h + 8 <= halves; h += 8) {
+        __m512 mp[P];
+        for (int p = 0; p < P; ++p) mp[p] = join(_mm256_loadu_ps(m[2 * p] + h), _mm256_loadu_ps(m[2 * p + 1] + h));
+        for (int r = 0; r < X; ++r) {
+            const __m512 x = _mm512_broadcast_f32x8(_mm256_loadu_ps(xs + r * halves + h));
+            for (int p = 0; p < P; ++p) c[p][r] = _mm512_fmadd_ps(mp[p], x, c[p][r]);
+        }
+    }
+    for (int p = 0; p < P; ++p) {
+        if (h < halves) {  // legacy rows of an odd number of 128 elements: lanes j < halves - h take one more
+            for (int r = 0; r < X; ++r) {
+                alignas(64) float cl[16];
+                _mm512_store_ps(cl, c[p][r]);
+                for (int64_t t = h, j = 0; t < halves; ++t, ++j) {
+                    cl[j] = std::fma(m[2 * p][t], xs[r * halves + t], cl[j]);
+                    cl[8 + j] = std::fma(m[2 * p + 1][t], xs[r * halves + t], cl[8 + j]);
+                }
+                c[p][r] = _mm512_load_ps(cl);
+            }
+        }
+        store_hsums<true>(c[p], rows - 2 * p >= 2 ? 2 : 1, y + 2 * p, ldy);
+    }
+}
+
+using MinFn = void (*)(const float*, int, const float*, int64_t, float*, int64_t);
+
+template <size_t... I>
+constexpr std::array<TileFn, sizeof...(I)> super_tiles(std::index_sequence<I...>) {
+    return {&tile_super<static_cast<int>(I) + 1>...};
+}
+template <size_t... I>
+constexpr std::array<TileFn, sizeof...(I)> legacy_tiles(std::index_sequence<I...>) {
+    return {&tile_legacy<static_cast<int>(I) + 1>...};
+}
+template <int P, size_t... I>
+constexpr std::array<MinFn, sizeof...(I)> min_row(std::index_sequence<I...>) {
+    return {&min_block<P, static_cast<int>(I) + 1>...};
+}
+template <size_t... P>
+constexpr std::array<std::array<MinFn, kMinX>, sizeof...(P)> min_table(std::index_sequence<P...>) {
+    return {min_row<static_cast<int>(P) + 1>(std::make_index_sequence<kMinX>())...};
+}
+
+void min_terms(const float* mw, int nw, const float* xs, int nx, int64_t halves, float* y, int64_t ldy) {
+    static constexpr auto mins = min_table(std::make_index_sequence<kMinPairs>());
+    for (int r = 0; r < nx; r += kMinX) {
+        const int xr = nx - r < kMinX ? nx - r : kMinX;
+        for (int o = 0; o < nw; o += 2 * kMinPairs) {
+            const int rows = nw - o < 2 * kMinPairs ? nw - o : 2 * kMinPairs;
+            mins[static_cast<size_t>((rows + 1) / 2 - 1)][static_cast<size_t>(xr - 1)](mw + o * halves, rows,
+                                                                                     xs + r * halves, halves,
+                                                                                     y + r * ldy + o, ldy);
+        }
+    }
 }
 
 }  // namespace
 
 void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans, int nw,
               const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
-    static constexpr auto one = tiles<1>(std::make_index_sequence<kX>());
-    static constexpr auto super = tiles<8>(std::make_index_sequence<kX>());
+    static constexpr auto super = super_tiles(std::make_index_sequence<kXSuper>());
+    static constexpr auto legacy = legacy_tiles(std::make_index_sequence<kXLegacy>());
+    const bool one = group_spans == 1;
+    const int most = one ? kXLegacy : kXSuper;
     const int64_t groups = n / (int64_t{kSpan} * group_spans);
-    for (int r = 0; r < nx; r += kX) {
-        const int xr = nx - r < kX ? nx - r : kX;
-        const TileFn fn = (group_spans == 1 ? one : super)[static_cast<size_t>(xr - 1)];
+    for (int r = 0; r < nx;) {
+        const int xr = even_rows(nx - r, most);
+        const TileFn fn = (one ? legacy.data() : super.data())[xr - 1];
         for (int o = 0; o < nw; o += 2) {
             const int two = nw - o >= 2 ? 2 : 1, last = o + two - 1;
-            fn(q + o * n, q + last * n, sw + o * groups, sw + last * groups, two, a + r * n, da + r * groups, n,
+            fn(q + o * n, q + last * n, sw + o * groups, sw + last * groups, two, a + r * act_stride(n), da + r * groups, n,
                y + r * ldy + o, ldy);
         }
+        r += xr;
     }
-    if (has_min) avx2::min_terms(mw, nw, xs, nx, n / kHalf, y, ldy);
+    if (has_min) min_terms(mw, nw, xs, nx, n / kHalf, y, ldy);
 }
 
 }  // namespace ds4::quant::avx512

@@ -39,7 +39,7 @@ void rows_legacy(const void* w, int64_t n, const int16_t* a, const float* da, co
         f.span(v);
         const float d = f.d();
         for (int r = 0; r < R; ++r) {
-            const auto* ap = reinterpret_cast<const __m256i*>(a + r * n + bi * kSpan);
+            const auto* ap = reinterpret_cast<const __m256i*>(a + r * act_stride(n) + bi * kSpan);
             const __m256i S = madd2(v[0], _mm256_loadu_si256(ap), v[1], _mm256_loadu_si256(ap + 1));
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), _mm256_set1_ps(d * da[r * nb + bi]), acc[r]);
         }
@@ -74,7 +74,7 @@ void rows_super(const void* w, int64_t n, const int16_t* a, const float* da, con
             __m256i v[2];
             f.span(k, v);
             for (int r = 0; r < R; ++r) {
-                const auto* ap = reinterpret_cast<const __m256i*>(a + r * n + bi * QK_K + 32 * k);
+                const auto* ap = reinterpret_cast<const __m256i*>(a + r * act_stride(n) + bi * QK_K + 32 * k);
                 S[r] = madd_acc(S[r], v[0], _mm256_loadu_si256(ap));
                 S[r] = madd_acc(S[r], v[1], _mm256_loadu_si256(ap + 1));
             }

@@ -74,7 +74,7 @@ void rows_super(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const i
         __m512i S[2][R];
         for (int r = 0; r < R; ++r) S[0][r] = S[1][r] = _mm512_setzero_si512();
         const int16_t* x = a + bi * QK_K;
-        int64_t stride = n;
+        int64_t stride = act_stride(n);
         opaque(stride);
 #pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) {
@@ -118,7 +118,7 @@ void rows_legacy(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const 
         const __m512i q0 = join(v0[0], v1[0]), q1 = join(v0[1], v1[1]);
         const __m512 d = join(_mm256_set1_ps(f0.d()), _mm256_set1_ps(f1.d()));
         for (int r = 0; r < R; ++r) {
-            const int16_t* ap = a + r * n + bi * kSpan;
+            const int16_t* ap = a + r * act_stride(n) + bi * kSpan;
             const __m512i S = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), q0, bcast(ap)), q1,
                                                   bcast(ap + kHalf));
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, _mm512_set1_ps(da[r * nb + bi])), acc[r]);
@@ -189,7 +189,7 @@ void row_wide(const void* w, int64_t n, const int16_t* a, const float* da, const
         for (int k = 0; k < 8; ++k) {
             const __m512i q = f.wide(k);
             for (int r = 0; r < R; ++r) {
-                T[k % 2][r] = _mm512_dpwssd_epi32(T[k % 2][r], q, _mm512_loadu_si512(a + r * n + bi * QK_K + 32 * k));
+                T[k % 2][r] = _mm512_dpwssd_epi32(T[k % 2][r], q, _mm512_loadu_si512(a + r * act_stride(n) + bi * QK_K + 32 * k));
             }
         }
         for (int r = 0; r < R; ++r) {
