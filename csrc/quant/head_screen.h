@@ -41,8 +41,9 @@ bool available(Type type, bool packed, int64_t n);
 // x (n floats, finite) quantised for the screen; returns ||x - dequantised||.
 double quantize(const float* x, int64_t n, const Row& out);
 // y[r * ldy + o] for weight rows o < nw (packed Q8_0, row_bytes apart) and activation rows
-// r < nx <= kRowsMax (rows of n, n / 32 and n / 32 entries).
-constexpr int kRowsMax = 12;
+// r < nx <= kRowsMax (rows of n, n / 32 and n / 32 entries). 8: two weight rows' sums of 8
+// activation rows and their float accumulators take 24 of the 32 registers.
+constexpr int kRowsMax = 8;
 using ScoresFn = void (*)(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, const int8_t* q,
                           const float* d, const int32_t* neg, int nx, float* y, int64_t ldy);
 // The kernel of this CPU (nullptr where available() is false for every format) and the reference.

@@ -72,10 +72,11 @@ void ScreenedHead::argmax(ThreadPool& pool, const Weight& w, const float* x, int
     pool.for_each_unit((w.n_out + kUnit - 1) / kUnit, [&](int t, int64_t u) {
         const int64_t o0 = u * kUnit, m = std::min(w.n_out, o0 + kUnit) - o0;
         float* ys = scores_.data() + t * n * kUnit;
-        for (int64_t r0 = 0; r0 < n; r0 += screen::kRowsMax) {
-            const int nx = static_cast<int>(std::min<int64_t>(screen::kRowsMax, n - r0));
+        for (int64_t r0 = 0; r0 < n;) {
+            const int nx = quant::even_rows(n - r0, screen::kRowsMax);
             scores(rows + static_cast<size_t>(o0) * w.row_bytes, w.row_bytes, m, n_in, q_.data() + r0 * n_in,
                    d_.data() + r0 * nb, neg_.data() + r0 * nb, nx, ys + r0 * kUnit, kUnit);
+            r0 += nx;
         }
         int32_t* kept = idx_.data() + t * kUnit;
         float* ups = up_.data() + t * kUnit;
