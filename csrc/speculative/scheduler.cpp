@@ -37,9 +37,10 @@ constexpr double kCostlyMargin = 1.05;
 // clamp bounds what one pass can cost the ledger.
 constexpr double kSlowWeight = 0.25, kSlowMin = 0.5, kSlowMax = 4.0;
 // A pass size's own timings are trusted from this many on; before, an extra row of it costs at
-// most kSpread x what one of a smaller size run cost.
+// most kSpread x what one of a smaller size run cost (1.5 let a prior whose third row costs
+// twice its second keep Gemma's fresh-process edit at one drafted token per pass).
 constexpr int kTrusted = 2;
-constexpr double kSpread = 1.5;
+constexpr double kSpread = 1.0;
 // The allowance: one plain step, plus this share of the plain time of the tokens so far.
 constexpr double kBudget = 0.02;
 // The most a proposer's catch-up may invest, as a share of the plain time of the tokens left.

@@ -7,10 +7,10 @@
 // sped up). A verify pass of r rows costs c1 plus what its r - 1 extra rows add: a prior computed
 // at load (model/pass_cost.h) scaled by what passes of that size really took, or, for a size not
 // run yet, by what passes of every size took, and never more than r - 1 plain steps; until a
-// size has run twice, its extra rows cost at most 1.5x per row what a smaller size's did (the
-// curve bends down), so that a cold first pass or a prior wrong in shape cannot keep longer
-// drafts out for good. No pass is run to calibrate; a later generation on the same model
-// starts from what this one measured.
+// size has run twice, its extra rows cost at most what an extra row of a smaller size run did
+// (a pass reads the weights once: the curve bends down), so that a cold first pass or a prior
+// wrong in shape cannot keep longer drafts out for good. No pass is run to calibrate; a later
+// generation on the same model starts from what this one measured.
 //
 // Acceptance. Per proposer and draft position, decayed counts with a prior; a proposer with no
 // draft worth verifying steps aside and is probed again after 8, 16, 32, ... plain steps.

@@ -112,6 +112,30 @@ def test_a_cold_first_pass_and_a_prior_wrong_in_shape_do_not_keep_long_drafts_ou
     assert s.cost(N_MAX + 1) == pytest.approx(1.0 + 0.12 * N_MAX, rel=0.05)
 
 
+def test_an_untried_size_costs_at_most_the_measured_cost_per_row() -> None:
+    # Traced on Gemma (Zen 4, the edit prompt, a fresh process): the load-time prior says a
+    # 2-row pass adds 0.13 of a step and a 3-row one 0.37 (the third row twice the second);
+    # really 2 rows cost 1.6 steps and each further row 0.2. Fitted to the 2-row passes the
+    # prior put 3 rows at 2.76 steps, which an extra row at up to 1.5x the measured per-row cost
+    # allowed, and 3 of 8 fresh runs drafted one token per pass for 80-130 passes (every draft
+    # accepted). An extra row of an untried size now costs at most what one did in a measured
+    # size (a pass reads the weights once: the curve bends down, not up).
+    prior = [1.0, 1.126, 1.369, 1.613, 1.921, 2.23, 2.54, 2.85, 3.16]
+    s = _core.SpecScheduler(N_MAX, prior, 1)
+    passes = []
+    while sum(k + 1 for k in passes) < 256:
+        k = s.pick(0, N_MAX)
+        if k == 0:
+            s.timed_pass(1, 1.0)
+        else:
+            seconds = 1.6 + 0.2 * (k - 1)
+            s.timed_pass(k + 1, seconds)
+            s.verified(0, k, k, seconds)
+        passes.append(k)
+    assert passes[-1] == N_MAX and len(passes) < 60
+    assert passes.count(1) < 10
+
+
 def test_passes_slower_than_predicted_stop_drafting() -> None:
     # At 2.5x the predicted time even a fully accepted draft of 8 yields 9 tokens in 12.5 steps.
     s = _core.SpecScheduler(N_MAX, COST, 1)
