@@ -256,11 +256,12 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
                     k.dot_rows(b.ptr + static_cast<size_t>(o) * row, xp + r * n, n, m, n, y + r * n_rows + o, n_rows);
                 }
         } else if (i16) {
-            std::vector<int16_t> a(static_cast<size_t>(nx * quant::act_stride(n)));
+            const int64_t lda = quant::act_stride(n);
+            std::vector<int16_t> a(static_cast<size_t>(nx * lda));
             const int64_t groups = ik.groups(n), halves = n / quant::kHalf;
             std::vector<float> da(static_cast<size_t>(nx * groups)), xs(static_cast<size_t>(nx * halves));
             for (int64_t r = 0; r < nx; ++r) {
-                ik.quantize_row(xp + r * n, n, a.data() + r * quant::act_stride(n), da.data() + r * groups, xs.data() + r * halves);
+                ik.quantize_row(xp + r * n, n, a.data() + r * lda, da.data() + r * groups, xs.data() + r * halves);
             }
             if (path == "i16" || path == "i16packed_gemm") {
                 std::vector<int16_t> q(static_cast<size_t>(n_rows * n));
@@ -283,9 +284,9 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
                         const uint8_t* wo = b.ptr + static_cast<size_t>(o) * row;
                         float* yo = y + r * n_rows + o;
                         if (two) {
-                            pair(wo, row, n, a.data() + r * quant::act_stride(n), da.data() + r * groups, xs.data() + r * halves, m, yo, n_rows);
+                            pair(wo, row, n, a.data() + r * lda, da.data() + r * groups, xs.data() + r * halves, m, yo, n_rows);
                         } else {
-                            one(wo, n, a.data() + r * quant::act_stride(n), da.data() + r * groups, xs.data() + r * halves, m, yo, n_rows);
+                            one(wo, n, a.data() + r * lda, da.data() + r * groups, xs.data() + r * halves, m, yo, n_rows);
                         }
                         o += two ? 2 : 1;
                     }

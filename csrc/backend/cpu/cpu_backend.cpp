@@ -711,13 +711,13 @@ private:
     void prepare(Path path, const Weight& w, const float* x, int64_t n) {
         if (path != Path::int16_rows && path != Path::int16_gemm) return;
         const quant::I16Kernels& ik = quant::i16_kernels(w.type);
-        const int64_t groups = ik.groups(w.n_in), halves = w.n_in / quant::kHalf;
-        act_a_.resize(static_cast<size_t>(n * quant::act_stride(w.n_in)));
+        const int64_t groups = ik.groups(w.n_in), halves = w.n_in / quant::kHalf, lda = quant::act_stride(w.n_in);
+        act_a_.resize(static_cast<size_t>(n * lda));
         act_da_.resize(static_cast<size_t>(n * groups));
         act_xs_.resize(static_cast<size_t>(n * halves));
         pool_.parallel_for(n, [&](int64_t r0, int64_t r1) {
             for (int64_t r = r0; r < r1; ++r) {
-                ik.quantize_row(x + r * w.n_in, w.n_in, act_a_.data() + r * quant::act_stride(w.n_in), act_da_.data() + r * groups,
+                ik.quantize_row(x + r * w.n_in, w.n_in, act_a_.data() + r * lda, act_da_.data() + r * groups,
                                 act_xs_.data() + r * halves);
             }
         });
@@ -791,7 +791,7 @@ private:
             // copy, every chunk in turn while the row is in L1 (the argmax head's blocks of 240
             // rows would otherwise be read from L2 once per chunk).
             const quant::I16Kernels& ik = quant::i16_kernels(w.type);
-            const int64_t groups = ik.groups(w.n_in), halves = w.n_in / quant::kHalf;
+            const int64_t groups = ik.groups(w.n_in), halves = w.n_in / quant::kHalf, lda = quant::act_stride(w.n_in);
             // Two weight rows at a time where the ISA has a kernel for it (AVX-512).
             const auto* rows = static_cast<const uint8_t*>(w.packed ? w.packed : w.data);
             const quant::RowsI16Fn one = ik.rows_of(w.packed);
@@ -801,7 +801,7 @@ private:
                 const bool two = pair && o + 1 < o1;
                 for (int64_t r = 0; r < n;) {
                     const int m = ik.pass_rows(n - r);
-                    const int16_t* a = act_a_.data() + r * quant::act_stride(w.n_in);
+                    const int16_t* a = act_a_.data() + r * lda;
                     const float *da = act_da_.data() + r * groups, *xs = act_xs_.data() + r * halves;
                     float* yo = y + r * ldy + (o - o0);
                     if (two) {
@@ -818,7 +818,7 @@ private:
         if (path == Path::int16_gemm) {
             // As the GEMM below, over integer tiles and the activations quantised by prepare().
             const quant::I16Kernels& ik = quant::i16_kernels(w.type);
-            const int64_t groups = ik.groups(w.n_in), halves = w.n_in / quant::kHalf;
+            const int64_t groups = ik.groups(w.n_in), halves = w.n_in / quant::kHalf, lda = quant::act_stride(w.n_in);
             auto* q = reinterpret_cast<int16_t*>(scratch);
             float* sw = scratch + kInt16TileRows * w.n_in / 2;
             float* mw = sw + kInt16TileRows * groups;
@@ -835,7 +835,7 @@ private:
                 }
                 for (int64_t r = 0; r < n; r += kInt16RowBlock) {
                     const int m = static_cast<int>(std::min(kInt16RowBlock, n - r));
-                    ik.gemm_rows(q, sw, mw, nw, act_a_.data() + r * quant::act_stride(w.n_in), act_da_.data() + r * groups,
+                    ik.gemm_rows(q, sw, mw, nw, act_a_.data() + r * lda, act_da_.data() + r * groups,
                                  act_xs_.data() + r * halves, m, w.n_in, y + r * ldy + (t0 - o0), ldy);
                 }
             }

@@ -65,9 +65,10 @@ inline float hsum_hi(__m512 v) { return hsum8(_mm256_castpd_ps(_mm512_extractf64
 
 // hsum_lo and hsum_hi of R accumulators (activation rows r), stored as y[r * ldy] and, when
 // nw == 2, y[r * ldy + 1] (Subtract: subtracted from them): the same adds in the same order,
-// eight accumulators' sixteen halves per three levels of shuffles and adds instead of one tree each. Level 1 puts each half's
-// (a_j + a_j+4) in a 128-bit lane, level 2 its (s0 + s2, s1 + s3) and level 3 its t0 + t1; eight
-// accumulators A..H come out as [A C E G lo | A C E G hi | B D F H lo | B D F H hi].
+// eight accumulators' sixteen halves per three levels of shuffles and adds instead of one tree
+// each. Level 1 puts each half's (a_j + a_j+4) in a 128-bit lane, level 2 its (s0 + s2, s1 + s3)
+// and level 3 its t0 + t1; eight accumulators A..H come out as
+// [A C E G lo | A C E G hi | B D F H lo | B D F H hi].
 template <bool Subtract = false, int R>
 inline void store_hsums(const __m512 (&acc)[R], int nw, float* y, int64_t ldy) {
     const auto put = [](float& dst, float v) { dst = Subtract ? dst - v : v; };

@@ -51,7 +51,7 @@ constexpr Index kIndex = make_index();
 // joined in one zmm (row 0 low, row 1 high) against activations broadcast to both halves.
 template <int R>
 void rows2_halves(const uint8_t* p0, const uint8_t* p1, int64_t n, const int8_t* q, const float* d, const int32_t* neg,
-           float* y0, float* y1, int64_t ldy) {
+                  float* y0, float* y1, int64_t ldy) {
     const BlockLanes bl(n);
     const __m512i full = _mm512_load_si512(kIndex.full), tail = _mm512_load_si512(kIndex.tail), flip = _mm512_set1_epi8(static_cast<char>(0x80));
     __m512 acc[R];

@@ -189,7 +189,8 @@ void row_wide(const void* w, int64_t n, const int16_t* a, const float* da, const
         for (int k = 0; k < 8; ++k) {
             const __m512i q = f.wide(k);
             for (int r = 0; r < R; ++r) {
-                T[k % 2][r] = _mm512_dpwssd_epi32(T[k % 2][r], q, _mm512_loadu_si512(a + r * act_stride(n) + bi * QK_K + 32 * k));
+                const int16_t* ap = a + r * act_stride(n) + bi * QK_K + 32 * k;
+                T[k % 2][r] = _mm512_dpwssd_epi32(T[k % 2][r], q, _mm512_loadu_si512(ap));
             }
         }
         for (int r = 0; r < R; ++r) {
