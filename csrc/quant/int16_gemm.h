@@ -162,10 +162,7 @@ DS4_I16_BLOCKS_DECLARE
     /* decode_packed of `type` (Q8_0, Q5_0), or nullptr. */                                                      \
     DecodeI16Fn decode_packed(Type type);                                                                         \
     /* The fused few-rows kernel of `type` (every format above), or nullptr. */                                  \
-    RowsI16Fn rows_i16(Type type);                                                                                \
-    /* y[r * ldy + o] -= the minimum terms of weight rows o < nw and activation rows r < nx (the reference's */ \
-    /* order), for the GEMMs of the formats with a minimum. */                                                   \
-    void min_terms(const float* mw, int nw, const float* xs, int nx, int64_t halves, float* y, int64_t ldy);
+    RowsI16Fn rows_i16(Type type);
 namespace avx2 {
 DS4_I16_YMM_DECLARE
 }  // namespace avx2

@@ -82,8 +82,8 @@ void min_block(const float* mw, const float* xs, int64_t halves, float* y, int64
     }
 }
 
-}  // namespace
-
+// y[r * ldy + o] -= the minimum terms of weight rows o < nw and activation rows r < nx (the
+// reference's order).
 void min_terms(const float* mw, int nw, const float* xs, int nx, int64_t halves, float* y, int64_t ldy) {
     constexpr int kWR = 2, kXR = 4;  // 8 accumulators and 5 operands: no spills
     int o = 0;
@@ -95,8 +95,6 @@ void min_terms(const float* mw, int nw, const float* xs, int nx, int64_t halves,
     for (; o < nw; ++o)
         for (int r = 0; r < nx; ++r) min_block<1, 1>(mw + o * halves, xs + r * halves, halves, y + r * ldy + o, ldy);
 }
-
-namespace {
 
 using TileFn = void (*)(const int16_t*, const float*, const int16_t*, const float*, int64_t, float*, int64_t);
 
