@@ -26,16 +26,20 @@ void Arena::reset() {
         const size_t size = std::max(split ? high_ : small_high_, kMinBlock);
         small_passes_ = 0;
         small_high_ = 0;
+        // The last (largest) block, when it holds the pass alone: its pages are already touched.
+        Block keep = split && blocks_.back().size >= size ? std::move(blocks_.back()) : block(size);
         blocks_.clear();
-        blocks_.push_back(block(size));
+        blocks_.push_back(std::move(keep));
     }
     used_ = 0;
+    live_ = 0;
     high_ = 0;
 }
 
 float* Arena::floats(size_t n) {
     n = (n + kAlign - 1) / kAlign * kAlign;  // keeps every start 64-byte aligned
-    high_ += n;
+    live_ += n;
+    high_ = std::max(high_, live_);
     if (!blocks_.empty() && used_ + n <= blocks_.back().size) {
         float* p = blocks_.back().data() + used_;
         used_ += n;
@@ -45,6 +49,12 @@ float* Arena::floats(size_t n) {
     blocks_.push_back(block(size));
     used_ = n;
     return blocks_.back().data();
+}
+
+void Arena::release(const Mark& m) {
+    live_ = m.live;
+    // A block made since the mark holds only rows taken since: its start is free again.
+    used_ = blocks_.size() == m.blocks ? m.used : 0;
 }
 
 Rows Arena::rows(int64_t n, int64_t dim) {

@@ -119,7 +119,9 @@ private:
         }
         capture(p, 0, x);
         for (int il = 0; il < hp_.n_layer; ++il) {
+            const backend::Arena::Mark temporaries = be.arena().mark();
             layer(p, layers_[static_cast<size_t>(il)], hp_.layers[static_cast<size_t>(il)], il, x, h, y);
+            be.arena().release(temporaries);
             if (il + 1 < hp_.n_layer) capture(p, il + 1, x);
         }
         // 4. the final norm (for captures of the last index) and the output head
