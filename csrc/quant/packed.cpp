@@ -80,6 +80,26 @@ Element element_at(int blocks, int p) {
     return {lane % 4, 2 * (2 * v + lane / 4) + t};
 }
 
+// A chunk of 8 Q5_0 blocks' quants with each 16-bit word assembled at once (q5_fields' layout:
+// word k of lane i holds vectors 3k, 3k + 1 and 3k + 2 in bits 0..14 and bit k of vector 15 in
+// bit 15), what q5_set builds a field at a time; the load packs ~76M Gemma weights this way.
+void q5_chunk8(const block_q5_0* g, uint8_t* quants) {
+    unsigned u[16][16];
+    for (int v = 0; v < 16; ++v) {
+        for (int i = 0; i < 16; ++i) {
+            const Element e = element_at(BlockLanes::kChunk, 16 * v + i);
+            u[v][i] = static_cast<unsigned>(q5_of(g[e.j], e.k) ^ 16);
+        }
+    }
+    for (int k = 0; k < 5; ++k) {
+        for (int i = 0; i < 16; ++i) {
+            const auto w = static_cast<uint16_t>(u[3 * k][i] | u[3 * k + 1][i] << 5 | u[3 * k + 2][i] << 10 |
+                                                 ((u[15][i] >> k) & 1u) << 15);
+            std::memcpy(quants + 32 * k + 2 * i, &w, sizeof w);
+        }
+    }
+}
+
 // Calls chunk(b0, blocks) for each chunk of a row in the block-lane order and gguf(b) for
 // each block left in GGUF order.
 template <class Chunk, class Gguf>
@@ -103,22 +123,22 @@ void pack_row(const uint8_t* src, int64_t n_in, uint8_t* dst) {
             uint8_t* at = dst + kBytes * b0;
             for (int j = 0; j < blocks; ++j) std::memcpy(at + 2 * j, &g[b0 + j].d, 2);
             uint8_t* quants = at + 2 * blocks;
-            if constexpr (std::is_same_v<Blk, block_q5_0>) std::memset(quants, 0, static_cast<size_t>(20 * blocks));
-            if constexpr (std::is_same_v<Blk, block_q8_0>) {  // a gather through a table: the head is 168M bytes
-                static const auto from = [] {
-                    std::array<std::array<uint16_t, 256>, 2> t{};
-                    for (int c = 0; c < 2; ++c) {
-                        for (int p = 0; p < 32 * (8 >> c); ++p) {
-                            const Element e = element_at(8 >> c, p);
-                            t[c][p] = static_cast<uint16_t>(e.j * sizeof(Blk) + offsetof(Blk, qs) + e.k);
-                        }
+            if constexpr (std::is_same_v<Blk, block_q8_0>) {
+                // Positions 2m and 2m + 1 are consecutive elements of one block: a pair at a time
+                // (a chunk of 8: vector v's lane pair j is block j's elements 2v, 2v + 1).
+                if (blocks == BlockLanes::kChunk) {
+                    for (int v = 0; v < 16; ++v)
+                        for (int j = 0; j < 8; ++j) std::memcpy(quants + 16 * v + 2 * j, g[b0 + j].qs + 2 * v, 2);
+                } else {
+                    for (int p = 0; p < 32 * blocks; p += 2) {
+                        const Element e = element_at(blocks, p);
+                        std::memcpy(quants + p, g[b0 + e.j].qs + e.k, 2);
                     }
-                    return t;
-                }();
-                const auto& t = from[blocks == BlockLanes::kChunk ? 0 : 1];
-                const auto* bytes = reinterpret_cast<const uint8_t*>(g + b0);
-                for (int p = 0; p < 32 * blocks; ++p) quants[p] = bytes[t[p]];
+                }
+            } else if (blocks == BlockLanes::kChunk) {
+                q5_chunk8(g + b0, quants);
             } else {
+                std::memset(quants, 0, static_cast<size_t>(20 * blocks));
                 for (int p = 0; p < 32 * blocks; ++p) {
                     const Element e = element_at(blocks, p);
                     q5_set(quants, blocks, p / 16, p % 16, static_cast<unsigned>(q5_of(g[b0 + e.j], e.k) ^ 16));
