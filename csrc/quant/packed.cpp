@@ -84,11 +84,15 @@ Element element_at(int blocks, int p) {
 // word k of lane i holds vectors 3k, 3k + 1 and 3k + 2 in bits 0..14 and bit k of vector 15 in
 // bit 15), what q5_set builds a field at a time; the load packs ~76M Gemma weights this way.
 void q5_chunk8(const block_q5_0* g, uint8_t* quants) {
-    unsigned u[16][16];
-    for (int v = 0; v < 16; ++v) {
-        for (int i = 0; i < 16; ++i) {
-            const Element e = element_at(BlockLanes::kChunk, 16 * v + i);
-            u[v][i] = static_cast<unsigned>(q5_of(g[e.j], e.k) ^ 16);
+    unsigned u[16][16];  // [v][i]: element k of block j is lane 2 j + k % 2 of vector k / 2
+    for (int j = 0; j < BlockLanes::kChunk; ++j) {
+        uint32_t h;
+        std::memcpy(&h, g[j].qh, sizeof h);
+        for (int k = 0; k < 16; ++k) {
+            const unsigned lo = (g[j].qs[k] & 0x0Fu) | ((h >> k) & 1u) << 4;
+            const unsigned hi = (g[j].qs[k] >> 4) | ((h >> (k + 16)) & 1u) << 4;
+            u[k / 2][2 * j + k % 2] = lo ^ 16u;
+            u[(k + 16) / 2][2 * j + k % 2] = hi ^ 16u;
         }
     }
     for (int k = 0; k < 5; ++k) {
