@@ -3,7 +3,6 @@
 #include "quant/packed.h"
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstring>
 #include <stdexcept>
