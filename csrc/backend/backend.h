@@ -34,7 +34,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "backend/arena.h"
 #include "backend/buffer.h"
@@ -65,6 +67,16 @@ struct Weight {
         w.n_mat = 1;
         return w;
     }
+};
+
+// A sampling head's row without its full logits (Backend::matmul_shortlist): the ids whose value
+// can come within a margin of the row's largest, with exactly the values matmul would write.
+struct Shortlist {
+    std::vector<int32_t> ids;    // ascending
+    std::vector<float> logits;   // of ids
+    float thr = 0.0f;            // every id left out has a value below it
+    bool ok = false;             // false: not shortlisted (the caller needs the row whole)
+    std::vector<float> x;        // the activation row (for matmul_ids), set by the model
 };
 
 enum class Op {
@@ -190,6 +202,19 @@ public:
     // what matmul (then softcap) would write, without materialising the rows. Throws
     // std::domain_error if a value is NaN or +inf.
     virtual void matmul_argmax(const Weight& w, Rows x, float cap, int32_t* idx) = 0;
+    // Sampling head: out(r) (host memory) for each row r of x, shortlisting the ids whose value
+    // can reach the row's largest minus margin[r] >= 0 (Shortlist), where this backend can
+    // without every value; out[r].ok = false elsewhere (the default: never).
+    using ShortlistOf = std::function<Shortlist&(int64_t)>;
+    virtual void matmul_shortlist(const Weight& w, Rows x, const float* margin, const ShortlistOf& out) {
+        for (int64_t r = 0; r < x.n; ++r) out(r).ok = false;
+    }
+    // y[i] = the value of ids[i] in x · wᵀ for one host row x[w.n_in], exactly as matmul writes
+    // it, on the calling thread (so inside for_each too): more of a row matmul_shortlist served.
+    // Throws std::logic_error where this backend does not shortlist w.
+    virtual void matmul_ids(const Weight& w, const float* x, const int32_t* ids, int64_t n, float* y) const {
+        throw std::logic_error("matmul_ids: this backend does not shortlist heads");
+    }
     // y row i = row ids[i] of w, dequantised, i < y.n (y.dim == w.n_in); ids are checked by the
     // caller
     virtual void get_rows(const Weight& w, const int32_t* ids, Rows y) = 0;

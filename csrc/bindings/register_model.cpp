@@ -116,6 +116,36 @@ void register_session(py::module_& m) {
             },
             py::arg("tokens"))
         .def(
+            "eval_shortlist",
+            [](model::Session& s, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
+               float margin) {
+                const std::vector<int32_t> ids = token_ids(tokens, s.model().hparams().n_vocab);
+                model::Shortlisted out;
+                {
+                    py::gil_scoped_release release;
+                    s.eval_shortlist(ids.data(), static_cast<int64_t>(ids.size()), margin, &out);
+                }
+                py::dict d;
+                d["ok"] = out.list.ok;
+                if (out.list.ok) {
+                    d["ids"] = py::array_t<int32_t>(static_cast<py::ssize_t>(out.list.ids.size()), out.list.ids.data());
+                    d["logits"] = py::array_t<float>(static_cast<py::ssize_t>(out.list.logits.size()), out.list.logits.data());
+                    d["thr"] = out.list.thr;
+                    d["more"] = py::cpp_function([&m = s.model(), list = out.list](
+                                                     const py::array_t<int32_t, py::array::c_style | py::array::forcecast>& more) {
+                        py::array_t<float> y(more.size());
+                        m.head_values(list, more.data(), more.size(), y.mutable_data());
+                        return y;
+                    });
+                } else {
+                    d["logits"] = py::array_t<float>(static_cast<py::ssize_t>(out.full.size()), out.full.data());
+                }
+                return d;
+            },
+            py::arg("tokens"), py::arg("margin"),
+            "Appends tokens like eval and shortlists the last one's logits for a sampler: {'ok', 'ids', "
+            "'logits', 'thr', 'more'} (more(ids): exact logits of any ids), or {'ok': False, 'logits': the row}.")
+        .def(
             "eval_hidden",
             [](model::Session& s, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
                const std::vector<int>& layers) {

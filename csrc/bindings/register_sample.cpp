@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -151,6 +152,41 @@ void register_sample(py::module_& m) {
                 return self.s.sample(row, self.s.n_vocab());
             },
             py::arg("logits"), "Draw a token id from a (n_vocab,) float32 logits row (not modified, not recorded).")
+        .def(
+            "sample_screened",
+            [](PySampler& self, const py::buffer& logits, const std::optional<py::array_t<int32_t, py::array::c_style | py::array::forcecast>>& ids,
+               float thr) {
+                const py::buffer_info info = logits.request();
+                const float* row = row_ptr(info, self.s.n_vocab(), "logits");
+                if (!ids) {
+                    py::gil_scoped_release release;
+                    std::lock_guard<std::mutex> lock(self.mu);
+                    return self.s.sample_screened(row, self.s.n_vocab());
+                }
+                const int32_t n_vocab = self.s.n_vocab();
+                std::vector<int32_t> list(ids->data(), ids->data() + ids->size());
+                std::vector<float> values;
+                for (size_t i = 0; i < list.size(); ++i) {
+                    if (list[i] < 0 || list[i] >= n_vocab || (i > 0 && list[i] <= list[i - 1])) {
+                        throw py::value_error("Sampler.sample_screened: ids must be ascending, in [0, n_vocab)");
+                    }
+                    values.push_back(row[list[i]]);
+                }
+                const sample::ScreenedRow screened{list.data(), values.data(), static_cast<int64_t>(list.size()), thr,
+                                                   [row](const int32_t* more, int64_t n, float* out) {
+                                                       for (int64_t i = 0; i < n; ++i) out[i] = row[more[i]];
+                                                   }};
+                py::gil_scoped_release release;
+                std::lock_guard<std::mutex> lock(self.mu);
+                return self.s.sample_screened(screened);
+            },
+            py::arg("logits"), py::arg("ids") = py::none(), py::arg("thr") = 0.0f,
+            "Screened sampling (temperature > 0, no top-k / top-p / min-p): a draw from the distribution "
+            "sample() draws from, computed from the ids near the largest logit. With ids (ascending) and thr "
+            "(above every other id's logit): from that shortlist of the row, the rest read on demand; the same "
+            "draw either way.")
+        .def_property_readonly("screens", [](PySampler& self) { return self.s.screens(); })
+        .def_property_readonly("margin", [](PySampler& self) { return self.s.margin(); })
         .def(
             "probs",
             [](PySampler& self, const py::buffer& logits) {

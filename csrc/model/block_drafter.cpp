@@ -296,7 +296,7 @@ void BlockDrafter::draft(state::State& st, int32_t anchor, int64_t n, bool logit
         const SeqRows seq{&st, b, Attend::block};
         const Request req = Request::of(seq, ids_.data());
         const int64_t first[2] = {0, b};
-        const Pass p{req, b, pos_.data(), last_.data(), first, &p0, nullptr, 0, nullptr, 0, nullptr, 0};
+        const Pass p{req, b, pos_.data(), last_.data(), first, &p0, nullptr, 0, nullptr, 0, nullptr, 0, nullptr, 0};
         for (size_t il = 0; il < draft_layers_.size(); ++il) {
             const Layer& L = draft_layers_[il];
             be.rms_norm(x, L.attn_norm, hp_.norm_eps, h);

@@ -247,14 +247,47 @@ Weight output_weight(const Loader& ld, const HParams& hp) {
     return ld.matrix(name, hp.n_embd, hp.n_vocab);
 }
 
-void head(Backend& be, const Weight& out_w, const Vec& norm, float eps, float cap, Rows x, const int64_t* rows,
-          int64_t n_rows, float* logits, int32_t* argmax, int64_t head_rows) {
-    if (n_rows == 0) return;
-    // Consecutive rows (a prefill's last, a verify block) are normed from where they are, others gathered.
+namespace {
+
+// The head's input: rows[0..n_rows) of x, normed. Consecutive rows (a prefill's last, a verify
+// block) are normed from where they are, others gathered.
+Rows head_input(Backend& be, const Vec& norm, float eps, Rows x, const int64_t* rows, int64_t n_rows) {
     const Rows h = be.arena().rows(n_rows, x.dim);  // [n_rows, n_embd]
     const bool consecutive = rows[n_rows - 1] - rows[0] == n_rows - 1;
     if (!consecutive) be.gather(x, rows, h);
     be.rms_norm(consecutive ? x.rows(rows[0], n_rows) : h, norm, eps, h);
+    return h;
+}
+
+}  // namespace
+
+void head_shortlist(Backend& be, const Weight& out_w, const Vec& norm, float eps, float cap, Rows x,
+                    const int64_t* rows, int64_t n_rows, const float* margin, Shortlisted* out) {
+    if (n_rows == 0) return;
+    const Rows h = head_input(be, norm, eps, x, rows, n_rows);
+    for (int64_t r = 0; r < n_rows; ++r) out[r].list.ok = false;
+    if (cap == 0.0f) {
+        for (int64_t r = 0; r < n_rows; ++r) {
+            backend::Shortlist& s = out[r].list;
+            s.x.resize(static_cast<size_t>(x.dim));
+            be.download(s.x.data(), h.rows(r, 1));
+        }
+        be.matmul_shortlist(out_w, h, margin, [out](int64_t r) -> backend::Shortlist& { return out[r].list; });
+    }
+    for (int64_t r = 0; r < n_rows; ++r) {  // the rows the backend left whole, one by one (batch invariance)
+        if (out[r].list.ok) continue;
+        out[r].full.resize(static_cast<size_t>(out_w.n_out));
+        const Rows y = be.output_rows(out[r].full.data(), 1, out_w.n_out);
+        be.matmul(out_w, h.rows(r, 1), y);
+        if (cap > 0.0f) be.softcap(y, cap);
+        be.finish_output(y, out[r].full.data());
+    }
+}
+
+void head(Backend& be, const Weight& out_w, const Vec& norm, float eps, float cap, Rows x, const int64_t* rows,
+          int64_t n_rows, float* logits, int32_t* argmax, int64_t head_rows) {
+    if (n_rows == 0) return;
+    const Rows h = head_input(be, norm, eps, x, rows, n_rows);
     // The shortlist is a prefix of the rows: a view of the same matrix (rows are packed one by one).
     Weight w = out_w;
     if (head_rows > 0 && head_rows < out_w.n_out) w.n_out = head_rows;

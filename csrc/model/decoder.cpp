@@ -131,6 +131,8 @@ private:
                      p.req.head_rows);
         blocks::head(be, output_, out_norm_, eps, cap, x, p.out_argmax, p.n_argmax, nullptr, p.req.argmax,
                      p.req.head_rows);
+        blocks::head_shortlist(be, output_, out_norm_, eps, cap, x, p.out_shortlist, p.n_shortlist, p.req.margins,
+                               p.req.shortlists);
     }
 
     // x += [post_norm] mixer(norm(x)); x += [post_norm] ffn(norm(x)); h and y: scratch rows.
@@ -184,7 +186,7 @@ private:
         const SeqRows seq{&st, n, Attend::causal};
         const Request req = Request::of(seq, r.tokens);
         const int64_t first[2] = {0, n};
-        const Pass p{req, n, mtp_pos_.data(), mtp_pos_.data(), first, &r.pos0, nullptr, 0, nullptr, 0, nullptr, 0};
+        const Pass p{req, n, mtp_pos_.data(), mtp_pos_.data(), first, &r.pos0, nullptr, 0, nullptr, 0, nullptr, 0, nullptr, 0};
         layer(p, m.layer, hp_.mtp, hp_.n_layer, x, h, y);
         if (n_out == 0) return;
         const backend::Rows last = x.rows(n - n_out, n_out);

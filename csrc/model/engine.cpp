@@ -39,14 +39,24 @@ bool Engine::step() {
     seqs_.clear();
     tokens_.clear();
     out_.clear();
+    margins_.clear();
     int64_t n_logits = 0, n_argmax = 0;
     const auto take = [&](Generator* g, int64_t n) {
         const std::vector<int32_t>& rows = g->rows();
         Part part{g, n, -1};
         out_.insert(out_.end(), static_cast<size_t>(n), Out::none);
         if (n == static_cast<int64_t>(rows.size())) {  // the last row: the generation needs its output
-            out_.back() = g->wants_argmax() ? Out::argmax : Out::logits;
-            part.out = g->wants_argmax() ? n_argmax++ : n_logits++;
+            if (g->wants_argmax()) {
+                out_.back() = Out::argmax;
+                part.out = n_argmax++;
+            } else if (g->wants_shortlist()) {
+                out_.back() = Out::shortlist;
+                part.out = static_cast<int64_t>(margins_.size());
+                margins_.push_back(g->shortlist_margin());
+            } else {
+                out_.back() = Out::logits;
+                part.out = n_logits++;
+            }
         }
         tokens_.insert(tokens_.end(), rows.begin(), rows.begin() + n);
         seqs_.push_back({&g->session().state(), n, Attend::causal});
@@ -100,6 +110,7 @@ bool Engine::step() {
     if (parts_.empty()) return running();
     logits_.resize(static_cast<size_t>(n_logits * model_->hparams().n_vocab));
     argmax_.resize(static_cast<size_t>(n_argmax));
+    if (lists_.size() < margins_.size()) lists_.resize(margins_.size());
     Request req;
     req.tokens = tokens_.data();
     req.seqs = seqs_.data();
@@ -107,6 +118,8 @@ bool Engine::step() {
     req.out = out_.data();
     req.logits = logits_.data();
     req.argmax = argmax_.data();
+    req.margins = margins_.data();
+    req.shortlists = lists_.data();
     const double t0 = now();
     model_->forward(req);
     const double seconds = now() - t0;
@@ -114,15 +127,18 @@ bool Engine::step() {
     const int64_t n_vocab = model_->hparams().n_vocab;
     const auto dispatch = [&](int64_t i) {
         const Part& p = parts_[static_cast<size_t>(i)];
-        const bool argmax = p.g->wants_argmax();
-        const float* row = p.out >= 0 && !argmax ? logits_.data() + p.out * n_vocab : nullptr;
+        const bool argmax = p.g->wants_argmax(), listed = p.g->wants_shortlist();
+        Shortlisted* list = p.out >= 0 && listed ? &lists_[static_cast<size_t>(p.out)] : nullptr;
+        const float* row = p.out >= 0 && !argmax && !listed ? logits_.data() + p.out * n_vocab : nullptr;
+        if (list && !list->list.ok) row = list->full.data();
         p.g->session().appended(p.g->rows().data(), p.n, row);
-        p.g->fed(p.n, row, p.out >= 0 && argmax ? argmax_[static_cast<size_t>(p.out)] : -1, seconds);
+        p.g->fed(p.n, list ? nullptr : row, p.out >= 0 && argmax ? argmax_[static_cast<size_t>(p.out)] : -1, list,
+                 seconds);
     };
     // Sampling a row over the vocabulary (and copying its logits) is ~1 ms per sampled row: spread
     // over the backend's threads when several rows sample (each generation touches only its own
     // session, sampler and text).
-    if (n_logits > 1) {
+    if (n_logits + static_cast<int64_t>(margins_.size()) > 1) {
         model_->for_each(static_cast<int64_t>(parts_.size()), dispatch);
     } else {
         for (size_t i = 0; i < parts_.size(); ++i) dispatch(static_cast<int64_t>(i));

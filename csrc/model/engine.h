@@ -58,6 +58,8 @@ private:
     std::vector<Out> out_;
     std::vector<float> logits_;
     std::vector<int32_t> argmax_;
+    std::vector<float> margins_;      // of the rows returning shortlists
+    std::vector<Shortlisted> lists_;  // theirs (swapped with each generator's: nothing allocated per step)
 };
 
 }  // namespace ds4::model

@@ -91,6 +91,7 @@ Generator::Generator(Session& session, const tok::Tokenizer& tok, std::vector<in
 void Generator::start_sampling() {
     sampler_ = sample::Sampler(params_.sampling, session_.n_vocab());
     fused_greedy_ = params_.sampling.plain_greedy() && !scorer_;  // logprobs read the rows
+    screened_ = sampler_.screens() && !scorer_ && proposers_.empty();  // speculation verifies with rows
     // Exact sampling: proposers that can sample draw their drafts and report q; otherwise greedy.
     const bool drawn = params_.spec.exact && !fused_greedy_ && params_.sampling.temperature > 0.0f;
     for (auto& p : proposers_) p->sample_drafts(drawn ? params_.sampling : sample::SamplingParams{}, session_.n_vocab());
@@ -98,8 +99,10 @@ void Generator::start_sampling() {
 }
 
 void Generator::seed_penalties() {
-    // The penalties look back over the context, prompt included, as llama.cpp's do.
-    const std::vector<int32_t> context = session_.tokens();
+    // The penalties look back over the context, prompt included, as llama.cpp's do (a batched
+    // generation's prompt is still to be fed).
+    std::vector<int32_t> context = session_.tokens();
+    if (batched_ && stats_.n_generated == 0) context.insert(context.end(), prompt_.begin(), prompt_.end());
     const size_t window = static_cast<size_t>(std::max(0, params_.sampling.repeat_last_n));
     for (size_t i = context.size() - std::min(context.size(), window); i < context.size(); ++i)
         sampler_.accept(context[i]);
@@ -124,11 +127,15 @@ void Generator::set_sampling(const sample::SamplingParams& sampling) {
 void Generator::start() {
     const double t0 = now();
     stats_.n_prompt = static_cast<int64_t>(prompt_.size());
-    if (!prompt_.empty()) {
+    if (prompt_.empty()) {
+        logits_ = session_.last_logits();
+        listed_ = false;
+    } else if (screened_) {
+        session_.eval_shortlist(prompt_.data(), static_cast<int64_t>(prompt_.size()), sampler_.head_margin(), &sl_);
+        listed_ = true;
+    } else {
         logits_.resize(static_cast<size_t>(session_.n_vocab()));
         session_.eval(prompt_.data(), static_cast<int64_t>(prompt_.size()), logits_.data(), 1);
-    } else {
-        logits_ = session_.last_logits();
     }
     stats_.prefill_seconds = now() - t0;
     reserve_output();
@@ -336,6 +343,19 @@ bool Generator::next(std::string* piece) {
     return more;
 }
 
+int32_t Generator::draw() {
+    const int32_t n_vocab = session_.n_vocab();
+    if (!screened_) return sampler_.sample(logits_.data(), n_vocab);
+    if (!listed_) return sampler_.sample_screened(logits_.data(), n_vocab);
+    if (!sl_.list.ok) return sampler_.sample_screened(sl_.full.data(), n_vocab);
+    const backend::Shortlist& l = sl_.list;
+    sample::ScreenedRow row{l.ids.data(), l.logits.data(), static_cast<int64_t>(l.ids.size()), l.thr,
+                            [this](const int32_t* ids, int64_t n, float* out) {
+                                session_.model().head_values(sl_.list, ids, n, out);
+                            }};
+    return sampler_.sample_screened(row);
+}
+
 bool Generator::take_token(std::string* piece, int32_t* out, int64_t* verified) {
     if (static_cast<int64_t>(tokens_.size()) >= params_.max_tokens) {
         finish("max_tokens");
@@ -357,7 +377,7 @@ bool Generator::take_token(std::string* piece, int32_t* out, int64_t* verified) 
         if (next_ >= 0) {
             tok = next_;
         } else {
-            tok = sampler_.sample(logits_.data(), session_.n_vocab());
+            tok = draw();
             last_sample_seconds_ = now() - t0;
         }
         // Not fused (scorer_ turns that off), so logits_ is the row tok was drawn from.
@@ -407,6 +427,7 @@ bool Generator::step(std::string* piece) {
             next_ = session_.next_argmax(nullptr, 0);
         } else {
             logits_ = session_.last_logits();
+            listed_ = false;
         }
         stats_.decode_seconds += now() - t0;
         ++stats_.n_forward;
@@ -433,8 +454,12 @@ bool Generator::step(std::string* piece) {
                 }
             } else if (fused_greedy_) {
                 next_ = session_.next_argmax(&tok, 1);
+            } else if (screened_) {
+                session_.eval_shortlist(&tok, 1, sampler_.head_margin(), &sl_);
+                listed_ = true;
             } else {
                 session_.eval(&tok, 1, logits_.data(), 1);
+                listed_ = false;
             }
         } catch (const state::ContextOverflow&) {
             finish("context");
@@ -464,14 +489,15 @@ void Generator::start_batched() {
     started_ = true;
     feed_ = session_.rows_for(prompt_.data(), static_cast<int64_t>(prompt_.size()));
     reserve_output();
+    seed_penalties();
     if (feed_.empty()) {  // continuing a session that holds its last position's logits (or can recompute them)
         logits_ = session_.last_logits();
+        listed_ = false;
         emit(nullptr);
     }
-    seed_penalties();
 }
 
-void Generator::fed(int64_t n, const float* logits, int32_t argmax, double seconds) {
+void Generator::fed(int64_t n, const float* logits, int32_t argmax, Shortlisted* list, double seconds) {
     const bool prompt = stats_.n_generated == 0;
     (prompt ? stats_.prefill_seconds : stats_.decode_seconds) += seconds;
     if (!prompt) {
@@ -482,8 +508,12 @@ void Generator::fed(int64_t n, const float* logits, int32_t argmax, double secon
     if (!feed_.empty()) return;  // more of the prompt to come
     if (fused_greedy_) {
         next_ = argmax;
+    } else if (list) {
+        std::swap(sl_, *list);
+        listed_ = true;
     } else {
         logits_.assign(logits, logits + session_.n_vocab());
+        listed_ = false;
     }
     const double t0 = now();
     emit(nullptr);

@@ -110,8 +110,12 @@ public:
     bool batched() const { return batched_; }
     const std::vector<int32_t>& rows() const { return feed_; }
     bool wants_argmax() const { return fused_greedy_; }
+    // A shortlisted row (request.h) instead of logits, with margin shortlist_margin().
+    bool wants_shortlist() const { return screened_; }
+    float shortlist_margin() const { return sampler_.head_margin(); }
     Session& session() { return session_; }
-    void fed(int64_t n, const float* logits, int32_t argmax, double seconds);
+    // list: the row's shortlist (taken: swapped with the generator's own) where it asked for one.
+    void fed(int64_t n, const float* logits, int32_t argmax, Shortlisted* list, double seconds);
     // The context cannot take rows(): generation ends as when a plain pass overflows.
     void overflow() { feed_.clear(); finish("context"); flush(nullptr); }
     // Ends the generation where it is (stop reason "cancelled": its client went away); an engine
@@ -160,6 +164,8 @@ private:
     // scheduler finds it pays, queueing the accepted draft tokens; returns the target's next token.
     int32_t speculate(int32_t tok);
     void finish(const char* reason);
+    // The next token drawn from the row in hand (logits_, or sl_ where listed_).
+    int32_t draw();
     // Moves what can safely be shown from held_ to text_ (and *piece): everything except a
     // tail that could still become a stop string. Returns true if a stop string was found.
     bool release(std::string* piece, bool final);
@@ -176,6 +182,12 @@ private:
     // the output projection (Session::eval_argmax) instead of a logits row: next_ holds it, or -1.
     bool fused_greedy_ = false;
     int32_t next_ = -1;
+    // Sampling without top-k, top-p, min-p or logprobs draws from shortlisted rows (the head
+    // computes only the logits near the largest; Sampler::sample_screened): sl_ holds the row
+    // when listed_, else logits_ does.
+    bool screened_ = false;
+    bool listed_ = false;
+    Shortlisted sl_;
     bool reeval_ = false;  // set_sampling(): the last token taken, pending again, is evaluated before the next draw
     double last_sample_seconds_ = 0;  // the last draw from logits_: a plain step pays it besides its pass
     // Speculation: the proposers, the scheduler, the context they see (every token of the

@@ -116,13 +116,21 @@ int64_t Model::check(const Request& req) const {
     if (n == 0) return 0;
     if (!req.tokens == !req.embeddings) throw Error("forward: give either token ids or input embeddings");
     if (req.tokens) check_tokens(req.tokens, n);
-    int64_t n_logits = req.out ? 0 : n, n_argmax = 0;
+    int64_t n_logits = req.out ? 0 : n, n_argmax = 0, n_shortlist = 0;
     for (int64_t i = 0; req.out && i < n; ++i) {
         n_logits += req.out[i] == Out::logits;
         n_argmax += req.out[i] == Out::argmax;
+        n_shortlist += req.out[i] == Out::shortlist;
     }
     if (n_logits > 0 && !req.logits) throw Error("forward: rows return logits but no logits buffer was given");
     if (n_argmax > 0 && !req.argmax) throw Error("forward: rows return argmax but no argmax buffer was given");
+    if (n_shortlist > 0 && (!req.margins || !req.shortlists)) {
+        throw Error("forward: rows return shortlists but no margins or shortlists were given");
+    }
+    for (int64_t i = 0; i < n_shortlist; ++i) {
+        if (!(req.margins[i] >= 0.0f)) throw Error("forward: a shortlist's margin must be >= 0");
+    }
+    if (n_shortlist > 0 && req.head_rows > 0) throw Error("forward: shortlists score the whole vocabulary (head_rows 0)");
     for (int c = 0; c < req.n_capture; ++c) {
         const int layer = req.capture_layers[c];
         if (layer < 0 || layer > hp_.n_layer) {
@@ -162,16 +170,19 @@ void Model::forward_locked(const Request& req) {
     }
     out_logits_.clear();
     out_argmax_.clear();
+    out_shortlist_.clear();
     captured_.clear();
     for (int64_t r = 0; r < n; ++r) {
         const Out o = req.out ? req.out[r] : Out::logits;
         if (o == Out::logits) out_logits_.push_back(r);
         if (o == Out::argmax) out_argmax_.push_back(r);
+        if (o == Out::shortlist) out_shortlist_.push_back(r);
         if (req.n_capture > 0 && (!req.capture_rows || req.capture_rows[r])) captured_.push_back(r);
     }
     const Pass pass{req, n, pos_.data(), last_.data(), first_.data(), n_past_.data(),
                     out_logits_.data(), static_cast<int64_t>(out_logits_.size()),
                     out_argmax_.data(), static_cast<int64_t>(out_argmax_.size()),
+                    out_shortlist_.data(), static_cast<int64_t>(out_shortlist_.size()),
                     captured_.data(), static_cast<int64_t>(captured_.size())};
     backend_->arena().reset();
     run(pass);
@@ -191,6 +202,30 @@ void Model::eval(state::State& st, const int32_t* tokens, int64_t n, float* logi
 void Model::eval_argmax(state::State& st, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out,
                         int64_t head_rows, const Captures& cap) {
     eval_one(st, tokens, n, n_out, nullptr, ids, head_rows, cap);
+}
+
+void Model::eval_shortlist(state::State& st, const int32_t* tokens, int64_t n, float margin, Shortlisted* out,
+                           const Captures& cap) {
+    if (n == 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    eval_out_.assign(static_cast<size_t>(n), Out::none);
+    eval_out_.back() = Out::shortlist;
+    const SeqRows seq{&st, n, Attend::causal};
+    Request req = Request::of(seq, tokens);
+    req.out = eval_out_.data();
+    req.margins = &margin;
+    req.shortlists = out;
+    if (!cap.empty()) {
+        req.capture_layers = cap.layers;
+        req.n_capture = cap.n;
+        req.hidden = cap.hidden;
+    }
+    forward_locked(req);
+}
+
+void Model::head_values(const backend::Shortlist& s, const int32_t* ids, int64_t n, float* y) {
+    if (!s.ok) throw Error("head_values: the row was not shortlisted");
+    backend_->matmul_ids(lent().output, s.x.data(), ids, n, y);
 }
 
 void Model::eval_one(state::State& st, const int32_t* tokens, int64_t n, int64_t n_out, float* logits, int32_t* ids,

@@ -95,6 +95,14 @@ public:
     void eval_argmax(state::State& st, const int32_t* tokens, int64_t n, int32_t* ids, int64_t n_out = -1,
                      int64_t head_rows = 0, const Captures& cap = {});
 
+    // The same for a sampler: the last row's shortlist (request.h's Out::shortlist) within
+    // `margin` of its largest logit, or its logits in full where the backend cannot shortlist.
+    void eval_shortlist(state::State& st, const int32_t* tokens, int64_t n, float margin, Shortlisted* out,
+                        const Captures& cap = {});
+    // y[i] = the logit of ids[i] in a row a pass shortlisted (s.ok), exactly as the full row
+    // has it; on the calling thread, outside the pass lock (the weights are read-only).
+    void head_values(const backend::Shortlist& s, const int32_t* ids, int64_t n, float* y);
+
     // What a block drafter (model/block_drafter.h) borrows from its target: the backend it runs
     // on, the token embeddings (a row times embed_scale is what layer 0 reads) and the output
     // projection with its soft-cap (0: none).
@@ -167,7 +175,7 @@ private:
     std::mutex mu_;
     // The pass layout, rebuilt under mu_ for every pass.
     std::vector<int32_t> pos_, last_;
-    std::vector<int64_t> first_, n_past_, out_logits_, out_argmax_, captured_;
+    std::vector<int64_t> first_, n_past_, out_logits_, out_argmax_, out_shortlist_, captured_;
     std::vector<Out> eval_out_;  // eval()'s output kinds
     PassWork work_;
     mutable std::mutex times_mu_;

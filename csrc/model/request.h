@@ -6,7 +6,8 @@
 //   attention per run: causal over the sequence's state, the new rows committed (decode, prefill,
 //             verify); or a block of transient rows that see the committed positions and each
 //             other, whatever their order, and commit nothing (a DFlash / DSpark draft pass)
-//   outputs   per row: logits, the argmax of its logits (greedy, without the rows), or nothing
+//   outputs   per row: logits, the argmax of its logits (greedy, without the rows), a shortlist
+//             (a sampler's: the ids within a margin of the largest, backend.h), or nothing
 //   captures  hidden states of chosen layers for chosen rows, indexed as transformers'
 //             output_hidden_states: 0 the embeddings, i after layer i, n_layer after the final
 //             norm (what an MTP head or a DFlash drafter conditions on)
@@ -16,10 +17,18 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
+#include "backend/backend.h"
 #include "state/state.h"
 
 namespace ds4::model {
+
+// A row's shortlist as a pass returns it.
+struct Shortlisted {
+    backend::Shortlist list;
+    std::vector<float> full;  // every logit, where list.ok is false
+};
 
 enum class Attend : uint8_t {
     causal,  // row i sees positions [0, its own]; the rows are committed
@@ -33,7 +42,7 @@ struct SeqRows {
     Attend attend = Attend::causal;
 };
 
-enum class Out : uint8_t { none, logits, argmax };
+enum class Out : uint8_t { none, logits, argmax, shortlist };
 
 struct Request {
     const int32_t* tokens = nullptr;      // [rows] ids, or
@@ -46,6 +55,11 @@ struct Request {
     float* logits = nullptr;              // [rows returning logits, n_vocab], in row order
     int32_t* argmax = nullptr;            // [rows returning argmax], in row order
     int64_t head_rows = 0;                // > 0: score only the first head_rows ids, the rest -inf
+    // Rows returning a shortlist, in row order: each row's margin (>= 0) and its Shortlist,
+    // whose x the model sets (the head's input row); where the backend could not shortlist
+    // (ok false), its logits in full[n_vocab] instead.
+    const float* margins = nullptr;
+    Shortlisted* shortlists = nullptr;
 
     const int* capture_layers = nullptr;  // [n_capture] in [0, n_layer]
     int n_capture = 0;
@@ -108,6 +122,8 @@ struct Pass {
     int64_t n_logits;
     const int64_t* out_argmax;  // rows returning argmax, ascending
     int64_t n_argmax;
+    const int64_t* out_shortlist;  // rows returning a shortlist, ascending
+    int64_t n_shortlist;
     const int64_t* captured;    // captured rows, ascending
     int64_t n_captured;
 };

@@ -49,6 +49,23 @@ void Session::eval_locked(const int32_t* tokens, int64_t n, float* logits, int64
     committed(at, m);
 }
 
+void Session::eval_shortlist(const int32_t* tokens, int64_t n, float margin, Shortlisted* out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::vector<int32_t>& feed = with_pending(tokens, n);
+    const auto m = static_cast<int64_t>(feed.size());
+    if (m == 0) return;
+    const int64_t at = st_->n_past();
+    model_->eval_shortlist(*st_, feed.data(), m, margin, out, feed_ ? feed_->before(at, m) : Captures{});
+    tokens_.insert(tokens_.end(), feed.begin(), feed.end());
+    pending_ = -1;
+    if (out->list.ok) {
+        last_logits_.clear();  // not computed; last_logits() re-runs the last position if asked
+    } else {
+        last_logits_.assign(out->full.begin(), out->full.end());
+    }
+    committed(at, m);
+}
+
 void Session::committed(int64_t at, int64_t n) {
     if (!feed_) return;
     try {

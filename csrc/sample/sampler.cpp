@@ -113,6 +113,17 @@ void Sampler::check_n(int32_t n) const {
                                     str(n_vocab_));
 }
 
+bool Sampler::adjusts() const {
+    const bool penalise = ring_size_ > 0 && (params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+                                             params_.frequency_penalty != 0.0f);
+    return penalise || !params_.logit_bias.empty();
+}
+
+float Sampler::penalised(float l, int32_t count) const {
+    l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+    return l - (static_cast<float>(count) * params_.frequency_penalty + params_.presence_penalty);
+}
+
 const float* Sampler::adjusted_row(const float* logits, int32_t n) {
     const bool penalise = ring_size_ > 0 && (params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
                                              params_.frequency_penalty != 0.0f);
@@ -126,9 +137,7 @@ const float* Sampler::adjusted_row(const float* logits, int32_t n) {
             const auto t = static_cast<size_t>(ring_[(ring_head_ + i) % ring_.size()]);
             const int32_t c = counts_[t];
             if (c <= 0) continue;
-            float& l = work_[t];
-            l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
-            l -= static_cast<float>(c) * params_.frequency_penalty + params_.presence_penalty;
+            work_[t] = penalised(work_[t], c);
             counts_[t] = -c;
         }
         for (size_t i = 0; i < ring_size_; ++i) {
@@ -356,6 +365,154 @@ std::vector<float> Sampler::probs(const float* logits, int32_t n) {
     std::vector<float> out(static_cast<size_t>(n));
     probs(logits, n, out.data());
     return out;
+}
+
+bool Sampler::screens() const {
+    return params_.temperature > 0.0f && params_.top_k == 0 && params_.top_p >= 1.0f && params_.min_p == 0.0f;
+}
+
+float Sampler::margin() const {
+    return params_.temperature * std::max(0.0f, std::log(static_cast<float>(n_vocab_)) - 2.0f);
+}
+
+float Sampler::head_margin() const { return adjusts() ? 1.5f * margin() + 2.0f : margin(); }
+
+int32_t Sampler::draw_screened(float lmax, float t, const std::function<float(int32_t)>& value) {
+    const double temp = params_.temperature;
+    weight_.resize(short_.size());
+    double w = 0.0;
+    for (size_t i = 0; i < short_.size(); ++i) {
+        w += weight_[i] = std::exp(static_cast<double>(short_[i].logit - lmax) / temp);
+    }
+    const auto others = static_cast<uint64_t>(n_vocab_) - short_.size();
+    const double tail = static_cast<double>(others) * std::exp(static_cast<double>(t - lmax) / temp);
+    for (int round = 0; round < kRounds; ++round) {
+        const double u = rng_.uniform() * (w + tail);
+        if (u < w || others == 0) {
+            double cum = 0.0;
+            for (size_t i = 0; i < short_.size(); ++i) {
+                cum += weight_[i];
+                if (cum > u) return short_[i].id;
+            }
+            return short_.back().id;  // rounding left u just above the sum
+        }
+        // The r-th id outside S (S ascending).
+        auto id = static_cast<int32_t>(rng_.next() % others);
+        for (const Cand& c : short_) {
+            if (c.id > id) break;
+            ++id;
+        }
+        const float l = value(id);
+        if (std::isnan(l) || l == kInf) throw std::invalid_argument("Sampler: logit " + str(id) + " is " + str(l) + " (NaN or +inf)");
+        if (rng_.uniform() < std::exp(static_cast<double>(l - t) / temp)) return id;
+    }
+    return -1;
+}
+
+float Sampler::screen_floor(float lmax) {
+    const float t = lmax - margin();
+    if (short_.size() <= kScreened) return t;
+    // A flat row: the kScreened-th largest logit, so that S stays small (the other ids' rounds
+    // are then at most (n_vocab - |S|) / |S| per draw).
+    std::nth_element(short_.begin(), short_.begin() + (kScreened - 1), short_.end(), Better{});
+    return std::max(t, short_[kScreened - 1].logit);
+}
+
+int32_t Sampler::sample_screened(const float* logits, int32_t n) {
+    check_n(n);
+    if (!screens()) throw std::logic_error("Sampler.sample_screened: needs temperature > 0 and no top-k, top-p or min-p");
+    const float* row = adjusted_row(logits, n);
+    float lmax = -kInf;
+    for (int32_t i = 0; i < n; ++i) {
+        const float v = row[i];
+        if (!(v < kInf)) throw std::invalid_argument("Sampler: logit " + str(i) + " is " + str(v) + " (NaN or +inf)");
+        lmax = v > lmax ? v : lmax;
+    }
+    if (lmax == -kInf) throw std::invalid_argument("Sampler: every logit is -inf (all tokens banned)");
+    short_.clear();
+    for (int32_t i = 0; i < n; ++i) {
+        if (row[i] >= lmax - margin()) short_.push_back({row[i], i});
+    }
+    const float t = screen_floor(lmax);
+    short_.erase(std::remove_if(short_.begin(), short_.end(), [t](const Cand& c) { return c.logit < t; }), short_.end());
+    std::sort(short_.begin(), short_.end(), [](const Cand& a, const Cand& b) { return a.id < b.id; });
+    const int32_t id = draw_screened(lmax, t, [row](int32_t i) { return row[i]; });
+    return id >= 0 ? id : sample(logits, n);
+}
+
+int32_t Sampler::sample_screened(const ScreenedRow& row) {
+    if (!screens()) throw std::logic_error("Sampler.sample_screened: needs temperature > 0 and no top-k, top-p or min-p");
+    // The listed ids and those steps 1-2 change (fetched when not listed), their logits adjusted.
+    listed_.clear();
+    for (int64_t i = 0; i < row.n; ++i) listed_.push_back({row.logits[i], row.ids[i]});
+    if (adjusts()) {
+        fetch_.clear();
+        const auto listed = [&](int32_t id) {
+            return std::binary_search(row.ids, row.ids + row.n, id);
+        };
+        for (const auto& [id, b] : params_.logit_bias) {
+            if (!listed(id)) fetch_.push_back(id);
+        }
+        for (size_t i = 0; i < ring_size_; ++i) {
+            const int32_t id = ring_[(ring_head_ + i) % ring_.size()];
+            if (!listed(id)) fetch_.push_back(id);
+        }
+        std::sort(fetch_.begin(), fetch_.end());
+        fetch_.erase(std::unique(fetch_.begin(), fetch_.end()), fetch_.end());
+        fetched_.resize(fetch_.size());
+        if (!fetch_.empty()) row.more(fetch_.data(), static_cast<int64_t>(fetch_.size()), fetched_.data());
+        for (size_t i = 0; i < fetch_.size(); ++i) listed_.push_back({fetched_[i], fetch_[i]});
+        std::sort(listed_.begin(), listed_.end(), [](const Cand& a, const Cand& b) { return a.id < b.id; });
+        const auto find = [&](int32_t id) {
+            return std::lower_bound(listed_.begin(), listed_.end(), id, [](const Cand& c, int32_t v) { return c.id < v; });
+        };
+        for (const auto& [id, b] : params_.logit_bias) find(id)->logit += b;
+        const bool penalise = params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+                              params_.frequency_penalty != 0.0f;
+        for (size_t i = 0; penalise && i < ring_size_; ++i) {
+            const int32_t id = ring_[(ring_head_ + i) % ring_.size()];
+            const int32_t c = counts_[static_cast<size_t>(id)];
+            if (c <= 0) continue;
+            Cand& e = *find(id);
+            e.logit = penalised(e.logit, c);
+            counts_[static_cast<size_t>(id)] = -c;
+        }
+        for (size_t i = 0; penalise && i < ring_size_; ++i) {
+            const auto id = static_cast<size_t>(ring_[(ring_head_ + i) % ring_.size()]);
+            if (counts_[id] < 0) counts_[id] = -counts_[id];
+        }
+    }
+    float lmax = -kInf;
+    for (const Cand& c : listed_) {
+        if (!(c.logit < kInf)) throw std::invalid_argument("Sampler: logit " + str(c.id) + " is " + str(c.logit) + " (NaN or +inf)");
+        lmax = std::max(lmax, c.logit);
+    }
+    short_.clear();
+    for (const Cand& c : listed_) {
+        if (c.logit >= lmax - margin()) short_.push_back(c);
+    }
+    const float t = lmax == -kInf ? lmax : screen_floor(lmax);
+    // The row fetched whole, where what the list leaves out may reach t (the adjustments lowered
+    // the largest logit below what the head was asked for): the full row's draw from the start;
+    // or after the rounds ran out: the full row's last resort.
+    const auto whole = [&]() -> const float* {
+        fetch_.resize(static_cast<size_t>(n_vocab_));
+        for (int32_t i = 0; i < n_vocab_; ++i) fetch_[static_cast<size_t>(i)] = i;
+        fetched_.resize(fetch_.size());
+        row.more(fetch_.data(), n_vocab_, fetched_.data());
+        return fetched_.data();
+    };
+    if (lmax == -kInf || !(row.thr <= t)) return sample_screened(whole(), n_vocab_);
+    short_.erase(std::remove_if(short_.begin(), short_.end(), [t](const Cand& c) { return c.logit < t; }), short_.end());
+    std::sort(short_.begin(), short_.end(), [](const Cand& a, const Cand& b) { return a.id < b.id; });
+    const int32_t id = draw_screened(lmax, t, [&](int32_t i) {
+        const auto it = std::lower_bound(listed_.begin(), listed_.end(), i, [](const Cand& c, int32_t v) { return c.id < v; });
+        if (it != listed_.end() && it->id == i) return it->logit;
+        float v;
+        row.more(&i, 1, &v);
+        return v;
+    });
+    return id >= 0 ? id : sample(whole(), n_vocab_);
 }
 
 int32_t Sampler::sample_from(const std::vector<float>& p) {

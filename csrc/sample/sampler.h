@@ -36,6 +36,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -69,6 +70,16 @@ struct SamplingParams {
     void validate(int32_t n_vocab = -1) const;
 };
 
+// A logits row as a sampling head shortlists it (backend.h's Shortlist): ids ascending with
+// their logits; every other id's logit is below thr, and `more` gives any id's exactly.
+struct ScreenedRow {
+    const int32_t* ids = nullptr;
+    const float* logits = nullptr;
+    int64_t n = 0;
+    float thr = 0.0f;
+    std::function<void(const int32_t* ids, int64_t n, float* out)> more;
+};
+
 class Sampler {
 public:
     Sampler(const SamplingParams& params, int32_t n_vocab);  // validates params
@@ -85,6 +96,26 @@ public:
     // (e.g. max(0, p - q) in Leviathan et al. 2023 rejection sampling). Same walk as sample().
     int32_t sample_from(const std::vector<float>& p);
     int32_t sample_from(const float* p, int32_t n);
+
+    // Screened sampling, for temperature > 0 without top-k, top-p or min-p (screens()): a draw
+    // from the same distribution as sample() (steps 1, 2, 7, 8) that needs the exact logits of
+    // only the ids within margin() of the adjusted row's largest, l_max. With m = margin(), the
+    // ids at or above t = l_max - m are the shortlist S; the M others (all below t) are drawn
+    // by rejection: each round draws u ~ U[0, W + M e^((t - l_max) / T)) (W: S's weights); below
+    // W it walks S in ascending id order as sample() does; above, it takes a uniform id outside S
+    // and keeps it with probability e^((l - t) / T) < 1, else the next round. m = T (ln n_vocab
+    // - 2) bounds the other ids' expected rounds by e^2; on a flat row, where more than 256 ids
+    // reach l_max - m, t rises to the 256th largest logit (the rounds then at most n_vocab / 256).
+    // After kRounds rounds it draws as sample() from the whole row.
+    // The draw depends only on the exact logits, whichever way they come (the same tokens from
+    // a full row and from any shortlist of it).
+    bool screens() const;
+    float margin() const;
+    // The margin to shortlist a head row with: margin(), more where the bias or the penalties
+    // may lower the largest logit (a row they lower further is fetched whole).
+    float head_margin() const;
+    int32_t sample_screened(const float* logits, int32_t n);
+    int32_t sample_screened(const ScreenedRow& row);
 
     void accept(int32_t token);  // records the token for the penalties
     void reset();                // forgets history; reseeds (params.seed, or a fresh random one)
@@ -113,6 +144,19 @@ private:
     void top_p(double p);
     void min_p(double p);
     void check_n(int32_t n) const;
+    // Whether steps 1-2 change anything now.
+    bool adjusts() const;
+    // Step 2 on one logit of a token the window holds `count` times.
+    float penalised(float l, int32_t count) const;
+    // The rounds of screened sampling over S = short_ (ascending ids, adjusted logits) with its
+    // largest lmax and t = lmax - margin(); value(id) the adjusted logit of an id outside S.
+    // Returns -1 after the last round.
+    int32_t draw_screened(float lmax, float t, const std::function<float(int32_t)>& value);
+    // t for S: lmax - margin(), or the kScreened-th largest logit where that is higher (short_:
+    // the ids at or above lmax - margin(), in any order after).
+    static constexpr size_t kScreened = 256;
+    static constexpr int kRounds = 4096;
+    float screen_floor(float lmax);
 
     SamplingParams params_;
     int32_t n_vocab_;
@@ -131,6 +175,10 @@ private:
     std::vector<Cand> cand_;     // candidates, capacity n_vocab
     std::vector<float> prob_;    // probabilities of cand_, capacity n_vocab
     std::vector<double> weight_; // unnormalised exp((l - l_max) / T) of cand_
+    std::vector<Cand> short_;    // screened sampling: the shortlist S, ascending ids
+    std::vector<Cand> listed_;   // a shortlisted row with the adjusted ids merged in
+    std::vector<int32_t> fetch_; // ids to fetch
+    std::vector<float> fetched_;
 };
 
 }  // namespace ds4::sample

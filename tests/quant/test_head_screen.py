@@ -69,14 +69,17 @@ def test_refuses_what_it_cannot_serve() -> None:
 @pytest.mark.parametrize("m", [1, 15, 16, 17, 240, 250])
 def test_filter_kernel_matches_the_reference(m: int) -> None:
     """The unit filter (the running floor lo and the rows whose upper bound reaches it) against its
-    reference: NaN scores never raise the floor and are always kept; rows tied with the floor kept."""
+    reference: NaN scores never raise the floor and are always kept; rows tied with the floor kept;
+    with a margin, every row whose upper bound reaches the floor minus the margin (a sampling head's
+    shortlist)."""
     rng = np.random.default_rng(m)
     y = (rng.standard_normal(m) * 4).astype(np.float32)
     y[rng.random(m) < 0.05] = np.nan
     norm = rng.uniform(0.5, 1.5, m).astype(np.float32)
-    for b, lo in [(0.5, -np.inf), (0.0, -np.inf), (0.25, 3.0), (2.0, 100.0)]:
-        want = _core.head_screen_filter(y, norm, b, lo, reference=True)
-        got = _core.head_screen_filter(y, norm, b, lo)
+    for b, lo, margin in [(0.5, -np.inf, 0.0), (0.0, -np.inf, 0.0), (0.25, 3.0, 0.0), (2.0, 100.0, 0.0),
+                          (0.5, -np.inf, 3.0), (0.25, 3.0, 7.5)]:
+        want = _core.head_screen_filter(y, norm, b, lo, margin, reference=True)
+        got = _core.head_screen_filter(y, norm, b, lo, margin)
         assert got[0] == want[0]
         np.testing.assert_array_equal(got[1], want[1])
         np.testing.assert_array_equal(got[2], want[2])
@@ -85,5 +88,5 @@ def test_filter_kernel_matches_the_reference(m: int) -> None:
         up = (y.astype(np.float64) + norm.astype(np.float64) * b).astype(np.float32)
         finite = ~np.isnan(y)
         assert want[0] == np.float32(max(lo, float(np.max(low[finite]))) if finite.any() else lo)
-        np.testing.assert_array_equal(want[1], np.flatnonzero(~(up < want[0])))
+        np.testing.assert_array_equal(want[1], np.flatnonzero(~(up < np.float32(want[0] - np.float32(margin)))))
         np.testing.assert_array_equal(want[2], up[want[1]])

@@ -306,12 +306,9 @@ public:
     }
 
     void matmul_argmax(const Weight& w, Rows xr, float cap, int32_t* idx) override {
-        const Path path = path_of(w, xr.n);
-        // The screen needs finite activations for its bound (a NaN or inf row takes the full
-        // head, which reports it); the soft-cap can merge distinct logits into ties.
-        if (screen_head_ && cap == 0.0f && path == Path::int16_rows && cpu::ScreenedHead::serves(w, xr.n) &&
-            std::all_of(xr.data, xr.data + xr.n * w.n_in, [](float v) { return std::isfinite(v); })) {
-            prepare(path, w, xr.data, xr.n);
+        // The soft-cap can merge distinct logits into ties.
+        if (cap == 0.0f && cpu::ScreenedHead::serves(w, xr.n) && screens(w, xr)) {
+            prepare(path_of(w, xr.n), w, xr.data, xr.n);
             screen_.argmax(pool_, w, xr.data, xr.n, act_a_.data(), act_da_.data(), act_xs_.data(), idx);
             for (int64_t r = 0; r < xr.n; ++r) {  // rows whose candidates overflowed
                 if (idx[r] < 0) full_argmax(w, xr.data + r * w.n_in, 1, cap, idx + r);
@@ -319,6 +316,40 @@ public:
             return;
         }
         full_argmax(w, xr.data, xr.n, cap, idx);
+    }
+
+    bool screens(const Weight& w, Rows xr) const {
+        // The screen needs finite activations for its bound (a NaN or inf row takes the full
+        // head, which reports it).
+        return screen_head_ && path_of(w, xr.n) == Path::int16_rows && w.packed &&
+               std::all_of(xr.data, xr.data + xr.n * w.n_in, [](float v) { return std::isfinite(v); });
+    }
+
+    void matmul_shortlist(const Weight& w, Rows xr, const float* margin, const ShortlistOf& out) override {
+        if (!cpu::ScreenedHead::shortlists(w) || !screens(w, xr)) {
+            Backend::matmul_shortlist(w, xr, margin, out);
+            return;
+        }
+        prepare(path_of(w, xr.n), w, xr.data, xr.n);
+        screen_.shortlist(pool_, w, xr.data, xr.n, act_a_.data(), act_da_.data(), act_xs_.data(), margin, out);
+    }
+
+    void matmul_ids(const Weight& w, const float* x, const int32_t* ids, int64_t n, float* y) const override {
+        if (!cpu::ScreenedHead::shortlists(w)) throw std::logic_error("matmul_ids: the head is not shortlisted here");
+        // The activation row quantised as prepare() does it, so each value is matmul's.
+        const quant::I16Kernels& ik = quant::i16_kernels(w.type);
+        thread_local std::vector<int16_t> a;  // per calling thread, sized once
+        thread_local std::vector<float> da, xs;
+        a.resize(static_cast<size_t>(quant::act_stride(w.n_in)));
+        da.resize(static_cast<size_t>(ik.groups(w.n_in)));
+        xs.resize(static_cast<size_t>(w.n_in / quant::kHalf));
+        ik.quantize_row(x, w.n_in, a.data(), da.data(), xs.data());
+        const quant::RowsI16Fn exact = ik.rows_of(true);
+        const auto* rows = static_cast<const uint8_t*>(w.packed);
+        for (int64_t i = 0; i < n; ++i) {
+            if (ids[i] < 0 || ids[i] >= w.n_out) throw std::out_of_range("matmul_ids: id out of range");
+            exact(rows + static_cast<size_t>(ids[i]) * w.row_bytes, w.n_in, a.data(), da.data(), xs.data(), 1, y + i, 1);
+        }
     }
 
     // Every logit of the head, folded into each row's running maximum.

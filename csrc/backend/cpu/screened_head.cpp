@@ -1,6 +1,7 @@
 #include "backend/cpu/screened_head.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -13,10 +14,11 @@ namespace ds4::backend::cpu {
 
 namespace screen = quant::screen;
 
-bool ScreenedHead::serves(const Weight& w, int64_t n) {
-    return n >= 2 && w.n_mat == 1 && w.n_out < (int64_t{1} << 31) &&
-           screen::available(w.type, w.packed != nullptr, w.n_in);
+bool ScreenedHead::shortlists(const Weight& w) {
+    return w.n_mat == 1 && w.n_out < (int64_t{1} << 31) && screen::available(w.type, w.packed != nullptr, w.n_in);
 }
+
+bool ScreenedHead::serves(const Weight& w, int64_t n) { return n >= 2 && shortlists(w); }
 
 const std::vector<float>& ScreenedHead::norms(ThreadPool& pool, const Weight& w) {
     std::vector<float>& v = norms_[w.packed];
@@ -30,8 +32,8 @@ const std::vector<float>& ScreenedHead::norms(ThreadPool& pool, const Weight& w)
     return v;
 }
 
-void ScreenedHead::argmax(ThreadPool& pool, const Weight& w, const float* x, int64_t n, const int16_t* a,
-                          const float* da, const float* xs, int32_t* idx) {
+void ScreenedHead::screen(ThreadPool& pool, const Weight& w, const float* x, int64_t n, const int16_t* a,
+                          const float* da, const float* margin) {
     const int64_t n_in = w.n_in, nb = n_in / quant::kSpan, threads = pool.size();
     const quant::BlockLanes bl(n_in);
     const std::vector<float>& wn = norms(pool, w);
@@ -64,6 +66,7 @@ void ScreenedHead::argmax(ThreadPool& pool, const Weight& w, const float* x, int
     cand_.resize(static_cast<size_t>(threads * n * kCapacity));
     count_.assign(static_cast<size_t>(threads * n), 0);
     lo_.assign(static_cast<size_t>(threads * n), -std::numeric_limits<float>::infinity());
+    raised_.assign(static_cast<size_t>(threads * n), -std::numeric_limits<float>::infinity());
     const screen::ScoresFn scores = screen::scores();
     const screen::FilterFn filter = screen::filter();
     idx_.resize(static_cast<size_t>(threads * kUnit));
@@ -82,13 +85,24 @@ void ScreenedHead::argmax(ThreadPool& pool, const Weight& w, const float* x, int
         float* ups = up_.data() + t * kUnit;
         for (int64_t r = 0; r < n; ++r) {
             const size_t slot = static_cast<size_t>(t * n + r);
-            const int64_t k = filter(ys + r * kUnit, wn.data() + o0, m, bound_[static_cast<size_t>(r)], &lo_[slot], kept, ups);
-            const float lo = lo_[slot];
+            const float mr = margin ? margin[r] : 0.0f;
+            const int64_t k = filter(ys + r * kUnit, wn.data() + o0, m, bound_[static_cast<size_t>(r)], mr, &lo_[slot],
+                                     kept, ups);
+            float floor = std::max(lo_[slot] - mr, raised_[slot]);
             int64_t c = count_[slot];
             Candidate* cs = cand_.data() + slot * kCapacity;
             for (int64_t j = 0; j < k && c >= 0; ++j) {
-                if (c == kCapacity) {  // drop those the risen bound rules out
-                    c = std::remove_if(cs, cs + c, [lo](const Candidate& e) { return e.upper < lo; }) - cs;
+                if (ups[j] < floor) continue;
+                if (c == kCapacity) {  // drop those the risen floor rules out
+                    c = std::remove_if(cs, cs + c, [floor](const Candidate& e) { return e.upper < floor; }) - cs;
+                    if (c == kCapacity && margin) {
+                        // A shortlist keeps the upper half (by bound) and says so in its floor.
+                        std::nth_element(cs, cs + kCapacity / 2, cs + c,
+                                         [](const Candidate& x, const Candidate& y) { return x.upper > y.upper; });
+                        floor = raised_[slot] = cs[kCapacity / 2].upper;
+                        c = std::remove_if(cs, cs + c, [floor](const Candidate& e) { return e.upper < floor; }) - cs;
+                        if (ups[j] < floor) continue;
+                    }
                     if (c == kCapacity) {
                         c = -1;
                         break;
@@ -99,8 +113,7 @@ void ScreenedHead::argmax(ThreadPool& pool, const Weight& w, const float* x, int
             count_[slot] = c;
         }
     });
-    const quant::RowsI16Fn exact = quant::i16_kernels(w.type).rows_of(true);
-    const int64_t halves = n_in / quant::kHalf;
+    floor_.resize(static_cast<size_t>(n));
     for (int64_t r = 0; r < n; ++r) {
         float lo = -std::numeric_limits<float>::infinity();
         bool overflow = false;
@@ -108,27 +121,105 @@ void ScreenedHead::argmax(ThreadPool& pool, const Weight& w, const float* x, int
             lo = std::max(lo, lo_[static_cast<size_t>(t * n + r)]);
             overflow = overflow || count_[static_cast<size_t>(t * n + r)] < 0;
         }
-        idx[r] = -1;
-        if (overflow) continue;
-        float best = -std::numeric_limits<float>::infinity();
-        for (int64_t t = 0; t < threads; ++t) {
-            const size_t slot = static_cast<size_t>(t * n + r);
-            for (const Candidate* c = cand_.data() + slot * kCapacity; c < cand_.data() + slot * kCapacity + count_[slot]; ++c) {
-                if (c->upper < lo) continue;
-                float y;
-                exact(rows + static_cast<size_t>(c->id) * w.row_bytes, n_in, a + r * quant::act_stride(n_in), da + r * nb,
-                      xs + r * halves, 1, &y, 1);
-                if (std::isnan(y) || y == std::numeric_limits<float>::infinity()) {
-                    throw std::domain_error("matmul_argmax: a logit is NaN or +inf");
-                }
-                if (y > best || (y == best && idx[r] >= 0 && c->id < idx[r])) {
-                    best = y;
-                    idx[r] = c->id;
-                }
-            }
+        floor_[static_cast<size_t>(r)] = overflow ? -std::numeric_limits<float>::infinity() : lo;
+    }
+}
+
+template <typename Fn>
+void ScreenedHead::each_candidate(int64_t r, int threads, float t, Fn&& fn) const {
+    const auto n = static_cast<int64_t>(floor_.size());
+    for (int64_t th = 0; th < threads; ++th) {
+        const size_t slot = static_cast<size_t>(th * n + r);
+        const Candidate* c = cand_.data() + slot * kCapacity;
+        for (const Candidate* e = c; e < c + count_[slot]; ++e) {
+            if (!(e->upper < t)) fn(e->id);
         }
+    }
+}
+
+namespace {
+
+float exact_logit(const quant::RowsI16Fn exact, const uint8_t* row, int64_t n_in, const int16_t* a, const float* da,
+                  const float* xs) {
+    float y;
+    exact(row, n_in, a, da, xs, 1, &y, 1);
+    if (std::isnan(y) || y == std::numeric_limits<float>::infinity()) {
+        throw std::domain_error("the head: a logit is NaN or +inf");
+    }
+    return y;
+}
+
+}  // namespace
+
+void ScreenedHead::argmax(ThreadPool& pool, const Weight& w, const float* x, int64_t n, const int16_t* a,
+                          const float* da, const float* xs, int32_t* idx) {
+    screen(pool, w, x, n, a, da, nullptr);
+    const quant::RowsI16Fn exact = quant::i16_kernels(w.type).rows_of(true);
+    const int64_t n_in = w.n_in, nb = n_in / quant::kSpan, halves = n_in / quant::kHalf;
+    const auto* rows = static_cast<const uint8_t*>(w.packed);
+    for (int64_t r = 0; r < n; ++r) {
+        idx[r] = -1;
+        const float lo = floor_[static_cast<size_t>(r)];
+        if (lo == -std::numeric_limits<float>::infinity()) continue;  // overflowed
+        float best = -std::numeric_limits<float>::infinity();
+        each_candidate(r, pool.size(), lo, [&](int32_t id) {
+            const float y = exact_logit(exact, rows + static_cast<size_t>(id) * w.row_bytes, n_in,
+                                        a + r * quant::act_stride(n_in), da + r * nb, xs + r * halves);
+            if (y > best || (y == best && idx[r] >= 0 && id < idx[r])) {
+                best = y;
+                idx[r] = id;
+            }
+        });
         if (idx[r] < 0) throw std::domain_error("matmul_argmax: every logit is -inf");
     }
+}
+
+void ScreenedHead::shortlist(ThreadPool& pool, const Weight& w, const float* x, int64_t n, const int16_t* a,
+                             const float* da, const float* xs, const float* margin, const Backend::ShortlistOf& out) {
+    screen(pool, w, x, n, a, da, margin);
+    const quant::RowsI16Fn exact = quant::i16_kernels(w.type).rows_of(true);
+    const int64_t n_in = w.n_in, nb = n_in / quant::kSpan, halves = n_in / quant::kHalf;
+    const auto* rows = static_cast<const uint8_t*>(w.packed);
+    starts_.assign(1, 0);
+    for (int64_t r = 0; r < n; ++r) {
+        Shortlist& s = out(r);
+        s.ids.reserve(static_cast<size_t>(pool.size() * kCapacity));  // once: a decode step allocates nothing
+        s.logits.reserve(s.ids.capacity());
+        s.ids.clear();
+        const float lo = floor_[static_cast<size_t>(r)];
+        s.ok = lo != -std::numeric_limits<float>::infinity();
+        if (s.ok) {
+            // Every id left out had an upper bound below its thread's floor at the time, at most
+            // this one.
+            s.thr = lo - margin[r];
+            for (int th = 0; th < pool.size(); ++th) s.thr = std::max(s.thr, raised_[static_cast<size_t>(th * n + r)]);
+            each_candidate(r, pool.size(), s.thr, [&](int32_t id) { s.ids.push_back(id); });
+            std::sort(s.ids.begin(), s.ids.end());
+        }
+        s.logits.resize(s.ids.size());
+        starts_.push_back(starts_.back() + static_cast<int64_t>(s.ids.size()));
+    }
+    // The exact logits, every row's candidates spread over the threads (each a weight row
+    // fetched at random: the next few are prefetched).
+    std::atomic<bool> bad{false};
+    pool.parallel_for(starts_.back(), [&](int64_t i0, int64_t i1) {
+        int64_t r = std::upper_bound(starts_.begin(), starts_.end(), i0) - starts_.begin() - 1;
+        for (int64_t i = i0; i < i1; ++i) {
+            while (i >= starts_[static_cast<size_t>(r + 1)]) ++r;
+            Shortlist& s = out(r);
+            const auto j = static_cast<size_t>(i - starts_[static_cast<size_t>(r)]);
+            if (j + kAhead < s.ids.size()) {
+                const uint8_t* next = rows + static_cast<size_t>(s.ids[j + kAhead]) * w.row_bytes;
+                for (size_t b = 0; b < w.row_bytes; b += 64) __builtin_prefetch(next + b);
+            }
+            float y;
+            exact(rows + static_cast<size_t>(s.ids[j]) * w.row_bytes, n_in, a + r * quant::act_stride(n_in),
+                  da + r * nb, xs + r * halves, 1, &y, 1);
+            if (std::isnan(y) || y == std::numeric_limits<float>::infinity()) bad.store(true, std::memory_order_relaxed);
+            s.logits[j] = y;
+        }
+    });
+    if (bad.load()) throw std::domain_error("the head: a logit is NaN or +inf");
 }
 
 }  // namespace ds4::backend::cpu

@@ -1,7 +1,8 @@
-// The fused greedy head by screening (quant/head_screen.h): int8 screen scores of every
-// vocabulary row with an error bound, the int16 path's exact logits for the few rows the bound
-// cannot rule out, and their argmax: bit for bit the unscreened head's, in about half its
-// multiply-add time (the head is ~60 % of a Gemma verify pass).
+// The head by screening (quant/head_screen.h): int8 screen scores of every vocabulary row with
+// an error bound, the int16 path's exact logits for the few rows the bound cannot rule out.
+// argmax(): their argmax, bit for bit the unscreened head's, in about half its multiply-add time
+// (the head is ~60 % of a Gemma verify pass). shortlist(): every row that can come within a
+// margin of the largest logit, for a sampler (backend.h's Shortlist).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,9 @@ public:
     // Whether argmax() serves a head of weight w over n activation rows (packed Q8_0 on a CPU
     // with the screen kernel, at least two rows: one row is bound by the weight stream either way).
     static bool serves(const Weight& w, int64_t n);
+    // Whether shortlist() serves a head of weight w (any number of rows: sampling a row over its
+    // whole vocabulary costs more than the screen saves on one).
+    static bool shortlists(const Weight& w);
 
     // idx[r] = the argmax (lowest id on ties) of the int16 path's logits of x row r: a, da, xs
     // are the rows quantised as that path does (int16_gemm.h). x must be finite. A row whose
@@ -25,6 +29,12 @@ public:
     // Throws std::domain_error if a candidate's logit is NaN or +inf.
     void argmax(ThreadPool& pool, const Weight& w, const float* x, int64_t n, const int16_t* a, const float* da,
                 const float* xs, int32_t* idx);
+
+    // out(r) for each activation row r (inputs as argmax's): the ids whose exact logit can reach
+    // the row's largest minus margin[r], ascending, with their exact logits, and thr above every
+    // other id's; out[r].ok false where the candidates overflow the buffers.
+    void shortlist(ThreadPool& pool, const Weight& w, const float* x, int64_t n, const int16_t* a, const float* da,
+                   const float* xs, const float* margin, const Backend::ShortlistOf& out);
 
     // Drops what was kept for weight rows at `packed` (their norms).
     void forget(const void* packed) { norms_.erase(packed); }
@@ -35,13 +45,24 @@ private:
         float upper;  // screen score + bound
     };
     static constexpr int64_t kUnit = 240;        // weight rows per work unit
-    static constexpr int64_t kCapacity = 2048;   // candidates kept per (thread, activation row)
+    static constexpr size_t kAhead = 4;         // candidate weight rows prefetched ahead
+    static constexpr int64_t kCapacity = 1024;   // candidates kept per (thread, activation row)
 
     const std::vector<float>& norms(ThreadPool& pool, const Weight& w);
+    // Scores every weight row against every activation row and keeps, per (thread, row), those
+    // whose upper bound reaches the running floor lo minus margin[r] (null: 0). Returns each
+    // row's final floor in floor_ (-inf: its candidates overflowed).
+    void screen(ThreadPool& pool, const Weight& w, const float* x, int64_t n, const int16_t* a, const float* da,
+                const float* margin);
+    // fn(candidate) for each candidate of row r whose bound reaches t.
+    template <typename Fn>
+    void each_candidate(int64_t r, int threads, float t, Fn&& fn) const;
 
     std::unordered_map<const void*, std::vector<float>> norms_;  // per packed weight: row norms
     std::vector<int8_t> q_;                 // the screen's activations
-    std::vector<float> d_, scores_, bound_, lo_;
+    std::vector<float> d_, scores_, bound_, lo_, floor_;
+    std::vector<int64_t> starts_;           // a shortlist's rows' first candidates in the flat order
+    std::vector<float> raised_;             // [thread][row]: a shortlist's floor raised at capacity
     std::vector<int32_t> neg_;
     std::vector<int32_t> idx_;              // [thread][kUnit]: a unit's rows the filter keeps
     std::vector<float> up_;                 // [thread][kUnit]: their upper bounds

@@ -1,0 +1,92 @@
+"""Screened sampling (Sampler.sample_screened, csrc/sample/sampler.h): the draw a generation makes
+from a shortlisted head row. Oracles: the same tokens from the full row and from any valid
+shortlist of it (penalties, bias and the fetch-whole fallback included), and the distribution of
+sample() (softmax at the temperature) by a chi-square test, with a control that drops the ids
+outside the shortlist and must fail."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from ds4 import _core
+
+V = 5000
+
+
+def sampler(**kw: object) -> _core.Sampler:
+    return _core.Sampler(_core.SamplingParams(**kw), V)
+
+
+@pytest.mark.parametrize("trial", range(12))
+def test_any_shortlist_gives_the_full_rows_tokens(trial: int) -> None:
+    rng = np.random.default_rng(trial)
+    row = (rng.standard_normal(V) * rng.uniform(0.5, 4)).astype(np.float32)
+    kw: dict = {"temperature": float(rng.uniform(0.3, 1.5)), "seed": trial}
+    if trial % 3 == 1:
+        kw.update(repeat_penalty=1.3, presence_penalty=0.5, frequency_penalty=-0.2)
+    if trial % 3 == 2:
+        kw.update(logit_bias={int(np.argmax(row)): float("-inf"), 7: 2.5})  # the top token banned: fetched whole
+    a, b = sampler(**kw), sampler(**kw)
+    for t in rng.integers(0, V, 30):
+        a.accept(int(t))
+        b.accept(int(t))
+    for _ in range(60):
+        # what a head may return: every id at or above thr, and any others
+        thr = np.float32(row.max() - 1.5 * a.margin - rng.uniform(0, 3))
+        ids = np.union1d(np.flatnonzero(row >= thr), rng.choice(V, 20)).astype(np.int32)
+        assert a.sample_screened(row) == b.sample_screened(row, ids, float(thr))
+
+
+def test_a_shortlist_too_short_for_the_adjusted_row_is_fetched_whole() -> None:
+    """A shortlist whose thr sits above what the adjusted row needs (a head asked for too little)
+    still draws the full row's tokens."""
+    rng = np.random.default_rng(5)
+    row = (rng.standard_normal(V) * 2).astype(np.float32)
+    a, b = sampler(temperature=1.0, seed=3), sampler(temperature=1.0, seed=3)
+    thr = np.float32(row.max() - 0.5)
+    ids = np.flatnonzero(row >= thr).astype(np.int32)
+    for _ in range(200):
+        assert a.sample_screened(row) == b.sample_screened(row, ids, float(thr))
+
+
+def _chi2(draws: np.ndarray, p: np.ndarray, bins: int = 40) -> float:
+    counts = np.bincount(draws, minlength=len(p))
+    order = np.argsort(-p)
+    b = np.minimum((np.cumsum(p[order]) * bins).astype(int), bins - 1)
+    obs = np.bincount(b, weights=counts[order], minlength=bins)
+    exp = np.bincount(b, weights=p[order], minlength=bins) * len(draws)
+    k = exp > 0
+    return float(stats.chisquare(obs[k], exp[k] * obs[k].sum() / exp[k].sum()).pvalue)
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_draws_follow_the_tempered_softmax(flat: bool) -> None:
+    """A peaked row (S: the ids within the margin) and a flat one (S: the 256 largest), each with
+    a third or more of the mass outside S; the control without those ids fails."""
+    rng = np.random.default_rng(11)
+    row = (rng.standard_normal(V) * (0.3 if flat else 1.0)).astype(np.float32)
+    if not flat:
+        row[:5] += 4
+    T = 0.8
+    p = np.exp((row.astype(np.float64) - row.max()) / T)
+    p /= p.sum()
+    s = sampler(temperature=T, seed=1)
+    in_s = row >= max(row.max() - s.margin, np.sort(row)[-256])
+    assert p[~in_s].sum() > 0.3
+    n = 100_000
+    assert _chi2(np.array([s.sample_screened(row) for _ in range(n)]), p) > 1e-3
+    clipped = np.where(in_s, row, -np.inf).astype(np.float32)
+    assert _chi2(np.array([s.sample_screened(clipped) for _ in range(n)]), p) < 1e-6
+
+
+def test_only_unfiltered_temperature_sampling_screens() -> None:
+    assert sampler(temperature=0.7).screens
+    assert sampler(temperature=0.7, repeat_penalty=1.1).screens
+    for kw in ({}, {"top_k": 40}, {"top_p": 0.9}, {"min_p": 0.05}):
+        s = sampler(temperature=0.7, **kw) if kw else sampler()
+        assert not s.screens
+        with pytest.raises(RuntimeError, match="temperature > 0"):
+            s.sample_screened(np.zeros(V, np.float32))
+    assert sampler(temperature=0.5).margin == pytest.approx(0.5 * (np.log(V) - 2), rel=1e-6)
