@@ -211,16 +211,21 @@ void Model::eval_shortlist(state::State& st, const int32_t* tokens, int64_t n, f
     eval_out_.assign(static_cast<size_t>(n), Out::none);
     eval_out_.back() = Out::shortlist;
     const SeqRows seq{&st, n, Attend::causal};
-    Request req = Request::of(seq, tokens);
-    req.out = eval_out_.data();
+    Request req = one(seq, tokens, cap);
     req.margins = &margin;
     req.shortlists = out;
+    forward_locked(req);
+}
+
+Request Model::one(const SeqRows& seq, const int32_t* tokens, const Captures& cap) const {
+    Request req = Request::of(seq, tokens);
+    req.out = eval_out_.data();
     if (!cap.empty()) {
         req.capture_layers = cap.layers;
         req.n_capture = cap.n;
         req.hidden = cap.hidden;
     }
-    forward_locked(req);
+    return req;
 }
 
 void Model::head_values(const backend::Shortlist& s, const int32_t* ids, int64_t n, float* y) {
@@ -237,16 +242,10 @@ void Model::eval_one(state::State& st, const int32_t* tokens, int64_t n, int64_t
     eval_out_.assign(static_cast<size_t>(n), Out::none);  // reused: a decode step allocates nothing here
     std::fill(eval_out_.end() - n_out, eval_out_.end(), ids ? Out::argmax : Out::logits);
     const SeqRows seq{&st, n, Attend::causal};
-    Request req = Request::of(seq, tokens);
-    req.out = eval_out_.data();
+    Request req = one(seq, tokens, cap);
     req.logits = logits;
     req.argmax = ids;
     req.head_rows = head_rows;
-    if (!cap.empty()) {
-        req.capture_layers = cap.layers;
-        req.n_capture = cap.n;
-        req.hidden = cap.hidden;
-    }
     forward_locked(req);
 }
 

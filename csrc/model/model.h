@@ -166,6 +166,8 @@ protected:
 private:
     void eval_one(state::State& st, const int32_t* tokens, int64_t n, int64_t n_out, float* logits, int32_t* ids,
                   int64_t head_rows, const Captures& cap);
+    // A request for eval_one / eval_shortlist: seq's rows with eval_out_'s outputs and cap's captures.
+    Request one(const SeqRows& seq, const int32_t* tokens, const Captures& cap) const;
     // Checks a request before anything runs (Model::forward); returns its rows.
     int64_t check(const Request& req) const;
     // Throws Error naming the first id outside the vocabulary.

@@ -148,6 +148,17 @@ const float* Sampler::adjusted_row(const float* logits, int32_t n) {
     return work_.data();
 }
 
+float Sampler::checked_max(const float* row, int32_t n) const {
+    float lmax = -kInf;
+    for (int32_t i = 0; i < n; ++i) {
+        const float v = row[i];
+        if (!(v < kInf)) throw std::invalid_argument("Sampler: logit " + str(i) + " is " + str(v) + " (NaN or +inf)");
+        lmax = v > lmax ? v : lmax;
+    }
+    if (lmax == -kInf) throw std::invalid_argument("Sampler: every logit is -inf (all tokens banned)");
+    return lmax;
+}
+
 int32_t Sampler::argmax(const float* row) const {
     float best = -kInf;
     int32_t best_id = -1;
@@ -255,13 +266,7 @@ int32_t Sampler::filter(const float* logits, int32_t n) {
         weight_.reserve(static_cast<size_t>(n));
     }
     // Pass 1: validate and find the max, which every filter keeps.
-    float lmax = -kInf;
-    for (int32_t i = 0; i < n; ++i) {
-        const float v = row[i];
-        if (!(v < kInf)) throw std::invalid_argument("Sampler: logit " + str(i) + " is " + str(v) + " (NaN or +inf)");
-        lmax = v > lmax ? v : lmax;
-    }
-    if (lmax == -kInf) throw std::invalid_argument("Sampler: every logit is -inf (all tokens banned)");
+    const float lmax = checked_max(row, n);
 
     dense_ = params_.top_k == 0 && params_.top_p >= 1.0f && params_.min_p == 0.0f;
     if (dense_) {
@@ -312,7 +317,13 @@ int32_t Sampler::filter(const float* logits, int32_t n) {
         if (k > 0 && k < cand_.size()) top_k(static_cast<int32_t>(k));
     }
 
-    if (params_.top_p < 1.0f) top_p(params_.top_p);
+    // top-k leaves its survivors in an order that depends on every logit it saw; top-p sums
+    // their mass in best-first order, so that a row with the ids top-k drops set to -inf (a
+    // shortlisted row's, sample_screened) gives the same floats.
+    if (params_.top_p < 1.0f) {
+        if (!sorted_by_id_) std::sort(cand_.begin(), cand_.end(), Better{});
+        top_p(params_.top_p);
+    }
     if (params_.min_p > 0.0f) min_p(params_.min_p);
     // The draw walks ids in ascending order so that sample() == sample_from(probs()).
     if (!sorted_by_id_) std::sort(cand_.begin(), cand_.end(), [](const Cand& a, const Cand& b) { return a.id < b.id; });
@@ -368,14 +379,23 @@ std::vector<float> Sampler::probs(const float* logits, int32_t n) {
 }
 
 bool Sampler::screens() const {
-    return params_.temperature > 0.0f && params_.top_k == 0 && params_.top_p >= 1.0f && params_.min_p == 0.0f;
+    return params_.temperature > 0.0f && (params_.top_p >= 1.0f || params_.top_k > 0);
 }
+
+bool Sampler::filtered() const { return params_.top_k > 0 || params_.min_p > 0.0f || params_.top_p < 1.0f; }
 
 float Sampler::margin() const {
     return params_.temperature * std::max(0.0f, std::log(static_cast<float>(n_vocab_)) - 2.0f);
 }
 
-float Sampler::head_margin() const { return adjusts() ? 1.5f * margin() + 2.0f : margin(); }
+float Sampler::head_margin() const {
+    float m = margin();
+    // top-k: enough for the k best on all but the flattest rows (the head's floor then rises at
+    // its capacity); min-p alone: its cut.
+    if (params_.top_k > 0) m = std::max(m, 25.0f);
+    else if (params_.min_p > 0.0f) m = -std::log(params_.min_p) + 1e-3f;
+    return adjusts() ? 1.5f * m + 2.0f : m;
+}
 
 int32_t Sampler::draw_screened(float lmax, float t, const std::function<float(int32_t)>& value) {
     const double temp = params_.temperature;
@@ -420,15 +440,10 @@ float Sampler::screen_floor(float lmax) {
 
 int32_t Sampler::sample_screened(const float* logits, int32_t n) {
     check_n(n);
-    if (!screens()) throw std::logic_error("Sampler.sample_screened: needs temperature > 0 and no top-k, top-p or min-p");
+    if (!screens()) throw std::logic_error("Sampler.sample_screened: needs temperature > 0 and no top-p without top-k");
+    if (filtered()) return sample(logits, n);
     const float* row = adjusted_row(logits, n);
-    float lmax = -kInf;
-    for (int32_t i = 0; i < n; ++i) {
-        const float v = row[i];
-        if (!(v < kInf)) throw std::invalid_argument("Sampler: logit " + str(i) + " is " + str(v) + " (NaN or +inf)");
-        lmax = v > lmax ? v : lmax;
-    }
-    if (lmax == -kInf) throw std::invalid_argument("Sampler: every logit is -inf (all tokens banned)");
+    const float lmax = checked_max(row, n);
     short_.clear();
     for (int32_t i = 0; i < n; ++i) {
         if (row[i] >= lmax - margin()) short_.push_back({row[i], i});
@@ -441,7 +456,7 @@ int32_t Sampler::sample_screened(const float* logits, int32_t n) {
 }
 
 int32_t Sampler::sample_screened(const ScreenedRow& row) {
-    if (!screens()) throw std::logic_error("Sampler.sample_screened: needs temperature > 0 and no top-k, top-p or min-p");
+    if (!screens()) throw std::logic_error("Sampler.sample_screened: needs temperature > 0 and no top-p without top-k");
     // The listed ids and those steps 1-2 change (fetched when not listed), their logits adjusted.
     listed_.clear();
     for (int64_t i = 0; i < row.n; ++i) listed_.push_back({row.logits[i], row.ids[i]});
@@ -463,6 +478,7 @@ int32_t Sampler::sample_screened(const ScreenedRow& row) {
         if (!fetch_.empty()) row.more(fetch_.data(), static_cast<int64_t>(fetch_.size()), fetched_.data());
         for (size_t i = 0; i < fetch_.size(); ++i) listed_.push_back({fetched_[i], fetch_[i]});
         std::sort(listed_.begin(), listed_.end(), [](const Cand& a, const Cand& b) { return a.id < b.id; });
+        if (filtered()) raw_ = listed_;
         const auto find = [&](int32_t id) {
             return std::lower_bound(listed_.begin(), listed_.end(), id, [](const Cand& c, int32_t v) { return c.id < v; });
         };
@@ -487,14 +503,9 @@ int32_t Sampler::sample_screened(const ScreenedRow& row) {
         if (!(c.logit < kInf)) throw std::invalid_argument("Sampler: logit " + str(c.id) + " is " + str(c.logit) + " (NaN or +inf)");
         lmax = std::max(lmax, c.logit);
     }
-    short_.clear();
-    for (const Cand& c : listed_) {
-        if (c.logit >= lmax - margin()) short_.push_back(c);
-    }
-    const float t = lmax == -kInf ? lmax : screen_floor(lmax);
-    // The row fetched whole, where what the list leaves out may reach t (the adjustments lowered
-    // the largest logit below what the head was asked for): the full row's draw from the start;
-    // or after the rounds ran out: the full row's last resort.
+    // The row fetched whole, where what the list leaves out may pass the filters or reach t
+    // (the adjustments lowered the largest logit below what the head was asked for): the full
+    // row's draw from the start; or after the rounds ran out: the full row's last resort.
     const auto whole = [&]() -> const float* {
         fetch_.resize(static_cast<size_t>(n_vocab_));
         for (int32_t i = 0; i < n_vocab_; ++i) fetch_[static_cast<size_t>(i)] = i;
@@ -502,6 +513,25 @@ int32_t Sampler::sample_screened(const ScreenedRow& row) {
         row.more(fetch_.data(), n_vocab_, fetched_.data());
         return fetched_.data();
     };
+    if (filtered()) {
+        // The filters' survivors all listed (the unlisted ids, below thr, cannot pass them):
+        // the full row's draw, from the listed ids and -inf for the others.
+        int64_t above = 0;
+        for (const Cand& c : listed_) above += c.logit >= row.thr;
+        const bool listed = params_.top_k > 0
+                                ? above >= params_.top_k
+                                : lmax != -kInf && static_cast<double>(row.thr) <=
+                                                       static_cast<double>(lmax) + std::log(static_cast<double>(params_.min_p)) - 1e-6;
+        if (!listed) return sample(whole(), n_vocab_);
+        sparse_.assign(static_cast<size_t>(n_vocab_), -kInf);
+        for (const Cand& c : adjusts() ? raw_ : listed_) sparse_[static_cast<size_t>(c.id)] = c.logit;
+        return sample(sparse_.data(), n_vocab_);
+    }
+    short_.clear();
+    for (const Cand& c : listed_) {
+        if (c.logit >= lmax - margin()) short_.push_back(c);
+    }
+    const float t = lmax == -kInf ? lmax : screen_floor(lmax);
     if (lmax == -kInf || !(row.thr <= t)) return sample_screened(whole(), n_vocab_);
     short_.erase(std::remove_if(short_.begin(), short_.end(), [t](const Cand& c) { return c.logit < t; }), short_.end());
     std::sort(short_.begin(), short_.end(), [](const Cand& a, const Cand& b) { return a.id < b.id; });

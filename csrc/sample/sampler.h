@@ -97,9 +97,12 @@ public:
     int32_t sample_from(const std::vector<float>& p);
     int32_t sample_from(const float* p, int32_t n);
 
-    // Screened sampling, for temperature > 0 without top-k, top-p or min-p (screens()): a draw
-    // from the same distribution as sample() (steps 1, 2, 7, 8) that needs the exact logits of
-    // only the ids within margin() of the adjusted row's largest, l_max. With m = margin(), the
+    // Screened sampling, for temperature > 0 except top-p without top-k (screens()): the token
+    // drawn from a row a head shortlisted (ScreenedRow), computing only the logits that matter.
+    // With top-k or min-p: exactly sample()'s token from the full row, where the shortlist holds
+    // every id the filters can keep (k ids at or above thr; thr below min-p's cut), else from the
+    // row fetched whole. Without filters: a draw from sample()'s distribution (steps 1, 2, 7, 8)
+    // that needs the exact logits of only the ids within margin() of the adjusted row's largest, l_max. With m = margin(), the
     // ids at or above t = l_max - m are the shortlist S; the M others (all below t) are drawn
     // by rejection: each round draws u ~ U[0, W + M e^((t - l_max) / T)) (W: S's weights); below
     // W it walks S in ascending id order as sample() does; above, it takes a uniform id outside S
@@ -111,8 +114,9 @@ public:
     // a full row and from any shortlist of it).
     bool screens() const;
     float margin() const;
-    // The margin to shortlist a head row with: margin(), more where the bias or the penalties
-    // may lower the largest logit (a row they lower further is fetched whole).
+    // The margin to shortlist a head row with: margin() (at least 25 with top-k; min-p's cut
+    // with min-p alone), more where the bias or the penalties may lower the largest logit (a row
+    // they lower further is fetched whole).
     float head_margin() const;
     int32_t sample_screened(const float* logits, int32_t n);
     int32_t sample_screened(const ScreenedRow& row);
@@ -137,6 +141,8 @@ private:
     // Steps 1-2: returns the row to read (the caller's, or work_ when something was modified).
     const float* adjusted_row(const float* logits, int32_t n);
     int32_t argmax(const float* row) const;
+    // The largest of a row; throws for NaN, +inf, or every logit -inf.
+    float checked_max(const float* row, int32_t n) const;
     // Steps 4-7: leaves the survivors in cand_ (ascending id) and their float probabilities in
     // prob_ (same order). Returns the greedy token instead when temperature == 0 (-1 otherwise).
     int32_t filter(const float* logits, int32_t n);
@@ -144,8 +150,9 @@ private:
     void top_p(double p);
     void min_p(double p);
     void check_n(int32_t n) const;
-    // Whether steps 1-2 change anything now.
+    // Whether steps 1-2 change anything now; whether a filter (4-6) is on.
     bool adjusts() const;
+    bool filtered() const;
     // Step 2 on one logit of a token the window holds `count` times.
     float penalised(float l, int32_t count) const;
     // The rounds of screened sampling over S = short_ (ascending ids, adjusted logits) with its
@@ -179,6 +186,8 @@ private:
     std::vector<Cand> listed_;   // a shortlisted row with the adjusted ids merged in
     std::vector<int32_t> fetch_; // ids to fetch
     std::vector<float> fetched_;
+    std::vector<Cand> raw_;      // listed_ before steps 1-2 (a filtered draw)
+    std::vector<float> sparse_;  // (n_vocab,) the listed logits, -inf elsewhere
 };
 
 }  // namespace ds4::sample

@@ -27,7 +27,8 @@ def gemma(gemma_path) -> ds4.Model:
 
 
 @pytest.mark.parametrize("sampling", [{}, {"temperature": 0.8, "top_p": 0.95, "seed": 7},
-                                      {"temperature": 0.8, "seed": 7, "repeat_penalty": 1.2}])
+                                      {"temperature": 0.8, "seed": 7, "repeat_penalty": 1.2},
+                                      {"temperature": 0.8, "seed": 7, "top_k": 40, "top_p": 0.9}])
 def test_eight_sessions_together_equal_each_alone(gemma: ds4.Model, sampling: dict) -> None:
     lengths = [24, 9, 31, 17, 5, 28, 12, 20]  # different ends: sessions leave while others decode
     b = gemma.batch()

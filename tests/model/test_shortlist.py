@@ -39,10 +39,13 @@ def test_shortlist_holds_the_rows_logits(gemma: ds4.Model, margin: float) -> Non
 
 
 @pytest.mark.parametrize("sampling", [{"temperature": 0.8, "seed": 5}, {"temperature": 1.3, "seed": 2},
-                                      {"temperature": 0.7, "seed": 9, "repeat_penalty": 1.3}])
+                                      {"temperature": 0.7, "seed": 9, "repeat_penalty": 1.3},
+                                      {"temperature": 0.9, "seed": 4, "top_k": 40, "top_p": 0.95},
+                                      {"temperature": 1.0, "seed": 6, "min_p": 0.05}])
 def test_generation_draws_what_full_rows_draw(gemma: ds4.Model, sampling: dict) -> None:
     """generate() samples from shortlists where the backend screens; the same seed over full rows
-    (Session.eval, Sampler.sample_screened) gives the same tokens."""
+    (Session.eval, Sampler.sample_screened: with top-k or min-p, Sampler.sample) gives the same
+    tokens."""
     n = 24
     got = gemma.session().generate(PROMPT, max_tokens=n, stop_at_eog=False, **sampling).tokens
     params = dict(sampling)

@@ -1,8 +1,9 @@
 """Screened sampling (Sampler.sample_screened, csrc/sample/sampler.h): the draw a generation makes
 from a shortlisted head row. Oracles: the same tokens from the full row and from any valid
-shortlist of it (penalties, bias and the fetch-whole fallback included), and the distribution of
-sample() (softmax at the temperature) by a chi-square test, with a control that drops the ids
-outside the shortlist and must fail."""
+shortlist of it (penalties, bias and the fetch-whole fallback included); with top-k or min-p,
+sample()'s very tokens on the full row; without filters, the distribution of sample() (softmax at
+the temperature) by a chi-square test, with a control that drops the ids outside the shortlist and
+must fail."""
 
 from __future__ import annotations
 
@@ -37,6 +38,31 @@ def test_any_shortlist_gives_the_full_rows_tokens(trial: int) -> None:
         thr = np.float32(row.max() - 1.5 * a.margin - rng.uniform(0, 3))
         ids = np.union1d(np.flatnonzero(row >= thr), rng.choice(V, 20)).astype(np.int32)
         assert a.sample_screened(row) == b.sample_screened(row, ids, float(thr))
+
+
+FILTERS = [{"top_k": 40}, {"top_k": 40, "top_p": 0.9}, {"top_k": 3, "min_p": 0.1}, {"min_p": 0.05},
+           {"top_k": 200, "top_p": 0.95, "min_p": 0.02}]
+
+
+@pytest.mark.parametrize("filters", FILTERS)
+@pytest.mark.parametrize("trial", range(4))
+def test_filtered_shortlists_draw_samples_tokens(filters: dict, trial: int) -> None:
+    """top-k / min-p: the full row's sample() token from a shortlist that holds what the filters
+    keep, and from one too short for them (fetched whole)."""
+    rng = np.random.default_rng(100 + trial)
+    row = (rng.standard_normal(V) * rng.uniform(0.5, 4)).astype(np.float32)
+    kw: dict = {"temperature": float(rng.uniform(0.3, 1.5)), "seed": trial, **filters}
+    if trial % 2:
+        kw.update(repeat_penalty=1.3, logit_bias={int(np.argmax(row)): -3.0})
+    a, b = sampler(**kw), sampler(**kw)
+    assert b.screens
+    for t in rng.integers(0, V, 30):
+        a.accept(int(t))
+        b.accept(int(t))
+    for _ in range(60):
+        thr = np.float32(row.max() - rng.uniform(0, 25))
+        ids = np.union1d(np.flatnonzero(row >= thr), rng.choice(V, 20)).astype(np.int32)
+        assert a.sample(row) == b.sample_screened(row, ids, float(thr))
 
 
 def test_a_shortlist_too_short_for_the_adjusted_row_is_fetched_whole() -> None:
@@ -81,11 +107,11 @@ def test_draws_follow_the_tempered_softmax(flat: bool) -> None:
     assert _chi2(np.array([s.sample_screened(clipped) for _ in range(n)]), p) < 1e-6
 
 
-def test_only_unfiltered_temperature_sampling_screens() -> None:
-    assert sampler(temperature=0.7).screens
-    assert sampler(temperature=0.7, repeat_penalty=1.1).screens
-    for kw in ({}, {"top_k": 40}, {"top_p": 0.9}, {"min_p": 0.05}):
-        s = sampler(temperature=0.7, **kw) if kw else sampler()
+def test_what_screens() -> None:
+    """Every sampled configuration but top-p without top-k (its nucleus needs the whole row's mass)."""
+    for kw in ({}, {"repeat_penalty": 1.1}, {"top_k": 40}, {"top_k": 40, "top_p": 0.9}, {"min_p": 0.05}):
+        assert sampler(temperature=0.7, **kw).screens
+    for s in (sampler(), sampler(temperature=0.7, top_p=0.9), sampler(temperature=0.7, top_p=0.9, min_p=0.05)):
         assert not s.screens
         with pytest.raises(RuntimeError, match="temperature > 0"):
             s.sample_screened(np.zeros(V, np.float32))
