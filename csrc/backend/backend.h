@@ -204,9 +204,12 @@ public:
     virtual void matmul_argmax(const Weight& w, Rows x, float cap, int32_t* idx) = 0;
     // Sampling head: out(r) (host memory) for each row r of x, shortlisting the ids whose value
     // can reach the row's largest minus margin[r] >= 0 (Shortlist), where this backend can
-    // without every value; out[r].ok = false elsewhere (the default: never).
+    // without every value; out(r).ok = false elsewhere (the default: never). keep (null: none):
+    // keep[r] > 0 says the row needs only its keep[r] largest values (top-k), so thr may rise to
+    // a value that many ids reach.
     using ShortlistOf = std::function<Shortlist&(int64_t)>;
-    virtual void matmul_shortlist(const Weight& w, Rows x, const float* margin, const ShortlistOf& out) {
+    virtual void matmul_shortlist(const Weight& w, Rows x, const float* margin, const int32_t* keep,
+                                  const ShortlistOf& out) {
         for (int64_t r = 0; r < x.n; ++r) out(r).ok = false;
     }
     // y[i] = the value of ids[i] in x · wᵀ for one host row x[w.n_in], exactly as matmul writes

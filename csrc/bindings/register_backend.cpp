@@ -160,6 +160,41 @@ void register_backend(py::module_& m) {
             b.be->matmul_argmax(w, c.in(x), cap, idx.mutable_data());
             return idx;
         }, py::arg("type"), py::arg("data"), py::arg("n_out"), py::arg("x"), py::arg("cap") = 0.0f, py::arg("pack") = false)
+        .def("shortlist", [](PyBackend& b, const std::string& type, const py::bytes& data, int64_t n_out, const F32& x,
+                             const std::vector<float>& margins, const std::vector<int32_t>& keep, bool pack) {
+            const int64_t n_in = x.shape(x.ndim() - 1), n = rows_of(x, n_in);
+            if (static_cast<int64_t>(margins.size()) != n) throw py::value_error("one margin per row of x");
+            if (!keep.empty() && static_cast<int64_t>(keep.size()) != n) throw py::value_error("one keep per row of x, or none");
+            backend::Weight& w = b.weight(type, data, n_in, n_out, 1, pack);
+            std::vector<backend::Shortlist> lists(static_cast<size_t>(n));
+            {
+                Call c(*b.be);
+                b.be->matmul_shortlist(w, c.in(x), margins.data(), keep.empty() ? nullptr : keep.data(),
+                                       [&lists](int64_t r) -> backend::Shortlist& { return lists[static_cast<size_t>(r)]; });
+            }
+            py::list out;
+            for (int64_t r = 0; r < n; ++r) {
+                const backend::Shortlist& s = lists[static_cast<size_t>(r)];
+                py::dict d;
+                d["ok"] = s.ok;
+                if (s.ok) {
+                    d["ids"] = I32(static_cast<py::ssize_t>(s.ids.size()), s.ids.data());
+                    d["logits"] = F32(static_cast<py::ssize_t>(s.logits.size()), s.logits.data());
+                    d["thr"] = s.thr;
+                    // matmul_ids on the same row: more of it
+                    std::vector<int32_t> all(static_cast<size_t>(n_out));
+                    for (int64_t i = 0; i < n_out; ++i) all[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+                    F32 every(n_out);
+                    b.be->matmul_ids(w, x.data() + r * n_in, all.data(), n_out, every.mutable_data());
+                    d["every"] = every;
+                }
+                out.append(d);
+            }
+            return out;
+        }, py::arg("type"), py::arg("data"), py::arg("n_out"), py::arg("x"), py::arg("margins"), py::arg("keep") = std::vector<int32_t>{},
+           py::arg("pack") = false,
+           "Per row of x: the sampling head's shortlist {'ok', 'ids', 'logits', 'thr', 'every': matmul_ids of "
+           "every id} (Backend::matmul_shortlist), or {'ok': False}.")
         .def("get_rows", [](PyBackend& b, const std::string& type, const py::bytes& data, int64_t n_in, int64_t n_out, const I32& ids) {
             backend::Weight& w = b.weight(type, data, n_in, n_out, 1, false);
             for (py::ssize_t i = 0; i < ids.size(); ++i)

@@ -118,12 +118,12 @@ void register_session(py::module_& m) {
         .def(
             "eval_shortlist",
             [](model::Session& s, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
-               float margin) {
+               float margin, int32_t keep) {
                 const std::vector<int32_t> ids = token_ids(tokens, s.model().hparams().n_vocab);
                 model::Shortlisted out;
                 {
                     py::gil_scoped_release release;
-                    s.eval_shortlist(ids.data(), static_cast<int64_t>(ids.size()), margin, &out);
+                    s.eval_shortlist(ids.data(), static_cast<int64_t>(ids.size()), margin, keep, &out);
                 }
                 py::dict d;
                 d["ok"] = out.list.ok;
@@ -142,7 +142,7 @@ void register_session(py::module_& m) {
                 }
                 return d;
             },
-            py::arg("tokens"), py::arg("margin"),
+            py::arg("tokens"), py::arg("margin"), py::arg("keep") = 0,
             "Appends tokens like eval and shortlists the last one's logits for a sampler: {'ok', 'ids', "
             "'logits', 'thr', 'more'} (more(ids): exact logits of any ids), or {'ok': False, 'logits': the row}.")
         .def(

@@ -262,7 +262,7 @@ Rows head_input(Backend& be, const Vec& norm, float eps, Rows x, const int64_t* 
 }  // namespace
 
 void head_shortlist(Backend& be, const Weight& out_w, const Vec& norm, float eps, float cap, Rows x,
-                    const int64_t* rows, int64_t n_rows, const float* margin, Shortlisted* out) {
+                    const int64_t* rows, int64_t n_rows, const float* margin, const int32_t* keep, Shortlisted* out) {
     if (n_rows == 0) return;
     const Rows h = head_input(be, norm, eps, x, rows, n_rows);
     for (int64_t r = 0; r < n_rows; ++r) out[r].list.ok = false;
@@ -272,7 +272,7 @@ void head_shortlist(Backend& be, const Weight& out_w, const Vec& norm, float eps
             s.x.resize(static_cast<size_t>(x.dim));
             be.download(s.x.data(), h.rows(r, 1));
         }
-        be.matmul_shortlist(out_w, h, margin, [out](int64_t r) -> backend::Shortlist& { return out[r].list; });
+        be.matmul_shortlist(out_w, h, margin, keep, [out](int64_t r) -> backend::Shortlist& { return out[r].list; });
     }
     for (int64_t r = 0; r < n_rows; ++r) {  // the rows the backend left whole, one by one (batch invariance)
         if (out[r].list.ok) continue;

@@ -116,9 +116,9 @@ Weight output_weight(const Loader& ld, const HParams& hp);
 void head(Backend& be, const Weight& out_w, const Vec& norm, float eps, float cap, Rows x, const int64_t* rows,
           int64_t n_rows, float* logits, int32_t* argmax, int64_t head_rows = 0);
 // The same head for sampled rows: out[i] the shortlist of row rows[i] within margin[i] of its
-// largest logit (request.h's Shortlisted), its logits in full where the backend cannot
+// largest logit, or of its keep[i] largest where keep[i] > 0 (request.h's Shortlisted), its logits in full where the backend cannot
 // shortlist it (or cap > 0: the soft-cap's ties are the full row's).
 void head_shortlist(Backend& be, const Weight& out_w, const Vec& norm, float eps, float cap, Rows x,
-                    const int64_t* rows, int64_t n_rows, const float* margin, Shortlisted* out);
+                    const int64_t* rows, int64_t n_rows, const float* margin, const int32_t* keep, Shortlisted* out);
 
 }  // namespace ds4::model::blocks

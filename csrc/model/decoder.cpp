@@ -132,7 +132,7 @@ private:
         blocks::head(be, output_, out_norm_, eps, cap, x, p.out_argmax, p.n_argmax, nullptr, p.req.argmax,
                      p.req.head_rows);
         blocks::head_shortlist(be, output_, out_norm_, eps, cap, x, p.out_shortlist, p.n_shortlist, p.req.margins,
-                               p.req.shortlists);
+                               p.req.keeps, p.req.shortlists);
     }
 
     // x += [post_norm] mixer(norm(x)); x += [post_norm] ffn(norm(x)); h and y: scratch rows.

@@ -40,6 +40,7 @@ bool Engine::step() {
     tokens_.clear();
     out_.clear();
     margins_.clear();
+    keeps_.clear();
     int64_t n_logits = 0, n_argmax = 0;
     const auto take = [&](Generator* g, int64_t n) {
         const std::vector<int32_t>& rows = g->rows();
@@ -53,6 +54,7 @@ bool Engine::step() {
                 out_.back() = Out::shortlist;
                 part.out = static_cast<int64_t>(margins_.size());
                 margins_.push_back(g->shortlist_margin());
+                keeps_.push_back(g->shortlist_keep());
             } else {
                 out_.back() = Out::logits;
                 part.out = n_logits++;
@@ -119,6 +121,7 @@ bool Engine::step() {
     req.logits = logits_.data();
     req.argmax = argmax_.data();
     req.margins = margins_.data();
+    req.keeps = keeps_.data();
     req.shortlists = lists_.data();
     const double t0 = now();
     model_->forward(req);

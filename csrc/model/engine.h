@@ -59,6 +59,7 @@ private:
     std::vector<float> logits_;
     std::vector<int32_t> argmax_;
     std::vector<float> margins_;      // of the rows returning shortlists
+    std::vector<int32_t> keeps_;
     std::vector<Shortlisted> lists_;  // theirs (swapped with each generator's: nothing allocated per step)
 };
 

@@ -204,8 +204,8 @@ void Model::eval_argmax(state::State& st, const int32_t* tokens, int64_t n, int3
     eval_one(st, tokens, n, n_out, nullptr, ids, head_rows, cap);
 }
 
-void Model::eval_shortlist(state::State& st, const int32_t* tokens, int64_t n, float margin, Shortlisted* out,
-                           const Captures& cap) {
+void Model::eval_shortlist(state::State& st, const int32_t* tokens, int64_t n, float margin, int32_t keep,
+                           Shortlisted* out, const Captures& cap) {
     if (n == 0) return;
     std::lock_guard<std::mutex> lock(mu_);
     eval_out_.assign(static_cast<size_t>(n), Out::none);
@@ -213,6 +213,7 @@ void Model::eval_shortlist(state::State& st, const int32_t* tokens, int64_t n, f
     const SeqRows seq{&st, n, Attend::causal};
     Request req = one(seq, tokens, cap);
     req.margins = &margin;
+    req.keeps = &keep;
     req.shortlists = out;
     forward_locked(req);
 }

@@ -96,9 +96,9 @@ public:
                      int64_t head_rows = 0, const Captures& cap = {});
 
     // The same for a sampler: the last row's shortlist (request.h's Out::shortlist) within
-    // `margin` of its largest logit, or its logits in full where the backend cannot shortlist.
-    void eval_shortlist(state::State& st, const int32_t* tokens, int64_t n, float margin, Shortlisted* out,
-                        const Captures& cap = {});
+    // `margin` of its largest logit (or its `keep` largest, keep > 0), or its logits in full where the backend cannot shortlist.
+    void eval_shortlist(state::State& st, const int32_t* tokens, int64_t n, float margin, int32_t keep,
+                        Shortlisted* out, const Captures& cap = {});
     // y[i] = the logit of ids[i] in a row a pass shortlisted (s.ok), exactly as the full row
     // has it; on the calling thread, outside the pass lock (the weights are read-only).
     void head_values(const backend::Shortlist& s, const int32_t* ids, int64_t n, float* y);

@@ -49,13 +49,13 @@ void Session::eval_locked(const int32_t* tokens, int64_t n, float* logits, int64
     committed(at, m);
 }
 
-void Session::eval_shortlist(const int32_t* tokens, int64_t n, float margin, Shortlisted* out) {
+void Session::eval_shortlist(const int32_t* tokens, int64_t n, float margin, int32_t keep, Shortlisted* out) {
     std::lock_guard<std::mutex> lock(mu_);
     const std::vector<int32_t>& feed = with_pending(tokens, n);
     const auto m = static_cast<int64_t>(feed.size());
     if (m == 0) return;
     const int64_t at = st_->n_past();
-    model_->eval_shortlist(*st_, feed.data(), m, margin, out, feed_ ? feed_->before(at, m) : Captures{});
+    model_->eval_shortlist(*st_, feed.data(), m, margin, keep, out, feed_ ? feed_->before(at, m) : Captures{});
     tokens_.insert(tokens_.end(), feed.begin(), feed.end());
     pending_ = -1;
     if (out->list.ok) {

@@ -46,7 +46,7 @@ public:
     void eval(const int32_t* tokens, int64_t n, float* logits, int64_t n_out = -1);
     // Appends tokens[0, n) like eval and shortlists the last one's logits for a sampler
     // (Model::eval_shortlist): *out holds its shortlist, or its logits in full.
-    void eval_shortlist(const int32_t* tokens, int64_t n, float margin, Shortlisted* out);
+    void eval_shortlist(const int32_t* tokens, int64_t n, float margin, int32_t keep, Shortlisted* out);
     // Greedy verification: appends tokens[0, n) like eval and returns, for every position this
     // call evaluates (the pending token first, if the session held one), the id of its largest
     // logit, computed without materialising the logits (Model::eval_argmax); n_out >= 1: for

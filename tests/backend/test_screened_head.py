@@ -73,3 +73,56 @@ def test_non_finite_activations_are_reported() -> None:
     for b in _backends():
         with pytest.raises(ValueError, match="NaN or \\+inf"):
             b.argmax("Q8_0", data, 500, x, pack=True)
+
+
+@pytest.mark.parametrize("margin", [0.0, 2.0, 6.0, 1e9])
+def test_shortlist_holds_the_full_heads_values(margin: float) -> None:
+    """The sampling head's shortlist (backend.h's Shortlist) of two or more rows: ids ascending
+    with exactly matmul's values, every id left out below thr, everything within the margin of the
+    row's largest listed unless the floor rose at capacity (thr then above that margin's floor),
+    and matmul_ids of every id equal to matmul's row. A huge margin fills the buffers: the floor
+    rises and keeps the best by bound."""
+    screened, full = _backends()
+    rng = np.random.default_rng(int(margin) % 1000)
+    n_in, n_out = 640, 5001
+    data, x = _near_ties(n_in, n_out, rng)
+    if not screened.shortlist("Q8_0", data, n_out, x[:2], [margin] * 2, pack=True)[0]["ok"]:
+        pytest.skip("no screen kernel on this CPU (the caller computes full rows)")
+    for rows in (2, 5, 8):
+        want = full.matmul("Q8_0", data, n_out, x[:rows], pack=True)
+        got = screened.shortlist("Q8_0", data, n_out, x[:rows], [margin] * rows, pack=True)
+        for r, d in enumerate(got):
+            assert d["ok"]
+            ids = d["ids"]
+            assert np.all(np.diff(ids) > 0)
+            np.testing.assert_array_equal(d["logits"], want[r, ids])
+            left = np.ones(n_out, bool)
+            left[ids] = False
+            assert not left.any() or want[r, left].max() < d["thr"]
+            assert d["thr"] <= np.float32(want[r].max() - margin) or len(ids) >= 1024
+            np.testing.assert_array_equal(d["every"], want[r])
+    assert not screened.shortlist("Q8_0", data, n_out, x[:1], [margin], pack=True)[0]["ok"]  # one row: the full head
+
+
+@pytest.mark.parametrize("keep", [1, 40, 300])
+def test_a_top_k_shortlist_holds_the_k_largest(keep: int) -> None:
+    """With keep (a top-k), thr may rise to the keep-th largest lower bound: the k largest values
+    are all listed, at or above thr, with matmul's values; everything left out is below thr."""
+    screened, full = _backends()
+    rng = np.random.default_rng(keep)
+    n_in, n_out = 640, 5001
+    data, x = _near_ties(n_in, n_out, rng)
+    got = screened.shortlist("Q8_0", data, n_out, x[:6], [1e9] * 6, keep=[keep] * 6, pack=True)
+    if not got[0]["ok"]:
+        pytest.skip("no screen kernel on this CPU (the caller computes full rows)")
+    want = full.matmul("Q8_0", data, n_out, x[:6], pack=True)
+    for r, d in enumerate(got):
+        ids = d["ids"]
+        np.testing.assert_array_equal(d["logits"], want[r, ids])
+        assert np.count_nonzero(d["logits"] >= d["thr"]) >= keep
+        top = np.argsort(-want[r], kind="stable")[:keep]
+        assert np.isin(top, ids).all()
+        left = np.ones(n_out, bool)
+        left[ids] = False
+        assert want[r, left].max() < d["thr"]
+        assert len(ids) < 1024  # the floor rose: not the buffers' fill

@@ -325,13 +325,14 @@ public:
                std::all_of(xr.data, xr.data + xr.n * w.n_in, [](float v) { return std::isfinite(v); });
     }
 
-    void matmul_shortlist(const Weight& w, Rows xr, const float* margin, const ShortlistOf& out) override {
-        if (!cpu::ScreenedHead::shortlists(w) || !screens(w, xr)) {
-            Backend::matmul_shortlist(w, xr, margin, out);
+    void matmul_shortlist(const Weight& w, Rows xr, const float* margin, const int32_t* keep,
+                          const ShortlistOf& out) override {
+        if (!cpu::ScreenedHead::serves(w, xr.n) || !screens(w, xr)) {
+            Backend::matmul_shortlist(w, xr, margin, keep, out);
             return;
         }
         prepare(path_of(w, xr.n), w, xr.data, xr.n);
-        screen_.shortlist(pool_, w, xr.data, xr.n, act_a_.data(), act_da_.data(), act_xs_.data(), margin, out);
+        screen_.shortlist(pool_, w, xr.data, xr.n, act_a_.data(), act_da_.data(), act_xs_.data(), margin, keep, out);
     }
 
     void matmul_ids(const Weight& w, const float* x, const int32_t* ids, int64_t n, float* y) const override {

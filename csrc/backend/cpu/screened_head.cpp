@@ -33,7 +33,7 @@ const std::vector<float>& ScreenedHead::norms(ThreadPool& pool, const Weight& w)
 }
 
 void ScreenedHead::screen(ThreadPool& pool, const Weight& w, const float* x, int64_t n, const int16_t* a,
-                          const float* da, const float* margin) {
+                          const float* da, const float* margin, const int32_t* keep) {
     const int64_t n_in = w.n_in, nb = n_in / quant::kSpan, threads = pool.size();
     const quant::BlockLanes bl(n_in);
     const std::vector<float>& wn = norms(pool, w);
@@ -95,10 +95,20 @@ void ScreenedHead::screen(ThreadPool& pool, const Weight& w, const float* x, int
                 if (ups[j] < floor) continue;
                 if (c == kCapacity) {  // drop those the risen floor rules out
                     c = std::remove_if(cs, cs + c, [floor](const Candidate& e) { return e.upper < floor; }) - cs;
+                    const int64_t want = keep ? keep[r] : 0;
+                    if (c == kCapacity && want > 0 && want < c) {
+                        // want candidates reach their want-th largest lower bound: nothing below
+                        // it is among the want largest.
+                        std::nth_element(cs, cs + (want - 1), cs + c,
+                                         [](const Candidate& p, const Candidate& q) { return p.lower > q.lower; });
+                        floor = raised_[slot] = std::max(raised_[slot], cs[want - 1].lower);
+                        c = std::remove_if(cs, cs + c, [floor](const Candidate& e) { return e.upper < floor; }) - cs;
+                        if (ups[j] < floor) continue;
+                    }
                     if (c == kCapacity && margin) {
                         // A shortlist keeps the upper half (by bound) and says so in its floor.
                         std::nth_element(cs, cs + kCapacity / 2, cs + c,
-                                         [](const Candidate& x, const Candidate& y) { return x.upper > y.upper; });
+                                         [](const Candidate& p, const Candidate& q) { return p.upper > q.upper; });
                         floor = raised_[slot] = cs[kCapacity / 2].upper;
                         c = std::remove_if(cs, cs + c, [floor](const Candidate& e) { return e.upper < floor; }) - cs;
                         if (ups[j] < floor) continue;
@@ -108,7 +118,9 @@ void ScreenedHead::screen(ThreadPool& pool, const Weight& w, const float* x, int
                         break;
                     }
                 }
-                cs[c++] = {static_cast<int32_t>(o0 + kept[j]), ups[j]};
+                const float y = ys[r * kUnit + kept[j]];
+                cs[c++] = {static_cast<int32_t>(o0 + kept[j]), ups[j],
+                           std::fma(-wn[static_cast<size_t>(o0 + kept[j])], bound_[static_cast<size_t>(r)], y)};
             }
             count_[slot] = c;
         }
@@ -118,8 +130,18 @@ void ScreenedHead::screen(ThreadPool& pool, const Weight& w, const float* x, int
         float lo = -std::numeric_limits<float>::infinity();
         bool overflow = false;
         for (int64_t t = 0; t < threads; ++t) {
-            lo = std::max(lo, lo_[static_cast<size_t>(t * n + r)]);
-            overflow = overflow || count_[static_cast<size_t>(t * n + r)] < 0;
+            const size_t slot = static_cast<size_t>(t * n + r);
+            lo = std::max(lo, lo_[slot]);
+            overflow = overflow || count_[slot] < 0;
+            // A top-k's floor at its k-th lower bound once the scan is done, too.
+            const int64_t want = keep ? keep[r] : 0, c = count_[slot];
+            if (want > 0 && c > 2 * want) {
+                Candidate* cs = cand_.data() + slot * kCapacity;
+                std::nth_element(cs, cs + (want - 1), cs + c,
+                                 [](const Candidate& p, const Candidate& q) { return p.lower > q.lower; });
+                const float floor = raised_[slot] = std::max(raised_[slot], cs[want - 1].lower);
+                count_[slot] = std::remove_if(cs, cs + c, [floor](const Candidate& e) { return e.upper < floor; }) - cs;
+            }
         }
         floor_[static_cast<size_t>(r)] = overflow ? -std::numeric_limits<float>::infinity() : lo;
     }
@@ -153,7 +175,7 @@ float exact_logit(const quant::RowsI16Fn exact, const uint8_t* row, int64_t n_in
 
 void ScreenedHead::argmax(ThreadPool& pool, const Weight& w, const float* x, int64_t n, const int16_t* a,
                           const float* da, const float* xs, int32_t* idx) {
-    screen(pool, w, x, n, a, da, nullptr);
+    screen(pool, w, x, n, a, da, nullptr, nullptr);
     const quant::RowsI16Fn exact = quant::i16_kernels(w.type).rows_of(true);
     const int64_t n_in = w.n_in, nb = n_in / quant::kSpan, halves = n_in / quant::kHalf;
     const auto* rows = static_cast<const uint8_t*>(w.packed);
@@ -175,8 +197,9 @@ void ScreenedHead::argmax(ThreadPool& pool, const Weight& w, const float* x, int
 }
 
 void ScreenedHead::shortlist(ThreadPool& pool, const Weight& w, const float* x, int64_t n, const int16_t* a,
-                             const float* da, const float* xs, const float* margin, const Backend::ShortlistOf& out) {
-    screen(pool, w, x, n, a, da, margin);
+                             const float* da, const float* xs, const float* margin, const int32_t* keep,
+                             const Backend::ShortlistOf& out) {
+    screen(pool, w, x, n, a, da, margin, keep);
     const quant::RowsI16Fn exact = quant::i16_kernels(w.type).rows_of(true);
     const int64_t n_in = w.n_in, nb = n_in / quant::kSpan, halves = n_in / quant::kHalf;
     const auto* rows = static_cast<const uint8_t*>(w.packed);

@@ -16,11 +16,11 @@ namespace ds4::backend::cpu {
 
 class ScreenedHead {
 public:
-    // Whether argmax() serves a head of weight w over n activation rows (packed Q8_0 on a CPU
-    // with the screen kernel, at least two rows: one row is bound by the weight stream either way).
+    // Whether argmax() and shortlist() serve a head of weight w over n activation rows (packed
+    // Q8_0 on a CPU with the screen kernel, at least two rows: one row is bound by the weight
+    // stream either way, and measured slower screened).
     static bool serves(const Weight& w, int64_t n);
-    // Whether shortlist() serves a head of weight w (any number of rows: sampling a row over its
-    // whole vocabulary costs more than the screen saves on one).
+    // The same for any number of rows (matmul_ids: more of a shortlisted row).
     static bool shortlists(const Weight& w);
 
     // idx[r] = the argmax (lowest id on ties) of the int16 path's logits of x row r: a, da, xs
@@ -34,7 +34,7 @@ public:
     // the row's largest minus margin[r], ascending, with their exact logits, and thr above every
     // other id's; out[r].ok false where the candidates overflow the buffers.
     void shortlist(ThreadPool& pool, const Weight& w, const float* x, int64_t n, const int16_t* a, const float* da,
-                   const float* xs, const float* margin, const Backend::ShortlistOf& out);
+                   const float* xs, const float* margin, const int32_t* keep, const Backend::ShortlistOf& out);
 
     // Drops what was kept for weight rows at `packed` (their norms).
     void forget(const void* packed) { norms_.erase(packed); }
@@ -43,6 +43,7 @@ private:
     struct Candidate {
         int32_t id;
         float upper;  // screen score + bound
+        float lower;  // screen score - bound
     };
     static constexpr int64_t kUnit = 240;        // weight rows per work unit
     static constexpr size_t kAhead = 4;         // candidate weight rows prefetched ahead
@@ -50,10 +51,11 @@ private:
 
     const std::vector<float>& norms(ThreadPool& pool, const Weight& w);
     // Scores every weight row against every activation row and keeps, per (thread, row), those
-    // whose upper bound reaches the running floor lo minus margin[r] (null: 0). Returns each
+    // whose upper bound reaches the running floor lo minus margin[r] (null: 0), raised at
+    // capacity to the keep[r]-th largest lower bound (a top-k), else to the median upper bound. Returns each
     // row's final floor in floor_ (-inf: its candidates overflowed).
     void screen(ThreadPool& pool, const Weight& w, const float* x, int64_t n, const int16_t* a, const float* da,
-                const float* margin);
+                const float* margin, const int32_t* keep);
     // fn(candidate) for each candidate of row r whose bound reaches t.
     template <typename Fn>
     void each_candidate(int64_t r, int threads, float t, Fn&& fn) const;
