@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -374,14 +375,14 @@ py::tuple head_screen(const py::buffer& data, int64_t n_rows, const py::array& x
 // The screen's filter of one unit of scores (quant/head_screen.h: FilterFn): (the new lo, the
 // indices kept, their upper bounds).
 py::tuple head_screen_filter(const py::array& y_obj, const py::array& norm_obj, float b, float lo, float margin,
-                             bool reference) {
+                             float floor, bool reference) {
     const py::array_t<float> y = float_row(y_obj, "y"), norm = float_row(norm_obj, "norm");
     if (y.size() != norm.size()) throw py::value_error("y and norm must have the same length");
     const int64_t m = y.size();
     py::array_t<int32_t> idx(m);
     py::array_t<float> up(m);
     const quant::screen::FilterFn fn = reference ? &quant::screen::filter_ref : quant::screen::filter();
-    const int64_t k = fn(y.data(), norm.data(), m, b, margin, &lo, idx.mutable_data(), up.mutable_data());
+    const int64_t k = fn(y.data(), norm.data(), m, b, margin, floor, &lo, idx.mutable_data(), up.mutable_data());
     return py::make_tuple(lo, idx[py::slice(0, k, 1)], up[py::slice(0, k, 1)]);
 }
 
@@ -411,7 +412,8 @@ void register_quant(py::module_& m) {
     }, py::arg("type_name"), py::arg("data"), py::arg("n_rows"), py::arg("n"),
           "The inverse of pack_weights.");
     m.def("head_screen_filter", &head_screen_filter, py::arg("y"), py::arg("norm"), py::arg("b"), py::arg("lo"),
-          py::arg("margin") = 0.0f, py::arg("reference") = false,
+          py::arg("margin") = 0.0f, py::arg("floor") = -std::numeric_limits<float>::infinity(),
+          py::arg("reference") = false,
           "The greedy head screen's filter of one unit of scores (the kernel where the screen has one).");
     m.def("head_screen", &head_screen, py::arg("data"), py::arg("n_rows"), py::arg("x"), py::arg("reference") = false,
           "The greedy head's int8 screen of packed Q8_0 rows (pack_weights) and x (nx, n): (scores (nx, n_rows), "

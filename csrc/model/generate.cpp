@@ -131,7 +131,8 @@ void Generator::start() {
         logits_ = session_.last_logits();
         listed_ = false;
     } else if (screened_) {
-        session_.eval_shortlist(prompt_.data(), static_cast<int64_t>(prompt_.size()), sampler_.head_margin(), sampler_.params().top_k, &sl_);
+        session_.eval_shortlist(prompt_.data(), static_cast<int64_t>(prompt_.size()), sampler_.head_margin(),
+                                sampler_.params().top_k, &sl_);
         listed_ = true;
     } else {
         logits_.resize(static_cast<size_t>(session_.n_vocab()));

@@ -142,12 +142,12 @@ FilterFn filter() {
     return &filter_ref;
 }
 
-int64_t filter_ref(const float* y, const float* norm, int64_t m, float b, float margin, float* lo, int32_t* idx,
-                   float* up) {
+int64_t filter_ref(const float* y, const float* norm, int64_t m, float b, float margin, float floor, float* lo,
+                   int32_t* idx, float* up) {
     float l = *lo;
     for (int64_t i = 0; i < m; ++i) l = std::max(l, std::fma(-norm[i], b, y[i]));  // NaN never wins
     *lo = l;
-    const float t = l - margin;
+    const float t = std::max(l - margin, floor);
     int64_t c = 0;
     for (int64_t i = 0; i < m; ++i) {
         const float u = std::fma(norm[i], b, y[i]);

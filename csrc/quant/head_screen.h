@@ -58,15 +58,16 @@ void row_norms_ref(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n,
 float norm_above(double sum_of_squares);
 // Over m screen scores y of weight rows with norms `norm`, against an activation row whose bound
 // per unit of norm is b: *lo becomes the largest of *lo and fma(-norm[i], b, y[i]) (a NaN never
-// counts), then the rows whose upper bound up = fma(norm[i], b, y[i]) is not below *lo - margin
-// (a NaN is) are listed: idx[k] = i ascending, up[k] = its bound; returns their count (idx, up: m
-// entries). margin 0: the rows that can be the argmax; > 0: those that can come within it.
-using FilterFn = int64_t (*)(const float* y, const float* norm, int64_t m, float b, float margin, float* lo,
-                             int32_t* idx, float* up);
+// counts), then the rows whose upper bound up = fma(norm[i], b, y[i]) is not below the larger of
+// *lo - margin and floor (a NaN is) are listed: idx[k] = i ascending, up[k] = its bound; returns
+// their count (idx, up: m entries). margin 0: the rows that can be the argmax; > 0: those that
+// can come within it; floor: a cut known otherwise (-inf: none).
+using FilterFn = int64_t (*)(const float* y, const float* norm, int64_t m, float b, float margin, float floor,
+                             float* lo, int32_t* idx, float* up);
 // The kernel where scores() has one, else the reference.
 FilterFn filter();
-int64_t filter_ref(const float* y, const float* norm, int64_t m, float b, float margin, float* lo, int32_t* idx,
-                   float* up);
+int64_t filter_ref(const float* y, const float* norm, int64_t m, float b, float margin, float floor, float* lo,
+                   int32_t* idx, float* up);
 
 // The relative rounding allowance of the exact head and the screen over rows of n elements,
 // in units of ||w|| ||x||.
@@ -76,7 +77,8 @@ namespace avx512vbmi {
 void scores(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, const int8_t* q, const float* d,
             const int32_t* neg, int nx, float* y, int64_t ldy);
 void row_norms(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, float* norms);
-int64_t filter(const float* y, const float* norm, int64_t m, float b, float margin, float* lo, int32_t* idx, float* up);
+int64_t filter(const float* y, const float* norm, int64_t m, float b, float margin, float floor, float* lo, int32_t* idx,
+               float* up);
 }  // namespace avx512vbmi
 
 }  // namespace ds4::quant::screen

@@ -125,4 +125,4 @@ def test_a_top_k_shortlist_holds_the_k_largest(keep: int) -> None:
         left = np.ones(n_out, bool)
         left[ids] = False
         assert want[r, left].max() < d["thr"]
-        assert len(ids) < 1024  # the floor rose: not the buffers' fill
+        assert len(ids) < n_out // 2  # the floor rose

@@ -76,10 +76,11 @@ def test_filter_kernel_matches_the_reference(m: int) -> None:
     y = (rng.standard_normal(m) * 4).astype(np.float32)
     y[rng.random(m) < 0.05] = np.nan
     norm = rng.uniform(0.5, 1.5, m).astype(np.float32)
-    for b, lo, margin in [(0.5, -np.inf, 0.0), (0.0, -np.inf, 0.0), (0.25, 3.0, 0.0), (2.0, 100.0, 0.0),
-                          (0.5, -np.inf, 3.0), (0.25, 3.0, 7.5)]:
-        want = _core.head_screen_filter(y, norm, b, lo, margin, reference=True)
-        got = _core.head_screen_filter(y, norm, b, lo, margin)
+    for b, lo, margin, floor in [(0.5, -np.inf, 0.0, -np.inf), (0.0, -np.inf, 0.0, -np.inf), (0.25, 3.0, 0.0, -np.inf),
+                                 (2.0, 100.0, 0.0, -np.inf), (0.5, -np.inf, 3.0, -np.inf), (0.25, 3.0, 7.5, -np.inf),
+                                 (0.25, 3.0, 7.5, 1.0), (0.5, -np.inf, 3.0, 50.0)]:
+        want = _core.head_screen_filter(y, norm, b, lo, margin, floor, reference=True)
+        got = _core.head_screen_filter(y, norm, b, lo, margin, floor)
         assert got[0] == want[0]
         np.testing.assert_array_equal(got[1], want[1])
         np.testing.assert_array_equal(got[2], want[2])
@@ -88,5 +89,6 @@ def test_filter_kernel_matches_the_reference(m: int) -> None:
         up = (y.astype(np.float64) + norm.astype(np.float64) * b).astype(np.float32)
         finite = ~np.isnan(y)
         assert want[0] == np.float32(max(lo, float(np.max(low[finite]))) if finite.any() else lo)
-        np.testing.assert_array_equal(want[1], np.flatnonzero(~(up < np.float32(want[0] - np.float32(margin)))))
+        cut = max(np.float32(want[0] - np.float32(margin)), np.float32(floor))
+        np.testing.assert_array_equal(want[1], np.flatnonzero(~(up < cut)))
         np.testing.assert_array_equal(want[2], up[want[1]])

@@ -86,41 +86,45 @@ void ScreenedHead::screen(ThreadPool& pool, const Weight& w, const float* x, int
         for (int64_t r = 0; r < n; ++r) {
             const size_t slot = static_cast<size_t>(t * n + r);
             const float mr = margin ? margin[r] : 0.0f;
-            const int64_t k = filter(ys + r * kUnit, wn.data() + o0, m, bound_[static_cast<size_t>(r)], mr, &lo_[slot],
-                                     kept, ups);
+            const int64_t want = keep ? keep[r] : 0;
+            const int64_t k = filter(ys + r * kUnit, wn.data() + o0, m, bound_[static_cast<size_t>(r)], mr, raised_[slot],
+                                     &lo_[slot], kept, ups);
             float floor = std::max(lo_[slot] - mr, raised_[slot]);
             int64_t c = count_[slot];
             Candidate* cs = cand_.data() + slot * kCapacity;
+            const auto prune = [&] {
+                c = std::remove_if(cs, cs + c, [floor](const Candidate& e) { return e.upper < floor; }) - cs;
+            };
+            // A top-k's floor: want candidates reach their want-th largest lower bound, so nothing
+            // below it is among the want largest.
+            const auto raise_to_kth = [&] {
+                std::nth_element(cs, cs + (want - 1), cs + c,
+                                 [](const Candidate& p, const Candidate& q) { return p.lower > q.lower; });
+                floor = raised_[slot] = std::max(raised_[slot], cs[want - 1].lower);
+                prune();
+            };
             for (int64_t j = 0; j < k && c >= 0; ++j) {
                 if (ups[j] < floor) continue;
                 if (c == kCapacity) {  // drop those the risen floor rules out
-                    c = std::remove_if(cs, cs + c, [floor](const Candidate& e) { return e.upper < floor; }) - cs;
-                    const int64_t want = keep ? keep[r] : 0;
-                    if (c == kCapacity && want > 0 && want < c) {
-                        // want candidates reach their want-th largest lower bound: nothing below
-                        // it is among the want largest.
-                        std::nth_element(cs, cs + (want - 1), cs + c,
-                                         [](const Candidate& p, const Candidate& q) { return p.lower > q.lower; });
-                        floor = raised_[slot] = std::max(raised_[slot], cs[want - 1].lower);
-                        c = std::remove_if(cs, cs + c, [floor](const Candidate& e) { return e.upper < floor; }) - cs;
-                        if (ups[j] < floor) continue;
-                    }
+                    prune();
+                    if (c == kCapacity && want > 0 && want < c) raise_to_kth();
                     if (c == kCapacity && margin) {
                         // A shortlist keeps the upper half (by bound) and says so in its floor.
                         std::nth_element(cs, cs + kCapacity / 2, cs + c,
                                          [](const Candidate& p, const Candidate& q) { return p.upper > q.upper; });
                         floor = raised_[slot] = cs[kCapacity / 2].upper;
-                        c = std::remove_if(cs, cs + c, [floor](const Candidate& e) { return e.upper < floor; }) - cs;
-                        if (ups[j] < floor) continue;
+                        prune();
                     }
                     if (c == kCapacity) {
                         c = -1;
                         break;
                     }
+                    if (ups[j] < floor) continue;
                 }
                 const float y = ys[r * kUnit + kept[j]];
                 cs[c++] = {static_cast<int32_t>(o0 + kept[j]), ups[j],
                            std::fma(-wn[static_cast<size_t>(o0 + kept[j])], bound_[static_cast<size_t>(r)], y)};
+                if (want > 0 && c >= 4 * want + 64) raise_to_kth();
             }
             count_[slot] = c;
         }

@@ -3,6 +3,7 @@
 // quants of one block, made unsigned (q + 128) and multiplied with the screen's int8 activations
 // by vpdpbusd: 64 multiply-adds per instruction, where the exact head's vpdpwssd does 32.
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <utility>
@@ -217,7 +218,8 @@ void row_norms(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, flo
     }
 }
 
-int64_t filter(const float* y, const float* norm, int64_t m, float b, float margin, float* lo, int32_t* idx, float* up) {
+int64_t filter(const float* y, const float* norm, int64_t m, float b, float margin, float floor, float* lo, int32_t* idx,
+               float* up) {
     // vmaxps returns its second operand where either is NaN: the running maximum never takes one.
     const __m512 vb = _mm512_set1_ps(b);
     const auto masked = [m](int64_t i) { return static_cast<__mmask16>(m - i >= 16 ? 0xFFFF : (1u << (m - i)) - 1); };
@@ -229,7 +231,7 @@ int64_t filter(const float* y, const float* norm, int64_t m, float b, float marg
     }
     const float lmax = _mm512_reduce_max_ps(l);
     *lo = lmax;
-    const __m512 vl = _mm512_set1_ps(lmax - margin);
+    const __m512 vl = _mm512_set1_ps(std::max(lmax - margin, floor));
     const __m512i step = _mm512_set1_epi32(16);
     __m512i ids = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     int64_t c = 0;
