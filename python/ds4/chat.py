@@ -87,7 +87,7 @@ def _compile(template: str) -> Any:
 
 def builtin_template(metadata: Mapping[str, Any]) -> str:
     """The built-in template for a file without one, chosen by the special tokens it has."""
-    tokens = set(metadata.get("tokenizer.ggml.tokens") or ())
+    tokens = _token_set(metadata.get("tokenizer.ggml.tokens") or [])
     arch = metadata.get("general.architecture", "")
     if "<start_of_turn>" in tokens or arch.startswith("gemma"):
         return GEMMA_TEMPLATE
@@ -97,6 +97,20 @@ def builtin_template(metadata: Mapping[str, Any]) -> str:
         return CHATML_TEMPLATE
     raise ValueError(f"the file ({arch}) has no tokenizer.chat_template and no built-in template fits its "
                      "vocabulary (Gemma <start_of_turn>, llama 3 <|start_header_id|>, ChatML <|im_start|>)")
+
+
+_token_sets: dict[int, tuple[Sequence[str], frozenset[str]]] = {}
+
+
+def _token_set(tokens: Sequence[str]) -> frozenset[str]:
+    # The vocabulary as a set, once per list (a server's every request reads the same one; a
+    # 262k-token set costs milliseconds).
+    hit = _token_sets.get(id(tokens))
+    if hit is None or hit[0] is not tokens:
+        if len(_token_sets) >= 8:
+            _token_sets.clear()
+        hit = _token_sets[id(tokens)] = (tokens, frozenset(tokens))
+    return hit[1]
 
 
 def _special_tokens(metadata: Mapping[str, Any]) -> dict[str, str]:
