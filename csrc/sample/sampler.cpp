@@ -113,10 +113,28 @@ void Sampler::check_n(int32_t n) const {
                                     str(n_vocab_));
 }
 
-bool Sampler::adjusts() const {
-    const bool penalise = ring_size_ > 0 && (params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
-                                             params_.frequency_penalty != 0.0f);
-    return penalise || !params_.logit_bias.empty();
+bool Sampler::penalises() const {
+    return ring_size_ > 0 && (params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+                              params_.frequency_penalty != 0.0f);
+}
+
+bool Sampler::adjusts() const { return penalises() || !params_.logit_bias.empty(); }
+
+template <typename Fn>
+void Sampler::each_penalised(Fn&& fn) {
+    // Once per distinct token: the count is negated while applied so repeats are skipped, then
+    // restored.
+    for (size_t i = 0; i < ring_size_; ++i) {
+        const auto t = static_cast<size_t>(ring_[(ring_head_ + i) % ring_.size()]);
+        const int32_t c = counts_[t];
+        if (c <= 0) continue;
+        fn(static_cast<int32_t>(t), c);
+        counts_[t] = -c;
+    }
+    for (size_t i = 0; i < ring_size_; ++i) {
+        const auto t = static_cast<size_t>(ring_[(ring_head_ + i) % ring_.size()]);
+        if (counts_[t] < 0) counts_[t] = -counts_[t];
+    }
 }
 
 float Sampler::penalised(float l, int32_t count) const {
@@ -125,25 +143,14 @@ float Sampler::penalised(float l, int32_t count) const {
 }
 
 const float* Sampler::adjusted_row(const float* logits, int32_t n) {
-    const bool penalise = ring_size_ > 0 && (params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
-                                             params_.frequency_penalty != 0.0f);
-    if (params_.logit_bias.empty() && !penalise) return logits;  // nothing to change: no copy
+    if (!adjusts()) return logits;  // nothing to change: no copy
     work_.assign(logits, logits + n);
     for (const auto& [id, b] : params_.logit_bias) work_[static_cast<size_t>(id)] += b;
-    if (penalise) {
-        // Once per distinct token: the count is negated while applied so repeats are skipped,
-        // then restored.
-        for (size_t i = 0; i < ring_size_; ++i) {
-            const auto t = static_cast<size_t>(ring_[(ring_head_ + i) % ring_.size()]);
-            const int32_t c = counts_[t];
-            if (c <= 0) continue;
-            work_[t] = penalised(work_[t], c);
-            counts_[t] = -c;
-        }
-        for (size_t i = 0; i < ring_size_; ++i) {
-            const auto t = static_cast<size_t>(ring_[(ring_head_ + i) % ring_.size()]);
-            if (counts_[t] < 0) counts_[t] = -counts_[t];
-        }
+    if (penalises()) {
+        each_penalised([this](int32_t t, int32_t c) {
+            float& l = work_[static_cast<size_t>(t)];
+            l = penalised(l, c);
+        });
     }
     return work_.data();
 }
@@ -268,7 +275,7 @@ int32_t Sampler::filter(const float* logits, int32_t n) {
     // Pass 1: validate and find the max, which every filter keeps.
     const float lmax = checked_max(row, n);
 
-    dense_ = params_.top_k == 0 && params_.top_p >= 1.0f && params_.min_p == 0.0f;
+    dense_ = !filtered();
     if (dense_) {
         // Nothing to filter (the common "temperature only"): every id's weight in one vectorised
         // pass, straight into prob_ by id, no candidate list. -inf (banned) weighs exactly 0.
@@ -483,19 +490,11 @@ int32_t Sampler::sample_screened(const ScreenedRow& row) {
             return std::lower_bound(listed_.begin(), listed_.end(), id, [](const Cand& c, int32_t v) { return c.id < v; });
         };
         for (const auto& [id, b] : params_.logit_bias) find(id)->logit += b;
-        const bool penalise = params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
-                              params_.frequency_penalty != 0.0f;
-        for (size_t i = 0; penalise && i < ring_size_; ++i) {
-            const int32_t id = ring_[(ring_head_ + i) % ring_.size()];
-            const int32_t c = counts_[static_cast<size_t>(id)];
-            if (c <= 0) continue;
-            Cand& e = *find(id);
-            e.logit = penalised(e.logit, c);
-            counts_[static_cast<size_t>(id)] = -c;
-        }
-        for (size_t i = 0; penalise && i < ring_size_; ++i) {
-            const auto id = static_cast<size_t>(ring_[(ring_head_ + i) % ring_.size()]);
-            if (counts_[id] < 0) counts_[id] = -counts_[id];
+        if (penalises()) {
+            each_penalised([&](int32_t id, int32_t c) {
+                Cand& e = *find(id);
+                e.logit = penalised(e.logit, c);
+            });
         }
     }
     float lmax = -kInf;

@@ -102,9 +102,9 @@ public:
     // With top-k or min-p: exactly sample()'s token from the full row, where the shortlist holds
     // every id the filters can keep (k ids at or above thr; thr below min-p's cut), else from the
     // row fetched whole. Without filters: a draw from sample()'s distribution (steps 1, 2, 7, 8)
-    // that needs the exact logits of only the ids within margin() of the adjusted row's largest, l_max. With m = margin(), the
-    // ids at or above t = l_max - m are the shortlist S; the M others (all below t) are drawn
-    // by rejection: each round draws u ~ U[0, W + M e^((t - l_max) / T)) (W: S's weights); below
+    // that needs the exact logits of only the ids within margin() of the adjusted row's largest,
+    // l_max. With m = margin(), the ids at or above t = l_max - m are the shortlist S; the M
+    // others (all below t) are drawn by rejection: each round draws u ~ U[0, W + M e^((t - l_max) / T)) (W: S's weights); below
     // W it walks S in ascending id order as sample() does; above, it takes a uniform id outside S
     // and keeps it with probability e^((l - t) / T) < 1, else the next round. m = T (ln n_vocab
     // - 2) bounds the other ids' expected rounds by e^2; on a flat row, where more than 256 ids
@@ -150,8 +150,12 @@ private:
     void top_p(double p);
     void min_p(double p);
     void check_n(int32_t n) const;
-    // Whether steps 1-2 change anything now; whether a filter (4-6) is on.
+    // Whether steps 1-2 change anything now (2 alone: penalises); whether a filter (4-6) is on.
     bool adjusts() const;
+    bool penalises() const;
+    // fn(id, count) once per distinct token of the penalty window.
+    template <typename Fn>
+    void each_penalised(Fn&& fn);
     bool filtered() const;
     // Step 2 on one logit of a token the window holds `count` times.
     float penalised(float l, int32_t count) const;

@@ -32,6 +32,11 @@ const std::vector<float>& ScreenedHead::norms(ThreadPool& pool, const Weight& w)
     return v;
 }
 
+float ScreenedHead::kth_floor(Candidate* cs, int64_t c, int64_t k, float floor) {
+    std::nth_element(cs, cs + (k - 1), cs + c, [](const Candidate& p, const Candidate& q) { return p.lower > q.lower; });
+    return std::max(floor, cs[k - 1].lower);
+}
+
 void ScreenedHead::screen(ThreadPool& pool, const Weight& w, const float* x, int64_t n, const int16_t* a,
                           const float* da, const float* margin, const int32_t* keep) {
     const int64_t n_in = w.n_in, nb = n_in / quant::kSpan, threads = pool.size();
@@ -95,12 +100,8 @@ void ScreenedHead::screen(ThreadPool& pool, const Weight& w, const float* x, int
             const auto prune = [&] {
                 c = std::remove_if(cs, cs + c, [floor](const Candidate& e) { return e.upper < floor; }) - cs;
             };
-            // A top-k's floor: want candidates reach their want-th largest lower bound, so nothing
-            // below it is among the want largest.
             const auto raise_to_kth = [&] {
-                std::nth_element(cs, cs + (want - 1), cs + c,
-                                 [](const Candidate& p, const Candidate& q) { return p.lower > q.lower; });
-                floor = raised_[slot] = std::max(raised_[slot], cs[want - 1].lower);
+                floor = raised_[slot] = kth_floor(cs, c, want, raised_[slot]);
                 prune();
             };
             for (int64_t j = 0; j < k && c >= 0; ++j) {
@@ -141,9 +142,7 @@ void ScreenedHead::screen(ThreadPool& pool, const Weight& w, const float* x, int
             const int64_t want = keep ? keep[r] : 0, c = count_[slot];
             if (want > 0 && c > 2 * want) {
                 Candidate* cs = cand_.data() + slot * kCapacity;
-                std::nth_element(cs, cs + (want - 1), cs + c,
-                                 [](const Candidate& p, const Candidate& q) { return p.lower > q.lower; });
-                const float floor = raised_[slot] = std::max(raised_[slot], cs[want - 1].lower);
+                const float floor = raised_[slot] = kth_floor(cs, c, want, raised_[slot]);
                 count_[slot] = std::remove_if(cs, cs + c, [floor](const Candidate& e) { return e.upper < floor; }) - cs;
             }
         }

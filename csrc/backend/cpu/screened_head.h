@@ -56,6 +56,9 @@ private:
     // row's final floor in floor_ (-inf: its candidates overflowed).
     void screen(ThreadPool& pool, const Weight& w, const float* x, int64_t n, const int16_t* a, const float* da,
                 const float* margin, const int32_t* keep);
+    // A top-k's floor (k <= c): k of the c candidates reach their k-th largest lower bound, so
+    // nothing below it is among the k largest; at least `floor`.
+    static float kth_floor(Candidate* cs, int64_t c, int64_t k, float floor);
     // fn(candidate) for each candidate of row r whose bound reaches t.
     template <typename Fn>
     void each_candidate(int64_t r, int threads, float t, Fn&& fn) const;
