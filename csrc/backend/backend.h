@@ -229,8 +229,16 @@ public:
     // cache rows [0, last[i]] (from pos[i] - window + 1 on with a window). last[i] = pos[i] is
     // causal attention; the block's last position for every row is a non-causal block. The rows
     // read must be written.
-    virtual void attention(Rows q, const int32_t* pos, const int32_t* last, const KvView& kv, const AttnParams& p,
-                           Rows out) = 0;
+    void attention(Rows q, const int32_t* pos, const int32_t* last, const KvView& kv, const AttnParams& p, Rows out) {
+        const int64_t first[2] = {0, q.n};
+        attention_seqs(q, pos, last, first, &kv, 1, p, out);
+    }
+    // attention() of several sequences' rows in one op: rows first[s] .. first[s + 1] - 1 of q,
+    // pos, last and out over cache kvs[s], s < n_seqs (first[0] = 0, first[n_seqs] = q.n). A row's
+    // result is the one attention() gives it alone; the threads share the whole op, so that a
+    // step of many sequences with a row each is not one sequence at a time.
+    virtual void attention_seqs(Rows q, const int32_t* pos, const int32_t* last, const int64_t* first,
+                                const KvView* kvs, int n_seqs, const AttnParams& p, Rows out) = 0;
     // Rows k and v (kv.dim wide) into positions [pos, pos + k.n) of the cache, in its type.
     virtual void store_kv(const KvView& kv, int64_t pos, Rows k, Rows v) = 0;
     // y += x (same shape)

@@ -115,6 +115,51 @@ private:
 
 backend::Vec vec_of(Backend& be, const F32& a) { return be.upload(a.data(), a.size()); }
 
+backend::AttnParams attn_params(int n_head, int n_head_kv, int head_dim, float scale, float softcap, int64_t window) {
+    if (n_head <= 0 || n_head_kv <= 0 || n_head % n_head_kv != 0 || head_dim <= 0) {
+        throw py::value_error("n_head must be a positive multiple of n_head_kv, head_dim positive");
+    }
+    backend::AttnParams p;
+    p.n_head = n_head;
+    p.n_head_kv = n_head_kv;
+    p.head_dim = head_dim;
+    p.scale = scale;
+    p.softcap = softcap;
+    p.window = window;
+    return p;
+}
+
+// Attention of q's rows, sequence s (rows first[s] .. first[s + 1] - 1) over its own cache of
+// keys k[s] and values v[s], in one backend op.
+F32 attend(PyBackend& b, const F32& q, const I32& pos, const I32& last, const std::vector<int64_t>& first,
+           const std::vector<F32>& k, const std::vector<F32>& v, const std::string& kv_type, const backend::AttnParams& p) {
+    const int64_t q_dim = static_cast<int64_t>(p.n_head) * p.head_dim, n = rows_of(q, q_dim);
+    const int64_t kv_dim = static_cast<int64_t>(p.n_head_kv) * p.head_dim;
+    const size_t n_seqs = k.size();
+    if (v.size() != n_seqs || first.size() != n_seqs + 1 || n_seqs == 0) {
+        throw py::value_error("one key and one value cache per sequence, and first with one entry more");
+    }
+    if (pos.size() != n || last.size() != n) throw py::value_error("pos and last need one entry per row of q");
+    if (first.front() != 0 || first.back() != n) throw py::value_error("first must run from 0 to q's rows");
+    const backend::KvType t = kv_type_of(kv_type);
+    Call c(*b.be);
+    std::vector<backend::KvView> kvs;
+    for (size_t s = 0; s < n_seqs; ++s) {
+        if (first[s + 1] < first[s]) throw py::value_error("first must not decrease");
+        const int64_t n_kv = rows_of(k[s], kv_dim);
+        if (rows_of(v[s], kv_dim) != n_kv) throw py::value_error("a sequence's keys and values differ in shape");
+        for (int64_t i = first[s]; i < first[s + 1]; ++i) {
+            if (last.data()[i] < 0 || last.data()[i] >= n_kv) throw py::value_error("a row sees past its cache");
+        }
+        const size_t bytes = static_cast<size_t>(n_kv * kv_dim) * (t == backend::KvType::f32 ? 4 : 2);
+        kvs.push_back({c.bytes(bytes), c.bytes(bytes), t, kv_dim, n_kv});
+        b.be->store_kv(kvs.back(), 0, c.in(k[s]), c.in(v[s]));
+    }
+    const backend::Rows out = c.rows(n, q_dim);
+    b.be->attention_seqs(c.in(q), pos.data(), last.data(), first.data(), kvs.data(), static_cast<int>(n_seqs), p, out);
+    return c.out(out);
+}
+
 // y viewed as rows of its last dimension (a 1-D array: one row).
 backend::Rows flat_rows(Call& c, const F32& y) { return c.in(y, 1, y.size()); }
 
@@ -260,28 +305,17 @@ void register_backend(py::module_& m) {
         .def("attention", [](PyBackend& b, const F32& q, const I32& pos, const I32& last, const F32& k, const F32& v,
                              const std::string& kv_type, int n_head, int n_head_kv, int head_dim, float scale, float softcap,
                              int64_t window) {
-            const int64_t n = rows_of(q, static_cast<int64_t>(n_head) * head_dim);
-            const int64_t kv_dim = static_cast<int64_t>(n_head_kv) * head_dim, n_kv = rows_of(k, kv_dim);
-            if (rows_of(v, kv_dim) != n_kv || pos.size() != n || last.size() != n) throw py::value_error("shapes differ");
-            for (int64_t i = 0; i < n; ++i)
-                if (last.data()[i] < 0 || last.data()[i] >= n_kv) throw py::value_error("a row sees past the cache");
-            const backend::KvType t = kv_type_of(kv_type);
-            const size_t bytes = static_cast<size_t>(n_kv * kv_dim) * (t == backend::KvType::f32 ? 4 : 2);
-            Call c(*b.be);
-            const backend::KvView kv{c.bytes(bytes), c.bytes(bytes), t, kv_dim, n_kv};
-            b.be->store_kv(kv, 0, c.in(k), c.in(v));
-            backend::AttnParams p;
-            p.n_head = n_head;
-            p.n_head_kv = n_head_kv;
-            p.head_dim = head_dim;
-            p.scale = scale;
-            p.softcap = softcap;
-            p.window = window;
-            const backend::Rows out = c.rows(n, static_cast<int64_t>(n_head) * head_dim);
-            b.be->attention(c.in(q), pos.data(), last.data(), kv, p, out);
-            return c.out(out);
+            return attend(b, q, pos, last, {0, rows_of(q, static_cast<int64_t>(n_head) * head_dim)}, {k}, {v}, kv_type,
+                          attn_params(n_head, n_head_kv, head_dim, scale, softcap, window));
         }, py::arg("q"), py::arg("pos"), py::arg("last"), py::arg("k"), py::arg("v"), py::arg("kv_type"), py::arg("n_head"),
            py::arg("n_head_kv"), py::arg("head_dim"), py::arg("scale"), py::arg("softcap") = 0.0f, py::arg("window") = 0)
+        .def("attention_seqs", [](PyBackend& b, const F32& q, const I32& pos, const I32& last, const std::vector<int64_t>& first,
+                                  const std::vector<F32>& k, const std::vector<F32>& v, const std::string& kv_type, int n_head,
+                                  int n_head_kv, int head_dim, float scale, float softcap, int64_t window) {
+            return attend(b, q, pos, last, first, k, v, kv_type, attn_params(n_head, n_head_kv, head_dim, scale, softcap, window));
+        }, py::arg("q"), py::arg("pos"), py::arg("last"), py::arg("first"), py::arg("k"), py::arg("v"), py::arg("kv_type"),
+           py::arg("n_head"), py::arg("n_head_kv"), py::arg("head_dim"), py::arg("scale"), py::arg("softcap") = 0.0f,
+           py::arg("window") = 0)
         .def("add", [](PyBackend& b, const F32& y, const F32& x) {
             if (x.size() != y.size()) throw py::value_error("x and y differ in size");
             Call c(*b.be);

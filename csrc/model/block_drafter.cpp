@@ -300,7 +300,7 @@ void BlockDrafter::draft(state::State& st, int32_t anchor, int64_t n, bool logit
         for (size_t il = 0; il < draft_layers_.size(); ++il) {
             const Layer& L = draft_layers_[il];
             be.rms_norm(x, L.attn_norm, hp_.norm_eps, h);
-            blocks::attention(be, L.attn, L.cfg, p, static_cast<int>(il), h, y, idx_);
+            blocks::attention(be, L.attn, L.cfg, p, static_cast<int>(il), h, y, attn_);
             be.add(x, y);
             be.rms_norm(x, L.ffn_norm, hp_.norm_eps, h);
             blocks::ffn(be, L.ffn, backend::Act::silu, h, y);

@@ -122,7 +122,8 @@ private:
     double block_bytes_ = 0, block_macs_ = 0, context_macs_ = 0;
     // Scratch of the pass being run, filled under the target's pass lock (shared by every session).
     std::vector<int32_t> pos_, last_, ids_;
-    std::vector<int64_t> rows_, idx_;
+    std::vector<int64_t> rows_;
+    blocks::AttnScratch attn_;
 };
 
 // A fingerprint of a model's vocabulary (its size and every token's bytes) and of its weights

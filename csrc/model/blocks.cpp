@@ -186,7 +186,7 @@ void store_key_values(Backend& be, const AttnWeights& w, const AttnConfig& cfg, 
 }
 
 void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const Pass& p, int layer, Rows x, Rows out,
-               std::vector<int64_t>& idx) {
+               AttnScratch& scratch) {
     const int64_t n = p.n;
     const int hd = cfg.attn.head_dim;
     const int n_head = cfg.attn.n_head;
@@ -201,7 +201,7 @@ void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const P
         const Rows qg = arena.rows(n, 2 * q_dim);
         gate = arena.rows(n, q_dim);
         be.matmul(w.q, x, qg);
-        unzip(be, qg, hd, q, gate, idx);
+        unzip(be, qg, hd, q, gate, scratch.idx);
     } else {
         be.matmul(w.q, x, q);
     }
@@ -210,15 +210,17 @@ void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const P
     if (!w.q_norm.empty()) be.rms_norm(q.as(n * n_head, hd), w.q_norm, cfg.norm_eps, q.as(n * n_head, hd));
     be.rope(q, n_head, p.pos, cfg.rope);
     key_values(be, w, cfg, x, p.pos, k, v);
-    // 4. per sequence: write its K/V rows at their positions, then attend over its slot
+    // 4. per sequence: write its K/V rows at their positions; then every sequence attends over
+    // its slot, in one op
     const Rows att = arena.rows(n, q_dim);
+    scratch.kv.resize(static_cast<size_t>(p.req.n_seqs));
     for (int s = 0; s < p.req.n_seqs; ++s) {
         const int64_t f = p.first[s], m = p.first[s + 1] - f, p0 = p.n_past[s];
-        const state::KvSlot& slot = p.req.seqs[s].state->kv(layer);
-        const backend::KvView kv = slot.view(p0 + m);
+        const backend::KvView kv = p.req.seqs[s].state->kv(layer).view(p0 + m);
         be.store_kv(kv, p0, k.rows(f, m), v.rows(f, m));
-        be.attention(q.rows(f, m), p.pos + f, p.last + f, kv, cfg.attn, att.rows(f, m));
+        scratch.kv[static_cast<size_t>(s)] = kv;
     }
+    be.attention_seqs(q, p.pos, p.last, p.first, scratch.kv.data(), p.req.n_seqs, cfg.attn, att);
     // 5. output projection (of the gated heads)
     if (w.gated) be.glu(gate, att, backend::Act::sigmoid, att);
     be.matmul(w.o, att, out);

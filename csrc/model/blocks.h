@@ -79,10 +79,16 @@ struct AttnConfig {
 // soft-cap, RoPE; freq_factors: the optional per-pair RoPE divisors (llama 3), or empty.
 AttnConfig attn_config(const LayerParams& L, backend::RopeMode mode, float norm_eps, const Vec& freq_factors);
 
+// Host scratch of attention(), reused between passes.
+struct AttnScratch {
+    std::vector<int64_t> idx;          // unzip's rows
+    std::vector<backend::KvView> kv;   // each sequence's cache of the layer
+};
+
 // out[n, n_embd] = self-attention of x[n, n_embd] (already normed) for the rows of pass p,
-// after writing each run's new K/V rows of `layer` into its state's slot. idx: host scratch.
+// after writing each run's new K/V rows of `layer` into its state's slot.
 void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const Pass& p, int layer, Rows x, Rows out,
-               std::vector<int64_t>& idx);
+               AttnScratch& scratch);
 
 // The keys and values attention() computes from x[n, n_embd] (already normed) at positions
 // pos[n]: projections, biases, the k norm, RoPE on k.

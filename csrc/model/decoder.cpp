@@ -144,7 +144,7 @@ private:
         if (L.delta) {
             L.delta->run(be, p, il, h, y);
         } else {
-            blocks::attention(be, L.attn, L.cfg, p, il, h, y, idx_);
+            blocks::attention(be, L.attn, L.cfg, p, il, h, y, attn_);
         }
         if (fam_.sandwich_norms) be.rms_norm(y, L.post_attn_norm, eps, y);
         be.add(x, y);
@@ -222,7 +222,7 @@ private:
     std::vector<Layer> layers_;
     float embed_scale_ = 1.0f;
     moe::Router router_;         // MoE layers' routing scratch (passes run one at a time)
-    std::vector<int64_t> idx_;   // gathered rows' indices, reused
+    blocks::AttnScratch attn_;   // attention's host scratch, reused
     bool recurrent_ = false;     // some layer is a gated DeltaNet
     bool bias_ = false;          // q/k/v biases
     // The built-in MTP block (nextn): its decoder layer, the fc joining the normed embedding and

@@ -200,6 +200,48 @@ def test_attention(be: _core.Backend, kv_type: str, mode: str, window: int, cap:
         be.attention(q[1:4], pos[1:4], last[1:4], k, v, kv_type, n_head, n_head_kv, hd, 0.125, cap, window), out[1:4])
 
 
+@pytest.mark.parametrize("kv_type", ["f32", "f16"])
+@pytest.mark.parametrize("n_head,n_head_kv,window", [(4, 1, 0), (8, 2, 0), (8, 2, 100)])
+@pytest.mark.parametrize("rows", [(1, 1, 1), (2, 1), (1,) * 8, (3, 1, 4), (0, 2, 1, 5)])
+def test_attention_of_several_sequences_in_one_op(be: _core.Backend, kv_type: str, n_head: int, n_head_kv: int,
+                                                  window: int, rows: tuple[int, ...]) -> None:
+    """Each sequence's rows over its own cache (different lengths, causal rows and a non-causal
+    block, one sequence with no rows), in one op: bit for bit what each sequence gets alone, on
+    the few-rows path (few (row, group) pairs: units per chunk) and the many-rows one."""
+    rng = np.random.default_rng(sum(rows) + n_head_kv)
+    hd = 32
+    q = rng.standard_normal((sum(rows), n_head * hd)).astype(np.float32)
+    first = np.concatenate([[0], np.cumsum(rows)]).tolist()
+    ks, vs, pos, last = [], [], [], []
+    for s, m in enumerate(rows):
+        n_past = int(rng.integers(1, 400))
+        ks.append(rng.standard_normal((n_past + m, n_head_kv * hd)).astype(np.float32))
+        vs.append(rng.standard_normal((n_past + m, n_head_kv * hd)).astype(np.float32))
+        p = np.arange(n_past, n_past + m, dtype=np.int32)
+        pos.append(p)
+        last.append(p.copy() if s % 2 == 0 else np.full(m, n_past + m - 1, dtype=np.int32))  # causal / a block
+    pos_all, last_all = np.concatenate(pos), np.concatenate(last)
+    out = be.attention_seqs(q, pos_all, last_all, first, ks, vs, kv_type, n_head, n_head_kv, hd, 0.125, 0.0, window)
+    for s in range(len(rows)):
+        f, t = first[s], first[s + 1]
+        if f == t:
+            continue
+        alone = be.attention(q[f:t], pos[s], last[s], ks[s], vs[s], kv_type, n_head, n_head_kv, hd, 0.125, 0.0, window)
+        np.testing.assert_array_equal(out[f:t], alone)
+
+
+def test_attention_of_several_sequences_checks_its_operands(be: _core.Backend) -> None:
+    q = np.zeros((2, 64), np.float32)
+    k = np.zeros((4, 64), np.float32)
+    at = np.array([1, 3], np.int32)
+    with pytest.raises(ValueError, match="one key and one value cache per sequence"):
+        be.attention_seqs(q, at, at, [0, 1, 2], [k], [k, k], "f32", 1, 1, 64, 0.125)
+    with pytest.raises(ValueError, match="first must run from 0"):
+        be.attention_seqs(q, at, at, [0, 1], [k], [k], "f32", 1, 1, 64, 0.125)
+    with pytest.raises(ValueError, match="past its cache"):
+        be.attention_seqs(q, at, at, [0, 1, 2], [k, k[:2]], [k, k[:2]], "f32", 1, 1, 64, 0.125)
+
+
 X86_LEVELS = [isa for isa in ("avx2", "avxvnni", "avx512") if isa in ISAS]
 
 

@@ -449,18 +449,29 @@ public:
     // l_c) and the weighted V sum o_c; chunks merged in ascending order (m = max(m, m_c),
     // o = o e^(m_old - m) + o_c e^(m_c - m), likewise l), then o / l. A row's chunks depend only
     // on its own key range, and the merge order is fixed, so results never depend on n, on the
-    // threads, or on whether chunks ran on one thread (many rows: a unit per (row, group)) or
-    // on several (few rows, as in decode: a unit per chunk, so that each thread streams a
-    // different part of the KV cache, which bounds decode attention at long contexts).
-    void attention(Rows qr, const int32_t* pos, const int32_t* last, const KvView& kv, const AttnParams& p,
-                   Rows outr) override {
-        const float* q = qr.data;
-        float* out = outr.data;
-        const int64_t n = qr.n;
-        const int64_t hd = p.head_dim;
+    // threads, on the other sequences of the op, or on whether chunks ran on one thread (many
+    // rows: a unit per (row, group)) or on several (few rows, as in decode: a unit per chunk, so
+    // that each thread streams a different part of the KV cache, which bounds decode attention at
+    // long contexts). The rows of all sequences share the units: a batched step's sessions, a
+    // row each, are not attended one after another on one thread.
+    void attention_seqs(Rows qr, const int32_t* pos, const int32_t* last, const int64_t* first, const KvView* kvs,
+                        int n_seqs, const AttnParams& p, Rows outr) override {
+        const int64_t n = qr.n, hd = p.head_dim, q_dim = static_cast<int64_t>(p.n_head) * hd;
         const int group = p.n_head / p.n_head_kv;
         const int64_t pairs = n * p.n_head_kv;
-        const Attn at{q, pos, last, kv, p, out};
+        std::vector<Attn>& seqs = attn_seqs_;
+        seqs.clear();
+        attn_seq_.resize(static_cast<size_t>(n));
+        for (int s = 0; s < n_seqs; ++s) {
+            const int64_t f = first[s];
+            seqs.push_back({qr.data + f * q_dim, pos + f, last + f, kvs[s], p, outr.data + f * q_dim});
+            for (int64_t r = f; r < first[s + 1]; ++r) attn_seq_[static_cast<size_t>(r)] = s;
+        }
+        // Flat row R (of q) is row R - first[s] of its sequence s.
+        const auto of = [&](int64_t R) -> std::pair<const Attn&, int64_t> {
+            const int s = attn_seq_[static_cast<size_t>(R)];
+            return {seqs[static_cast<size_t>(s)], R - first[s]};
+        };
         if (pairs >= 4 * pool_.size()) {
             // Scores, then the chunk's V sum and its (m, l) per head, then the running (m, l).
             reserve_scratch(static_cast<size_t>(group * (kAttnChunk + hd + 4)));
@@ -468,7 +479,7 @@ public:
                 float* sc = thread_scratch(t);
                 float* part = sc + group * kAttnChunk;
                 float* stats = part + group * hd;
-                const int64_t r = u / p.n_head_kv;
+                const auto [at, r] = of(u / p.n_head_kv);
                 const int g = static_cast<int>(u % p.n_head_kv);
                 float* o = at.out_of(r, g);
                 for (int64_t c = at.first_chunk(r); c <= at.last_chunk(r); ++c) {
@@ -480,58 +491,68 @@ public:
             return;
         }
         // Few rows: partial results per (row, group, chunk) land in attn_parts_, then each (row,
-        // group) merges its chunks in order. The units are (group, chunk, run of rows): consecutive
-        // rows that see the same keys of a chunk (all chunks of a block but the causal last one)
-        // share one kernel call, their heads side by side, so each key and value row is loaded once
-        // for all of them (a head's scores and V sum do not depend on the heads beside it, attn.h).
+        // group) merges its chunks in order. The units are (sequence, group, chunk, run of rows):
+        // consecutive rows of a sequence that see the same keys of a chunk (all chunks of a block
+        // but the causal last one) share one kernel call, their heads side by side, so each key
+        // and value row is loaded once for all of them (a head's scores and V sum do not depend
+        // on the heads beside it, attn.h).
         std::vector<int64_t>& start = attn_start_;  // first slot of each (row, group)
         start.assign(static_cast<size_t>(pairs + 1), 0);
-        int64_t c_min = at.first_chunk(0), c_max = at.last_chunk(0);
         for (int64_t u = 0; u < pairs; ++u) {
-            const int64_t r = u / p.n_head_kv;
+            const auto [at, r] = of(u / p.n_head_kv);
             start[static_cast<size_t>(u + 1)] = start[static_cast<size_t>(u)] + at.last_chunk(r) - at.first_chunk(r) + 1;
-            c_min = std::min(c_min, at.first_chunk(r));
-            c_max = std::max(c_max, at.last_chunk(r));
         }
         const size_t slot = static_cast<size_t>(group * (hd + 2));
         attn_parts_.resize(static_cast<size_t>(start.back()) * slot);
-        const auto slot_of = [&](int64_t r, int g, int64_t c) {
-            const size_t pair = static_cast<size_t>(r * p.n_head_kv + g);
+        const auto slot_of = [&](int64_t R, int g, int64_t c) {
+            const auto [at, r] = of(R);
+            const size_t pair = static_cast<size_t>(R * p.n_head_kv + g);
             return attn_parts_.data() + static_cast<size_t>(start[pair] + c - at.first_chunk(r)) * slot;
         };
-        const auto sees = [&](int64_t r, int64_t c) { return at.first_chunk(r) <= c && c <= at.last_chunk(r); };
         const int run_max = std::max(1, kAttnRunHeads / group);
         std::vector<AttnRun>& runs = attn_runs_;
         runs.clear();
-        for (int g = 0; g < p.n_head_kv; ++g) {
-            for (int64_t c = c_min; c <= c_max; ++c) {
-                for (int64_t r = 0; r < n;) {
-                    if (!sees(r, c)) {
-                        ++r;
-                        continue;
+        for (int s = 0; s < n_seqs; ++s) {
+            const Attn& at = seqs[static_cast<size_t>(s)];
+            const int64_t m = first[s + 1] - first[s];
+            if (m == 0) continue;
+            const auto sees = [&](int64_t r, int64_t c) { return at.first_chunk(r) <= c && c <= at.last_chunk(r); };
+            int64_t c_min = at.first_chunk(0), c_max = at.last_chunk(0);
+            for (int64_t r = 1; r < m; ++r) {
+                c_min = std::min(c_min, at.first_chunk(r));
+                c_max = std::max(c_max, at.last_chunk(r));
+            }
+            for (int g = 0; g < p.n_head_kv; ++g) {
+                for (int64_t c = c_min; c <= c_max; ++c) {
+                    for (int64_t r = 0; r < m;) {
+                        if (!sees(r, c)) {
+                            ++r;
+                            continue;
+                        }
+                        int64_t r1 = r + 1;
+                        while (r1 < m && r1 - r < run_max && sees(r1, c) && at.keys(r1, c) == at.keys(r, c)) ++r1;
+                        runs.push_back({first[s] + r, static_cast<int>(r1 - r), g, c});
+                        r = r1;
                     }
-                    int64_t r1 = r + 1;
-                    while (r1 < n && r1 - r < run_max && sees(r1, c) && at.keys(r1, c) == at.keys(r, c)) ++r1;
-                    runs.push_back({r, static_cast<int>(r1 - r), g, c});
-                    r = r1;
                 }
             }
         }
         reserve_scratch(Attn::chunk_run_floats(run_max * group, hd));
         pool_.for_each_unit(static_cast<int64_t>(runs.size()), [&](int t, int64_t u) {
             const AttnRun& run = runs[static_cast<size_t>(u)];
+            const auto [at, r0] = of(run.r0);
             if (run.rows == 1) {
                 float* part = slot_of(run.r0, run.g, run.c);
-                at.chunk(run.r0, run.g, run.c, thread_scratch(t), part, part + group * hd);
+                at.chunk(r0, run.g, run.c, thread_scratch(t), part, part + group * hd);
                 return;
             }
-            at.chunk_run(run.r0, run.rows, run.g, run.c, thread_scratch(t),
+            at.chunk_run(r0, run.rows, run.g, run.c, thread_scratch(t),
                          [&](int i) { return slot_of(run.r0 + i, run.g, run.c); });
         });
         attn_running_.resize(static_cast<size_t>(2 * group));
         float* running = attn_running_.data();
         for (int64_t pair = 0; pair < pairs; ++pair) {
-            const int64_t r = pair / p.n_head_kv;
+            const auto [at, r] = of(pair / p.n_head_kv);
             float* o = at.out_of(r, static_cast<int>(pair % p.n_head_kv));
             for (int64_t u = start[static_cast<size_t>(pair)]; u < start[static_cast<size_t>(pair + 1)]; ++u) {
                 const float* part = attn_parts_.data() + static_cast<size_t>(u) * slot;
@@ -720,7 +741,7 @@ private:
         float value;
         int32_t index;
     };
-    // Rows r0 .. r0 + rows - 1 of an attention call, KV group g, key chunk c.
+    // Rows r0 .. r0 + rows - 1 (of the op's q, all in one sequence), KV group g, key chunk c.
     struct AttnRun {
         int64_t r0;
         int rows;
@@ -979,7 +1000,9 @@ private:
     std::vector<float> scratch_;  // per-thread GEMM tiles / score rows, grown on the calling thread
     size_t scratch_stride_ = 0;   // floats of scratch_ per thread in the current op
     std::vector<Best> best_;      // matmul_argmax: per (thread, row) running maximum
-    std::vector<float> attn_parts_;     // attention, few rows: per-chunk partial results
+    std::vector<Attn> attn_seqs_;       // attention: each sequence's geometry
+    std::vector<int> attn_seq_;         // ... the sequence of each row
+    std::vector<float> attn_parts_;     // ... few rows: per-chunk partial results
     std::vector<int64_t> attn_start_;   // ... the first slot of each (row, KV group)
     std::vector<AttnRun> attn_runs_;    // ... and the units: runs of rows per (KV group, chunk)
     std::vector<float> attn_running_;   // ... and the running (max, sum) of a merge
