@@ -197,6 +197,11 @@ public:
 
     // y[x.n, w.n_out] = x[., w.n_in] · wᵀ (one matrix: w.n_mat == 1)
     virtual void matmul(const Weight& w, Rows x, Rows y) = 0;
+    // ys[i] = matmul(*ws[i], x) for i < count, one input for all (a layer's q, k and v
+    // projections; gate and up), which a backend may prepare once; no ys[i] may overlap x.
+    virtual void matmuls(const Weight* const* ws, int count, Rows x, const Rows* ys) {
+        for (int i = 0; i < count; ++i) matmul(*ws[i], x, ys[i]);
+    }
     // Greedy head: for each row r of x, idx[r] (host memory) = the lowest index of the largest
     // value of row r of x · wᵀ, after cap * tanh(v / cap) when cap > 0 — exactly the argmax of
     // what matmul (then softcap) would write, without materialising the rows. Throws

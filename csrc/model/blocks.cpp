@@ -168,14 +168,25 @@ void unzip(Backend& be, Rows src, int64_t unit, Rows even, Rows odd, std::vector
     be.gather(units, idx.data(), odd.as(half, unit));
 }
 
-void key_values(Backend& be, const AttnWeights& w, const AttnConfig& cfg, Rows x, const int32_t* pos, Rows k, Rows v) {
+namespace {
+
+// key_values() after the k and v projections.
+void finish_key_values(Backend& be, const AttnWeights& w, const AttnConfig& cfg, Rows x, const int32_t* pos, Rows k,
+                       Rows v) {
     const int hd = cfg.attn.head_dim;
-    be.matmul(w.k, x, k);
-    be.matmul(w.v, x, v);
     if (!w.k_bias.empty()) be.add_rows(k, w.k_bias);
     if (!w.v_bias.empty()) be.add_rows(v, w.v_bias);
     if (!w.k_norm.empty()) be.rms_norm(k.as(x.n * cfg.attn.n_head_kv, hd), w.k_norm, cfg.norm_eps, k.as(x.n * cfg.attn.n_head_kv, hd));
     be.rope(k, cfg.attn.n_head_kv, pos, cfg.rope);
+}
+
+}  // namespace
+
+void key_values(Backend& be, const AttnWeights& w, const AttnConfig& cfg, Rows x, const int32_t* pos, Rows k, Rows v) {
+    const Weight* ws[] = {&w.k, &w.v};
+    const Rows ys[] = {k, v};
+    be.matmuls(ws, 2, x, ys);
+    finish_key_values(be, w, cfg, x, pos, k, v);
 }
 
 void store_key_values(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const state::KvSlot& slot,
@@ -196,20 +207,20 @@ void attention(Backend& be, const AttnWeights& w, const AttnConfig& cfg, const P
     const Rows k = arena.rows(n, w.k.n_out);  // [n, n_head_kv * head_dim]
     const Rows v = arena.rows(n, w.v.n_out);
     Rows gate;
-    // 1. projections (+ biases); a gated q projection gives each head's q then its gate
+    // 1. projections (+ biases), of one input; a gated q projection gives each head's q then its gate
+    const Rows qg = w.gated ? arena.rows(n, 2 * q_dim) : q;
+    const Weight* ws[] = {&w.q, &w.k, &w.v};
+    const Rows ys[] = {qg, k, v};
+    be.matmuls(ws, 3, x, ys);
     if (w.gated) {
-        const Rows qg = arena.rows(n, 2 * q_dim);
         gate = arena.rows(n, q_dim);
-        be.matmul(w.q, x, qg);
         unzip(be, qg, hd, q, gate, scratch.idx);
-    } else {
-        be.matmul(w.q, x, q);
     }
     if (!w.q_bias.empty()) be.add_rows(q, w.q_bias);
     // 2. per-head RMSNorm of q, before RoPE; 3. rotary position embedding (k and v alike)
     if (!w.q_norm.empty()) be.rms_norm(q.as(n * n_head, hd), w.q_norm, cfg.norm_eps, q.as(n * n_head, hd));
     be.rope(q, n_head, p.pos, cfg.rope);
-    key_values(be, w, cfg, x, p.pos, k, v);
+    finish_key_values(be, w, cfg, x, p.pos, k, v);
     // 4. per sequence: write its K/V rows at their positions; then every sequence attends over
     // its slot, in one op
     const Rows att = arena.rows(n, q_dim);
@@ -238,8 +249,9 @@ FfnWeights FfnWeights::load(const Loader& ld, int64_t n_embd, const LayerParams&
 void ffn(Backend& be, const FfnWeights& w, backend::Act act, Rows x, Rows out) {
     const Rows gate = be.arena().rows(x.n, w.gate.n_out);  // [n, n_ff]
     const Rows up = be.arena().rows(x.n, w.up.n_out);
-    be.matmul(w.gate, x, gate);
-    be.matmul(w.up, x, up);
+    const Weight* ws[] = {&w.gate, &w.up};
+    const Rows ys[] = {gate, up};
+    be.matmuls(ws, 2, x, ys);
     be.glu(gate, up, act, gate);
     be.matmul(w.down, gate, out);
 }

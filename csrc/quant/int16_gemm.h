@@ -76,6 +76,8 @@ using DecodeI16Fn = void (*)(const void* w, int64_t n, int16_t* q, float* sw, fl
 // da[n / (32 G)], xs[n / 16].
 using QuantizeI16Fn = void (*)(const float* x, int64_t n, int group_spans, int range, int16_t* a, float* da,
                                float* xs);
+// The same for a block-lane format (groups of one span, no half sums), a[n] in the block-lane order.
+using QuantizeLanesFn = void (*)(const float* x, int64_t n, int range, int16_t* a, float* da);
 // For o < nw, r < nx: y[r * ldy + o] = the int16-path dot of decoded weight row o and quantised
 // activation row r (weight rows of n elements, activation rows act_stride(n) apart, the per-group /
 // per-half arrays consecutive).
@@ -117,6 +119,9 @@ struct I16Kernels {
     // rows_packed, and rows, over two consecutive rows at once, where the ISA has such kernels.
     RowsPacked2Fn rows_packed2 = nullptr;
     RowsPacked2Fn rows2 = nullptr;
+    // quantize then the block-lane order in one pass, where the ISA has it (xs left unwritten:
+    // the block-lane formats have no minimum).
+    QuantizeLanesFn quantize_lanes = nullptr;
 
     int64_t groups(int64_t n) const { return n / (kSpan * group_spans); }
     // The fused kernel of one weight row (GGUF or packed), and of two where the ISA has one and
@@ -127,6 +132,7 @@ struct I16Kernels {
         return activation_rows > 1 ? (packed ? rows_packed2 : rows2) : nullptr;
     }
     void quantize_row(const float* x, int64_t n, int16_t* a, float* da, float* xs) const {
+        if (quantize_lanes) return quantize_lanes(x, n, range, a, da);
         quantize(x, n, group_spans, range, a, da, xs);
         if (block_lanes) BlockLanes(n).to_lanes_in_place(a);
     }
@@ -182,6 +188,7 @@ constexpr int kRowsMax = 8;
 // The fused rows kernels of Q4_0, Q4_1, Q5_1, Q4_K and Q6_K, one row and two at a time, or nullptr.
 RowsI16Fn rows_i16(Type type);
 RowsPacked2Fn rows2_i16(Type type);
+void quantize_i16_lanes(const float* x, int64_t n, int range, int16_t* a, float* da);
 }  // namespace avx512
 namespace neon {
 DS4_I16_DECLARE

@@ -333,6 +333,7 @@ const I16Kernels& table(Isa isa) {
         I16Kernels k = simd;
         k.gemm = lanes ? &avx512::gemm_i16_blocks : &avx512::gemm_i16;
         if (lanes) {
+            k.quantize_lanes = &avx512::quantize_i16_lanes;
             k.rows_packed = avx512::rows_packed(T);
             k.rows_packed2 = avx512::rows_packed2(T);
             k.rows_max = avx512::kBlockRowsMax;

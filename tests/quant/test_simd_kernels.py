@@ -164,7 +164,8 @@ CHECK_SOURCES = ["kernels.cpp", "kernels_ref.cpp", "kernels_ref_k.cpp", "kernels
                  "x86/float_gemm_avx2.cpp", "x86/int16_gemm_avx2.cpp", "x86/int16_blocks_avx2.cpp",
                  "x86/int16_rows_avx2.cpp"]
 AVX512_SOURCES = ["x86/float_avx512.cpp", "x86/float_kquants_avx512.cpp", "x86/float_gemm_avx512.cpp",
-                  "x86/int16_gemm_avx512.cpp", "x86/int16_blocks_avx512.cpp", "x86/int16_rows_avx512.cpp"]
+                  "x86/int16_gemm_avx512.cpp", "x86/int16_blocks_avx512.cpp", "x86/int16_rows_avx512.cpp",
+                  "x86/int16_quantize_avx512.cpp"]
 AVXVNNI_SOURCES = ["x86/int16_gemm_avxvnni.cpp", "x86/int16_blocks_avxvnni.cpp", "x86/int16_rows_avxvnni.cpp"]
 ARM_SOURCES = [s for s in CHECK_SOURCES if "x86/" not in s] + ["arm/float_neon.cpp", "arm/int16_neon.cpp"]
 ARM_BACKEND_SOURCES = ["attn.cpp", "attn_neon.cpp", "vmath.cpp", "vmath_neon.cpp"]

@@ -292,17 +292,23 @@ public:
     }
 
     void matmul(const Weight& w, Rows xr, Rows yr) override {
-        const float* x = xr.data;
-        float* y = yr.data;
-        const int64_t n = xr.n;
-        const Path path = path_of(w, n);
-        const int64_t unit = unit_rows(path, w, n);
-        prepare(path, w, x, n);
-        reserve_scratch(path_scratch(path, w));
-        pool_.for_each_unit((w.n_out + unit - 1) / unit, [&](int t, int64_t u) {
-            const int64_t o0 = u * unit, o1 = std::min(w.n_out, o0 + unit);
-            compute(path, w, x, n, o0, o1, y + o0, w.n_out, thread_scratch(t));
-        });
+        const Path path = path_of(w, xr.n);
+        prepare(path, w, xr.data, xr.n);
+        run_matmul(path, w, xr, yr);
+    }
+
+    // The int16 path's activations of x quantised once for every weight whose quantiser gives
+    // the same rows (Prepared): the others' quantisation would repeat it value for value.
+    void matmuls(const Weight* const* ws, int count, Rows xr, const Rows* ys) override {
+        Prepared done{};
+        for (int i = 0; i < count; ++i) {
+            const Weight& w = *ws[i];
+            const Path path = path_of(w, xr.n);
+            const Prepared now = prepared(path, w);
+            if (now.quantize == nullptr || !(now == done)) prepare(path, w, xr.data, xr.n);
+            done = now;
+            run_matmul(path, w, xr, ys[i]);
+        }
     }
 
     void matmul_argmax(const Weight& w, Rows xr, float cap, int32_t* idx) override {
@@ -760,6 +766,24 @@ private:
         if (k.dot == quant::kernels_for(w.type, quant::Isa::scalar).dot) return Path::reference;
         return n >= kGemmMinRows && k.decode_groups ? Path::gemm : Path::rows;
     }
+    // What prepare() computes from x for w: its int16 quantiser and the row length (quantize null:
+    // nothing, another path).
+    struct Prepared {
+        quant::QuantizeI16Fn quantize = nullptr;
+        quant::QuantizeLanesFn lanes = nullptr;
+        int group_spans = 0, range = 0;
+        bool block_lanes = false;
+        int64_t n_in = 0;
+        bool operator==(const Prepared& o) const {
+            return quantize == o.quantize && lanes == o.lanes && group_spans == o.group_spans && range == o.range &&
+                   block_lanes == o.block_lanes && n_in == o.n_in;
+        }
+    };
+    static Prepared prepared(Path path, const Weight& w) {
+        if (path != Path::int16_rows && path != Path::int16_gemm) return {};
+        const quant::I16Kernels& ik = quant::i16_kernels(w.type);
+        return {ik.quantize, ik.quantize_lanes, ik.group_spans, ik.range, ik.block_lanes, w.n_in};
+    }
     // The int16 path quantises the activation rows once per call, threads splitting the rows.
     void prepare(Path path, const Weight& w, const float* x, int64_t n) {
         if (path != Path::int16_rows && path != Path::int16_gemm) return;
@@ -775,6 +799,19 @@ private:
             }
         });
     }
+    // matmul() after prepare().
+    void run_matmul(Path path, const Weight& w, Rows xr, Rows yr) {
+        const float* x = xr.data;
+        float* y = yr.data;
+        const int64_t n = xr.n;
+        const int64_t unit = unit_rows(path, w, n);
+        reserve_scratch(path_scratch(path, w));
+        pool_.for_each_unit((w.n_out + unit - 1) / unit, [&](int t, int64_t u) {
+            const int64_t o0 = u * unit, o1 = std::min(w.n_out, o0 + unit);
+            compute(path, w, x, n, o0, o1, y + o0, w.n_out, thread_scratch(t));
+        });
+    }
+
     // Weight rows per work unit: whole tiles of the tiled paths; for the few-rows kernels, about
     // kUnitBytes of weights per activation row, so that a unit is a few microseconds of work
     // and each thread still gets several (a late or slow thread then takes fewer units).

@@ -154,3 +154,27 @@ inline simde__m256i ds4_mm256_dpwssd_avx_epi32(simde__m256i acc, simde__m256i a,
 inline float ds4_cvtsh_ss(unsigned short h) { return simde_mm_cvtss_f32(simde_mm_cvtph_ps(simde_mm_cvtsi32_si128(h))); }
 #define _cvtsh_ss ds4_cvtsh_ss
 #endif
+// The activation quantiser (x86/int16_quantize_avx512.cpp): vcvtps2dq rounds to nearest even
+// (the default rounding) and gives INT32_MIN for what int32 cannot hold; the float maximum of the
+// 16 lanes (NaN-free inputs there).
+#ifndef _mm512_cvtps_epi32
+inline simde__m512i ds4_mm512_cvtps_epi32(simde__m512 a) {
+    const auto v = ds4_simde_shim::bits<std::array<float, 16>>(a);
+    std::array<int32_t, 16> r;
+    for (int i = 0; i < 16; ++i) {
+        const float t = std::nearbyint(v[i]);
+        r[i] = t >= -2147483648.0f && t < 2147483648.0f ? static_cast<int32_t>(t) : INT32_MIN;
+    }
+    return ds4_simde_shim::bits<simde__m512i>(r);
+}
+#define _mm512_cvtps_epi32 ds4_mm512_cvtps_epi32
+#endif
+#ifndef _mm512_reduce_max_ps
+inline float ds4_mm512_reduce_max_ps(simde__m512 a) {
+    const auto v = ds4_simde_shim::bits<std::array<float, 16>>(a);
+    float m = v[0];
+    for (int i = 1; i < 16; ++i) m = v[i] > m ? v[i] : m;
+    return m;
+}
+#define _mm512_reduce_max_ps ds4_mm512_reduce_max_ps
+#endif
