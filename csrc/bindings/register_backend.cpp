@@ -196,6 +196,22 @@ void register_backend(py::module_& m) {
             return c.out(y);
         }, py::arg("type"), py::arg("data"), py::arg("n_out"), py::arg("x"), py::arg("pack") = false, py::arg("n_mat") = 1,
            py::arg("mat") = 0)
+        .def("matmuls", [](PyBackend& b, const std::vector<std::string>& types, const std::vector<py::bytes>& data,
+                           const std::vector<int64_t>& n_out, const F32& x, bool pack) {
+            if (data.size() != types.size() || n_out.size() != types.size() || types.empty()) {
+                throw py::value_error("one type, data and n_out per weight");
+            }
+            const int64_t n_in = x.shape(x.ndim() - 1), n = rows_of(x, n_in);
+            std::vector<const backend::Weight*> ws;
+            for (size_t i = 0; i < types.size(); ++i) ws.push_back(&b.weight(types[i], data[i], n_in, n_out[i], 1, pack));
+            Call c(*b.be);
+            std::vector<backend::Rows> ys;
+            for (const int64_t m : n_out) ys.push_back(c.rows(n, m));
+            b.be->matmuls(ws.data(), static_cast<int>(ws.size()), c.in(x), ys.data());
+            py::list out;
+            for (const backend::Rows& y : ys) out.append(c.out(y));
+            return out;
+        }, py::arg("types"), py::arg("data"), py::arg("n_out"), py::arg("x"), py::arg("pack") = false)
         .def("argmax", [](PyBackend& b, const std::string& type, const py::bytes& data, int64_t n_out, const F32& x, float cap,
                           bool pack) {
             const int64_t n_in = x.shape(x.ndim() - 1), n = rows_of(x, n_in);

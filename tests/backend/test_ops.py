@@ -82,6 +82,25 @@ def test_matmul_int16_activations(type_name: str) -> None:
         np.testing.assert_array_equal(b.matmul(type_name, data, n_out, x[2:3], pack=pack)[0], y[2])
 
 
+@pytest.mark.parametrize("pack", [False, True])
+@pytest.mark.parametrize("int16", [False, True])
+def test_matmuls_of_one_input_are_each_matmul(pack: bool, int16: bool) -> None:
+    """Several weights on one input (a layer's q, k, v): the int16 activations quantised once for
+    the weights whose quantiser gives the same rows, again where it changes (Q4_K's groups of 256,
+    then Q5_0's block lanes): each result bit for bit its own matmul's."""
+    rng = np.random.default_rng(11)
+    n_in = 512
+    types, n_outs = ["Q5_0", "Q5_0", "Q4_K", "Q8_0", "Q5_0", "Q6_K"], [40, 24, 32, 16, 8, 24]
+    data = [qdata.random_blocks(t, m * n_in // qdata.block_geometry(t)[0], rng) for t, m in zip(types, n_outs)]
+    x = rng.standard_normal((6, n_in)).astype(np.float32)
+    b = _core.Backend("cpu", threads=2, int16=int16)
+    ys = b.matmuls(types, data, n_outs, x, pack=pack)
+    for t, d, m, y in zip(types, data, n_outs, ys):
+        np.testing.assert_array_equal(y, b.matmul(t, d, m, x, pack=pack))
+    with pytest.raises(ValueError, match="one type, data and n_out per weight"):
+        b.matmuls(types, data[:2], n_outs, x)
+
+
 @pytest.mark.parametrize("type_name,pack", [("Q4_K", False), ("Q8_0", True), ("Q5_0", True)])
 def test_matmul_on_a_stack(type_name: str, pack: bool) -> None:
     """A 3-D weight (routed experts): matrix e of the stack, packed or not, is that matrix alone."""
