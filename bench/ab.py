@@ -5,6 +5,8 @@ subprocesses with that tree's ``python/`` (its own ``_core``) on the embedded Ge
 
 - prefill (``--prompt-tokens``) and decode (``--decode-tokens``) tok/s: the ds4 worker of that
   tree's ``bench/vs_llamacpp.py`` (see there), and its verify-pass times;
+- 8 sessions in one ``ds4.Batch`` (``bench/batch.py``'s first prompts, temperature 0.7,
+  ``--batch-tokens`` each): their aggregate tok/s after the prompts, the better of two runs;
 - the grounded code edit with the n-gram chain (``bench/spec.py``'s edit prompt, greedy,
   ``--spec-tokens``), end-to-end tok/s, and plain decoding of the same prompt.
 
@@ -41,6 +43,25 @@ for name, spec in (("plain", None), ("edit ngram chain", ds4.Spec(types=["ngram-
     g = m.session().generate(PROMPTS["edit"], max_tokens={tokens}, spec=spec, stop_at_eog=False)
     out[name] = g.stats["end_to_end_tokens_per_second"]
 print(json.dumps(out))
+"""
+
+BATCH = r"""
+import json, sys, time
+sys.path.insert(0, "bench")
+import ds4
+from batch import PROMPTS
+m = ds4.Model(threads={threads}, n_ctx=1024)
+best = 0.0
+for _ in range(2):
+    b = m.batch(64)
+    gens = [b.add(m.tokenize(p), max_tokens={tokens}, temperature=0.7, seed=i, stop_at_eog=False)
+            for i, p in enumerate(PROMPTS[:8])]
+    b.step()  # the prompts
+    n0, t0 = sum(len(g.tokens) for g in gens), time.perf_counter()
+    while not all(g.done for g in gens):
+        b.step()
+    best = max(best, (sum(len(g.tokens) for g in gens) - n0) / (time.perf_counter() - t0))
+print(json.dumps({{"8 sessions at T 0.7, aggregate tok/s": best}}))
 """
 
 DSPARK = r"""
@@ -81,6 +102,7 @@ def measure(tree: Path, spec_file: str, a: argparse.Namespace, drafter: str | No
     figures.update({"prefill tok/s": w["prefill_tok_s"], "decode tok/s": w["decode_tok_s"]})
     for k in (1, 8, 16):
         figures[f"verify passes of {k} rows per second"] = 1000.0 / w["verify_ms"][f"verify k={k}"]
+    figures.update(run(tree, ["-c", BATCH.format(threads=a.threads, tokens=a.batch_tokens)]))
     e = run(tree, ["-c", EDIT.format(threads=a.threads, tokens=a.spec_tokens)])
     figures["plain e2e tok/s"] = e["plain"]
     figures["edit ngram chain e2e tok/s"] = e["edit ngram chain"]
@@ -96,8 +118,9 @@ def main() -> None:
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--decode-tokens", type=int, default=128)
     ap.add_argument("--spec-tokens", type=int, default=256)
+    ap.add_argument("--batch-tokens", type=int, default=96, help="tokens per session of the batched step")
     ap.add_argument("--set", choices=("core", "dspark", "all"), default="core",
-                    help="core: prefill, decode, verify, the n-gram edit; dspark: the default DSpark against plain on "
+                    help="core: prefill, decode, verify, 8 batched sessions, the n-gram edit; dspark: the default DSpark against plain on "
                          "bench/spec_dspark.py's held-out chat and code prompts (end to end)")
     ap.add_argument("--dspark-tokens", type=int, default=128)
     ap.add_argument("--drafter-a", help="tree A's DSpark drafter (default: the one it ships)")
