@@ -18,7 +18,8 @@
 //   matmul, argmax  y[r] depends on x[r] and the weight only: one order of operations per
 //                   (format, ISA) for every n, except where split_rows() says a pass of at least
 //                   that many rows takes another path (then the same for every such n);
-//                   argmax picks from exactly the values matmul would write
+//                   argmax picks from exactly the values matmul would write; matmuls (one
+//                   input, several weights) gives each weight's matmul
 //   get_rows, rms_norm, rope, store_kv, add, mul, glu, softcap, copy
 //                   per row (per element), whatever the rows around it
 //   scatter_add     per destination row: one source row, in call order
@@ -28,7 +29,8 @@
 //                   per call or many (a per-token order, never a chunked one)
 //   attention       row r reads q[r], its own pos / last and the cache rows it sees; the keys
 //                   are visited in chunks aligned to absolute positions and merged in one order,
-//                   so the result does not depend on the other rows nor on the threads
+//                   so the result does not depend on the other rows nor on the threads; with
+//                   several sequences in one op (attention_seqs), nor on the other sequences
 #pragma once
 
 #include <cstdint>
