@@ -305,7 +305,7 @@ public:
             const Weight& w = *ws[i];
             const Path path = path_of(w, xr.n);
             const Prepared now = prepared(path, w);
-            if (now.quantize == nullptr || !(now == done)) prepare(path, w, xr.data, xr.n);
+            if (!(now == done)) prepare(path, w, xr.data, xr.n);  // (another path: nothing to prepare)
             done = now;
             run_matmul(path, w, xr, ys[i]);
         }
