@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/aligned.h"
 #include "backend/cpu/attn.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/delta.h"
@@ -162,8 +163,7 @@ public:
     bool pack_as(Weight& w, const ReleaseFn& release, bool defer) {
         if (!repack_ || !int16_ || !quant::has_packed_layout(w.type) || w.packed) return false;
         const size_t bytes = w.row_bytes * static_cast<size_t>(w.total_rows());
-        // new[] without an initialiser: the pages are touched only when the rows are written
-        auto buf = std::unique_ptr<uint8_t[]>(new uint8_t[bytes]);
+        auto buf = cpu::aligned_array<uint8_t>(bytes);
         w.packed = buf.get();
         Pending job{w, release};
         packed_.push_back(std::move(buf));
@@ -345,7 +345,7 @@ public:
         if (!cpu::ScreenedHead::shortlists(w)) throw std::logic_error("matmul_ids: the head is not shortlisted here");
         // The activation row quantised as prepare() does it, so each value is matmul's.
         const quant::I16Kernels& ik = quant::i16_kernels(w.type);
-        thread_local std::vector<int16_t> a;  // per calling thread, sized once
+        thread_local cpu::AlignedVector<int16_t> a;  // per calling thread, sized once
         thread_local std::vector<float> da, xs;
         a.resize(static_cast<size_t>(quant::act_stride(w.n_in)));
         da.resize(static_cast<size_t>(ik.groups(w.n_in)));
@@ -839,9 +839,9 @@ private:
     }
     // Per-thread scratch of `floats` each, sized on the calling thread so that no worker allocates.
     void reserve_scratch(size_t floats) {
-        scratch_stride_ = floats;
-        if (scratch_.size() < floats * static_cast<size_t>(pool_.size())) {
-            scratch_.resize(floats * static_cast<size_t>(pool_.size()));
+        scratch_stride_ = cpu::round_to_lines<float>(floats);
+        if (scratch_.size() < scratch_stride_ * static_cast<size_t>(pool_.size())) {
+            scratch_.resize(scratch_stride_ * static_cast<size_t>(pool_.size()));
         }
     }
     float* thread_scratch(int t) { return scratch_.data() + scratch_stride_ * static_cast<size_t>(t); }
@@ -1034,7 +1034,7 @@ private:
 
     std::shared_ptr<cpu::ThreadPool> pool_ptr_;  // the process's pool of this size (ThreadPool::shared)
     cpu::ThreadPool& pool_;
-    std::vector<float> scratch_;  // per-thread GEMM tiles / score rows, grown on the calling thread
+    cpu::AlignedVector<float> scratch_;  // per-thread GEMM tiles / score rows, grown on the calling thread
     size_t scratch_stride_ = 0;   // floats of scratch_ per thread in the current op
     std::vector<Best> best_;      // matmul_argmax: per (thread, row) running maximum
     std::vector<Attn> attn_seqs_;       // attention: each sequence's geometry
@@ -1043,7 +1043,7 @@ private:
     std::vector<int64_t> attn_start_;   // ... the first slot of each (row, KV group)
     std::vector<AttnRun> attn_runs_;    // ... and the units: runs of rows per (KV group, chunk)
     std::vector<float> attn_running_;   // ... and the running (max, sum) of a merge
-    std::vector<std::unique_ptr<uint8_t[]>> packed_;  // pack(): the repacked weights
+    std::vector<std::unique_ptr<uint8_t[], cpu::AlignedDelete>> packed_;  // pack(): the repacked weights
     struct Pending {
         Weight w;           // w.packed: where its rows go
         ReleaseFn release;  // told of each range of w.data once packed
@@ -1068,8 +1068,8 @@ private:
         }
         job.release(src, w.row_bytes * static_cast<size_t>(n_rows));  // the pages slices' edges shared
     }
-    std::vector<int16_t> act_a_;  // the int16 path's quantised activation rows (prepare)
-    std::vector<float> act_da_, act_xs_;
+    cpu::AlignedVector<int16_t> act_a_;  // the int16 path's quantised activation rows (prepare)
+    cpu::AlignedVector<float> act_da_, act_xs_;
     struct RopeTable {
         RopeParams p;
         std::vector<int32_t> pos;  // empty until first filled (n >= 1 never matches it)

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/aligned.h"
 #include "backend/cpu/thread_pool.h"
 
 namespace ds4::backend::cpu {
@@ -64,7 +65,7 @@ private:
     void each_candidate(int64_t r, int threads, float t, Fn&& fn) const;
 
     std::unordered_map<const void*, std::vector<float>> norms_;  // per packed weight: row norms
-    std::vector<int8_t> q_;                 // the screen's activations
+    AlignedVector<int8_t> q_;               // the screen's activations
     std::vector<float> d_, scores_, bound_, lo_, floor_;
     std::vector<int64_t> starts_;           // a shortlist's rows' first candidates in the flat order
     std::vector<float> raised_;             // [thread][row]: a shortlist's floor raised at capacity
