@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/aligned.h"
 #include "bindings/register.h"
 #include "gguf/gguf.h"
 #include "quant/blocks.h"
@@ -258,14 +259,14 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
                 }
         } else if (i16) {
             const int64_t lda = quant::act_stride(n);
-            std::vector<int16_t> a(static_cast<size_t>(nx * lda));
+            backend::cpu::AlignedVector<int16_t> a(static_cast<size_t>(nx * lda));  // the backend's alignment
             const int64_t groups = ik.groups(n), halves = n / quant::kHalf;
             std::vector<float> da(static_cast<size_t>(nx * groups)), xs(static_cast<size_t>(nx * halves));
             for (int64_t r = 0; r < nx; ++r) {
                 ik.quantize_row(xp + r * n, n, a.data() + r * lda, da.data() + r * groups, xs.data() + r * halves);
             }
             if (path == "i16" || path == "i16packed_gemm") {
-                std::vector<int16_t> q(static_cast<size_t>(n_rows * n));
+                backend::cpu::AlignedVector<int16_t> q(static_cast<size_t>(n_rows * n));
                 std::vector<float> sw(static_cast<size_t>(n_rows * groups)), mw(static_cast<size_t>(n_rows * halves));
                 const quant::DecodeI16Fn decode = path == "i16" ? ik.decode : ik.decode_packed;
                 for (int64_t o = 0; o < n_rows; ++o) {
