@@ -125,6 +125,9 @@ struct I16Kernels {
     // quantize then the block-lane order in one pass, where the ISA has it (xs left unwritten:
     // the block-lane formats have no minimum).
     QuantizeLanesFn quantize_lanes = nullptr;
+    // Activation rows from which decode + gemm beats the fused kernels (0: the backend's default,
+    // backend::kInt16BatchRows).
+    int gemm_from = 0;
 
     int64_t groups(int64_t n) const { return n / (kSpan * group_spans); }
     // The fused kernel of one weight row (GGUF or packed), and of two where the ISA has one and
@@ -193,6 +196,8 @@ constexpr int kRowsMax = 8;
 // The fused rows kernels of Q4_0, Q4_1, Q5_1, Q4_K and Q6_K, one row and two at a time, or nullptr.
 RowsI16Fn rows_i16(Type type);
 RowsPacked2Fn rows2_i16(Type type);
+// decode of Q4_K and Q6_K in registers (decode_row's values), or nullptr.
+DecodeI16Fn decode_i16(Type type);
 void quantize_i16_lanes(const float* x, int64_t n, int range, int16_t* a, float* da);
 }  // namespace avx512
 namespace neon {

@@ -342,6 +342,10 @@ const I16Kernels& table(Isa isa) {
             k.rows2 = avx512::rows2_i16(T);
             k.rows2_one_row = F::B > kSpan;  // the K-quants (Qwen2.5-Coder 1.5B decode 1.17x, Intel Xeon)
             k.rows_max = avx512::kRowsMax;
+            if (const DecodeI16Fn decode = avx512::decode_i16(T)) {
+                k.decode = decode;
+                k.gemm_from = 17;  // Qwen2.5-Coder 1.5B, Intel Xeon: 16 rows level, 18-28 rows 1.05-1.16x
+            }
         }
         return k;
     }();

@@ -759,7 +759,7 @@ private:
         const quant::I16Kernels& ik = quant::i16_kernels(w.type);
         if (int16_ && ik.gemm && (n >= kInt16BatchRows || ik.all_batches)) {
             const bool fused = ik.rows_of(w.packed) != nullptr;
-            return n < kInt16BatchRows && fused ? Path::int16_rows : Path::int16_gemm;
+            return n < (ik.gemm_from ? ik.gemm_from : kInt16BatchRows) && fused ? Path::int16_rows : Path::int16_gemm;
         }
         const quant::Kernels& k = quant::kernels(w.type);
         // A SIMD dot exists iff the active ISA's dot is not the scalar reference's.

@@ -232,6 +232,28 @@ void rows2(const void* w, size_t row_bytes, int64_t n, const int16_t* a, const f
     rows_any<F>(p, p + row_bytes, 2, n, a, da, xs, nx, y, ldy);
 }
 
+// A K-quant row decoded to the GEMM's int16 tile as decode_row writes it (int16_ref.cpp: each
+// span's weights times its sub-block scale, d per super-block, dmin * m per half), a span per
+// store: the verify blocks from kGemmRowsAvx512 rows on decode each weight row once for all
+// their activation rows instead of once per pass of the rows kernel.
+template <class F>
+void decode_wide(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
+    const auto* p = static_cast<const uint8_t*>(w);
+    for (int64_t bi = 0; bi < n / QK_K; ++bi, p += F::kBytes) {
+        const F f(p);
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) _mm512_storeu_si512(q + bi * QK_K + 32 * k, f.wide(k));
+        sw[bi] = f.d();
+        float* m = mw + bi * (QK_K / kHalf);
+        if constexpr (F::kMin) {
+            _mm256_storeu_ps(m, f.mw[0]);
+            _mm256_storeu_ps(m + 8, f.mw[1]);
+        } else {
+            _mm512_storeu_ps(m, _mm512_setzero_ps());
+        }
+    }
+}
+
 }  // namespace
 
 using Q4_0 = Legacy<block_q4_0, false, false>;
@@ -245,6 +267,14 @@ RowsI16Fn rows_i16(Type type) {
         case Type::Q5_1: return &rows1<Q5_1, Type::Q5_1>;
         case Type::Q4_K: return &rows1_wide<Q4KWide>;
         case Type::Q6_K: return &rows1_wide<Q6KWide>;
+        default: return nullptr;
+    }
+}
+
+DecodeI16Fn decode_i16(Type type) {
+    switch (type) {
+        case Type::Q4_K: return &decode_wide<Q4KWide>;
+        case Type::Q6_K: return &decode_wide<Q6KWide>;
         default: return nullptr;
     }
 }
