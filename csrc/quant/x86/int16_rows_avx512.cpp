@@ -234,7 +234,7 @@ void rows2(const void* w, size_t row_bytes, int64_t n, const int16_t* a, const f
 
 // A K-quant row decoded to the GEMM's int16 tile as decode_row writes it (int16_ref.cpp: each
 // span's weights times its sub-block scale, d per super-block, dmin * m per half), a span per
-// store: the verify blocks from kGemmRowsAvx512 rows on decode each weight row once for all
+// store: a pass of I16Kernels::gemm_from rows or more decodes each weight row once for all
 // their activation rows instead of once per pass of the rows kernel.
 template <class F>
 void decode_wide(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
