@@ -212,8 +212,8 @@ public:
     // Sampling head: out(r) (host memory) for each row r of x, shortlisting the ids whose value
     // can reach the row's largest minus margin[r] >= 0 (Shortlist), where this backend can
     // without every value; out(r).ok = false elsewhere (the default: never). keep (null: none):
-    // keep[r] > 0 says the row needs only its keep[r] largest values (top-k), so thr may rise to
-    // a value that many ids reach.
+    // keep[r] > 0 says the row needs only its keep[r] largest values (top-k; the screened
+    // sampler's kScreened), so thr may rise to a value that many ids reach.
     using ShortlistOf = std::function<Shortlist&(int64_t)>;
     virtual void matmul_shortlist(const Weight& w, Rows x, const float* margin, const int32_t* keep,
                                   const ShortlistOf& out) {

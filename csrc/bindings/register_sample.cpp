@@ -187,6 +187,8 @@ void register_sample(py::module_& m) {
             "draw either way.")
         .def_property_readonly("screens", [](PySampler& self) { return self.s.screens(); })
         .def_property_readonly("margin", [](PySampler& self) { return self.s.margin(); })
+        .def_property_readonly("head_keep", [](PySampler& self) { return self.s.head_keep(); },
+                               "How many of its largest logits a shortlisted row needs (the head's keep).")
         .def(
             "probs",
             [](PySampler& self, const py::buffer& logits) {

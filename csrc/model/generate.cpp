@@ -132,7 +132,7 @@ void Generator::start() {
         listed_ = false;
     } else if (screened_) {
         session_.eval_shortlist(prompt_.data(), static_cast<int64_t>(prompt_.size()), sampler_.head_margin(),
-                                sampler_.params().top_k, &sl_);
+                                sampler_.head_keep(), &sl_);
         listed_ = true;
     } else {
         logits_.resize(static_cast<size_t>(session_.n_vocab()));
@@ -456,7 +456,7 @@ bool Generator::step(std::string* piece) {
             } else if (fused_greedy_) {
                 next_ = session_.next_argmax(&tok, 1);
             } else if (screened_) {
-                session_.eval_shortlist(&tok, 1, sampler_.head_margin(), sampler_.params().top_k, &sl_);
+                session_.eval_shortlist(&tok, 1, sampler_.head_margin(), sampler_.head_keep(), &sl_);
                 listed_ = true;
             } else {
                 session_.eval(&tok, 1, logits_.data(), 1);

@@ -113,7 +113,7 @@ public:
     // A shortlisted row (request.h) instead of logits, with margin shortlist_margin().
     bool wants_shortlist() const { return screened_; }
     float shortlist_margin() const { return sampler_.head_margin(); }
-    int32_t shortlist_keep() const { return sampler_.params().top_k; }
+    int32_t shortlist_keep() const { return sampler_.head_keep(); }
     Session& session() { return session_; }
     // list: the row's shortlist (taken: swapped with the generator's own) where it asked for one.
     void fed(int64_t n, const float* logits, int32_t argmax, Shortlisted* list, double seconds);

@@ -59,7 +59,7 @@ struct Request {
     // whose x the model sets (the head's input row); where the backend could not shortlist
     // (ok false), its logits in full[n_vocab] instead.
     const float* margins = nullptr;
-    const int32_t* keeps = nullptr;       // null, or each row's top-k (0: none; Backend::matmul_shortlist)
+    const int32_t* keeps = nullptr;       // null, or how many of its largest values each row needs (0: all within its margin; Backend::matmul_shortlist)
     Shortlisted* shortlists = nullptr;
 
     const int* capture_layers = nullptr;  // [n_capture] in [0, n_layer]

@@ -404,6 +404,13 @@ float Sampler::head_margin() const {
     return adjusts() ? 1.5f * m + 2.0f : m;
 }
 
+int32_t Sampler::head_keep() const {
+    if (params_.top_k > 0) return params_.top_k;
+    if (filtered()) return 0;
+    const size_t moved = adjusts() ? params_.logit_bias.size() + ring_size_ : 0;
+    return static_cast<int32_t>(kScreened + moved);
+}
+
 int32_t Sampler::draw_screened(float lmax, float t, const std::function<float(int32_t)>& value) {
     const double temp = params_.temperature;
     weight_.resize(short_.size());

@@ -118,6 +118,12 @@ public:
     // with min-p alone), more where the bias or the penalties may lower the largest logit (a row
     // they lower further is fetched whole).
     float head_margin() const;
+    // How many of its largest values the row needs (Backend::matmul_shortlist's keep, which lets
+    // the head's floor rise to that many ids' lower bounds): top-k's k; without filters
+    // kScreened, plus the ids the bias and the penalties may move, since t never falls below the
+    // kScreened-th largest adjusted logit, and a head that shortlisted down to a floor above t
+    // would have the row fetched whole; 0 (every id within the margin) with min-p alone.
+    int32_t head_keep() const;
     int32_t sample_screened(const float* logits, int32_t n);
     int32_t sample_screened(const ScreenedRow& row);
 

@@ -126,3 +126,30 @@ def test_a_top_k_shortlist_holds_the_k_largest(keep: int) -> None:
         left[ids] = False
         assert want[r, left].max() < d["thr"]
         assert len(ids) < n_out // 2  # the floor rose
+
+
+def test_a_flat_rows_shortlist_stops_at_what_the_sampler_needs() -> None:
+    """A flat row (every id within the margin) with the screened sampler's keep (256): thr ends at
+    or below the 256th largest value, so the sampler draws from the list without the row whole,
+    and the exact values stop there (taken by upper bound, descending): far fewer than the ids
+    above the screen's floor, every one left out below thr."""
+    screened, full = _backends()
+    rng = np.random.default_rng(7)
+    n_in, n_out, keep = 640, 12001, 256
+    data = qdata.random_blocks("Q8_0", n_out * n_in // 32, rng)
+    x = (rng.standard_normal((4, n_in)) * 0.003).astype(np.float32)  # logits within ~3 of each other
+    margin = 0.7 * (np.log(262144) - 2)
+    got = screened.shortlist("Q8_0", data, n_out, x, [margin] * 4, keep=[keep] * 4, pack=True)
+    if not got[0]["ok"]:
+        pytest.skip("no screen kernel on this CPU (the caller computes full rows)")
+    want = full.matmul("Q8_0", data, n_out, x, pack=True)
+    for r, d in enumerate(got):
+        row = want[r]
+        assert (row >= row.max() - margin).sum() > 2 * keep  # flat
+        ids = d["ids"]
+        np.testing.assert_array_equal(d["logits"], row[ids])
+        assert d["thr"] <= np.sort(row)[-keep]
+        left = np.ones(n_out, bool)
+        left[ids] = False
+        assert row[left].max() < d["thr"]
+        assert keep <= len(ids) < 2 * keep

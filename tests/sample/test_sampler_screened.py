@@ -116,3 +116,19 @@ def test_what_screens() -> None:
         with pytest.raises(RuntimeError, match="temperature > 0"):
             s.sample_screened(np.zeros(V, np.float32))
     assert sampler(temperature=0.5).margin == pytest.approx(0.5 * (np.log(V) - 2), rel=1e-6)
+
+
+def test_the_head_keeps_what_the_draw_needs() -> None:
+    """The head may shortlist a row down to its head_keep largest values: a top-k's k; 256 (the
+    draw's S never holds more) plus every id the bias and the penalties can move; min-p alone
+    needs every id above its cut (0). Below that a head would list too little and the row would
+    be fetched whole."""
+    assert sampler(temperature=0.7).head_keep == 256
+    assert sampler(temperature=0.7, top_k=40).head_keep == 40
+    assert sampler(temperature=0.7, min_p=0.05).head_keep == 0
+    assert sampler(temperature=0.7, logit_bias={3: 2.0, 9: -1.0}).head_keep == 258
+    s = sampler(temperature=0.7, repeat_penalty=1.3, repeat_last_n=4)
+    assert s.head_keep == 256  # nothing to penalise yet
+    for t in (5, 6, 5, 7, 8, 9):
+        s.accept(t)
+    assert s.head_keep == 256 + 4  # the window's 4 ids at most

@@ -72,6 +72,7 @@ void ScreenedHead::screen(ThreadPool& pool, const Weight& w, const float* x, int
     count_.assign(static_cast<size_t>(threads * n), 0);
     lo_.assign(static_cast<size_t>(threads * n), -std::numeric_limits<float>::infinity());
     raised_.assign(static_cast<size_t>(threads * n), -std::numeric_limits<float>::infinity());
+    next_raise_.assign(static_cast<size_t>(threads * n), 0);
     const screen::ScoresFn scores = screen::scores();
     const screen::FilterFn filter = screen::filter();
     idx_.resize(static_cast<size_t>(threads * kUnit));
@@ -100,9 +101,13 @@ void ScreenedHead::screen(ThreadPool& pool, const Weight& w, const float* x, int
             const auto prune = [&] {
                 c = std::remove_if(cs, cs + c, [floor](const Candidate& e) { return e.upper < floor; }) - cs;
             };
+            // Raised again only once the candidates doubled: on a flat row with wide bounds most
+            // of them stay above the k-th lower bound, and each raise is a pass over them all.
+            int64_t& next_raise = next_raise_[slot];
             const auto raise_to_kth = [&] {
                 floor = raised_[slot] = kth_floor(cs, c, want, raised_[slot]);
                 prune();
+                next_raise = std::max(4 * want + 64, 2 * c);
             };
             for (int64_t j = 0; j < k && c >= 0; ++j) {
                 if (ups[j] < floor) continue;
@@ -125,7 +130,7 @@ void ScreenedHead::screen(ThreadPool& pool, const Weight& w, const float* x, int
                 const float y = ys[r * kUnit + kept[j]];
                 cs[c++] = {static_cast<int32_t>(o0 + kept[j]), ups[j],
                            std::fma(-wn[static_cast<size_t>(o0 + kept[j])], bound_[static_cast<size_t>(r)], y)};
-                if (want > 0 && c >= 4 * want + 64) raise_to_kth();
+                if (want > 0 && c >= std::max(4 * want + 64, next_raise)) raise_to_kth();
             }
             count_[slot] = c;
         }
@@ -206,43 +211,81 @@ void ScreenedHead::shortlist(ThreadPool& pool, const Weight& w, const float* x, 
     const quant::RowsI16Fn exact = quant::i16_kernels(w.type).rows_of(true);
     const int64_t n_in = w.n_in, nb = n_in / quant::kSpan, halves = n_in / quant::kHalf;
     const auto* rows = static_cast<const uint8_t*>(w.packed);
-    starts_.assign(1, 0);
-    for (int64_t r = 0; r < n; ++r) {
+    const int threads = pool.size();
+    order_.resize(static_cast<size_t>(threads));
+    heap_.resize(static_cast<size_t>(threads));
+    std::atomic<bool> bad{false};
+    // A row per unit. Its candidates by upper bound, descending, get exact logits until the next
+    // bound falls below what the row must hold (the largest so far minus the margin, and the
+    // keep-th largest so far): every id after it is below both for good. The bounds' spread puts
+    // 2-3x the ids a row needs above the screen's floor (thousands on a flat row).
+    pool.for_each_unit(n, [&](int t, int64_t r) {
         Shortlist& s = out(r);
-        s.ids.reserve(static_cast<size_t>(pool.size() * kCapacity));  // once: a decode step allocates nothing
-        s.logits.reserve(s.ids.capacity());
         s.ids.clear();
+        s.logits.clear();
         const float lo = floor_[static_cast<size_t>(r)];
         s.ok = lo != -std::numeric_limits<float>::infinity();
-        if (s.ok) {
-            // Every id left out had an upper bound below its thread's floor at the time, at most
-            // this one.
-            s.thr = lo - margin[r];
-            for (int th = 0; th < pool.size(); ++th) s.thr = std::max(s.thr, raised_[static_cast<size_t>(th * n + r)]);
-            each_candidate(r, pool.size(), s.thr, [&](int32_t id) { s.ids.push_back(id); });
-            std::sort(s.ids.begin(), s.ids.end());
+        if (!s.ok) return;
+        const float mr = margin[r];
+        // Every id left out had an upper bound below its thread's floor at the time, at most this one.
+        float thr = lo - mr;
+        for (int th = 0; th < threads; ++th) thr = std::max(thr, raised_[static_cast<size_t>(th * n + r)]);
+        std::vector<Candidate>& order = order_[static_cast<size_t>(t)];
+        order.clear();
+        const float thr0 = thr;
+        for (int th = 0; th < threads; ++th) {
+            const Candidate* c = cand_.data() + static_cast<size_t>(th * n + r) * kCapacity;
+            for (const Candidate* e = c; e < c + count_[static_cast<size_t>(th * n + r)]; ++e) {
+                if (e->upper < thr0) continue;
+                order.push_back(*e);
+                if (std::isnan(e->upper)) order.back().upper = std::numeric_limits<float>::infinity();  // always computed
+            }
         }
-        s.logits.resize(s.ids.size());
-        starts_.push_back(starts_.back() + static_cast<int64_t>(s.ids.size()));
-    }
-    // The exact logits, every row's candidates spread over the threads (each a weight row
-    // fetched at random: the next few are prefetched).
-    std::atomic<bool> bad{false};
-    pool.parallel_for(starts_.back(), [&](int64_t i0, int64_t i1) {
-        int64_t r = std::upper_bound(starts_.begin(), starts_.end(), i0) - starts_.begin() - 1;
-        for (int64_t i = i0; i < i1; ++i) {
-            while (i >= starts_[static_cast<size_t>(r + 1)]) ++r;
-            Shortlist& s = out(r);
-            const auto j = static_cast<size_t>(i - starts_[static_cast<size_t>(r)]);
-            if (j + kAhead < s.ids.size()) {
-                const uint8_t* next = rows + static_cast<size_t>(s.ids[j + kAhead]) * w.row_bytes;
+        std::sort(order.begin(), order.end(), [](const Candidate& p, const Candidate& q) { return p.upper > q.upper; });
+        const auto want = static_cast<size_t>(keep ? std::max(0, keep[r]) : 0);
+        std::vector<float>& heap = heap_[static_cast<size_t>(t)];  // the want largest so far, smallest first
+        heap.clear();
+        float top = -std::numeric_limits<float>::infinity(), need = top;
+        const int16_t* ar = a + r * quant::act_stride(n_in);
+        for (size_t j = 0; j < order.size(); ++j) {
+            if (order[j].upper < need) {
+                thr = std::max(thr, std::nextafter(order[j].upper, std::numeric_limits<float>::infinity()));
+                break;
+            }
+            if (j + kAhead < order.size()) {
+                const uint8_t* next = rows + static_cast<size_t>(order[j + kAhead].id) * w.row_bytes;
                 for (size_t b = 0; b < w.row_bytes; b += 64) __builtin_prefetch(next + b);
             }
             float y;
-            exact(rows + static_cast<size_t>(s.ids[j]) * w.row_bytes, n_in, a + r * quant::act_stride(n_in),
-                  da + r * nb, xs + r * halves, 1, &y, 1);
-            if (std::isnan(y) || y == std::numeric_limits<float>::infinity()) bad.store(true, std::memory_order_relaxed);
-            s.logits[j] = y;
+            exact(rows + static_cast<size_t>(order[j].id) * w.row_bytes, n_in, ar, da + r * nb, xs + r * halves, 1, &y, 1);
+            if (std::isnan(y) || y == std::numeric_limits<float>::infinity()) {
+                bad.store(true, std::memory_order_relaxed);
+                return;
+            }
+            s.ids.push_back(order[j].id);
+            s.logits.push_back(y);
+            top = std::max(top, y);
+            if (want > 0) {
+                if (heap.size() < want) {
+                    heap.push_back(y);
+                    std::push_heap(heap.begin(), heap.end(), std::greater<>());
+                } else if (y > heap.front()) {
+                    std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+                    heap.back() = y;
+                    std::push_heap(heap.begin(), heap.end(), std::greater<>());
+                }
+            }
+            need = std::max(top - mr, want > 0 && heap.size() == want ? heap.front() : need);
+        }
+        s.thr = thr;
+        // ascending ids, as Shortlist promises
+        std::vector<Candidate>& by_id = order;  // reused: the listed (id, logit) pairs
+        by_id.resize(s.ids.size());
+        for (size_t i = 0; i < s.ids.size(); ++i) by_id[i] = {s.ids[i], s.logits[i], 0.0f};
+        std::sort(by_id.begin(), by_id.end(), [](const Candidate& p, const Candidate& q) { return p.id < q.id; });
+        for (size_t i = 0; i < by_id.size(); ++i) {
+            s.ids[i] = by_id[i].id;
+            s.logits[i] = by_id[i].upper;
         }
     });
     if (bad.load()) throw std::domain_error("the head: a logit is NaN or +inf");

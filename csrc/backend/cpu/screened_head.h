@@ -48,7 +48,7 @@ private:
     };
     static constexpr int64_t kUnit = 240;        // weight rows per work unit
     static constexpr size_t kAhead = 4;         // candidate weight rows prefetched ahead
-    static constexpr int64_t kCapacity = 1024;   // candidates kept per (thread, activation row)
+    static constexpr int64_t kCapacity = 2048;   // candidates kept per (thread, activation row)
 
     const std::vector<float>& norms(ThreadPool& pool, const Weight& w);
     // Scores every weight row against every activation row and keeps, per (thread, row), those
@@ -67,8 +67,10 @@ private:
     std::unordered_map<const void*, std::vector<float>> norms_;  // per packed weight: row norms
     AlignedVector<int8_t> q_;               // the screen's activations
     std::vector<float> d_, scores_, bound_, lo_, floor_;
-    std::vector<int64_t> starts_;           // a shortlist's rows' first candidates in the flat order
+    std::vector<std::vector<Candidate>> order_;  // [thread]: a shortlisted row's candidates, by bound
+    std::vector<std::vector<float>> heap_;      // [thread]: its keep largest logits so far
     std::vector<float> raised_;             // [thread][row]: a shortlist's floor raised at capacity
+    std::vector<int64_t> next_raise_;       // [thread][row]: the candidate count that raises it next
     std::vector<int32_t> neg_;
     std::vector<int32_t> idx_;              // [thread][kUnit]: a unit's rows the filter keeps
     std::vector<float> up_;                 // [thread][kUnit]: their upper bounds
