@@ -195,7 +195,7 @@ def test_tool_call_tokens_have_no_logprobs(style: str, pieces: list[str], conten
     (OpenAI reports logprobs for the message content), held ones wait for their text."""
     import asyncio
 
-    from ds4.server.worker import Job
+    from ds4.server.worker import Job, post
 
     loop = asyncio.new_event_loop()
     job = Job(prompt=[], options={"logprobs": 0}, loop=loop, tool_style=style, batched=True)
@@ -206,6 +206,7 @@ def test_tool_call_tokens_have_no_logprobs(style: str, pieces: list[str], conten
         job.relay(piece)
     gen.done = True
     job.relay("", final=True)
+    post([job])
     loop.run_until_complete(asyncio.sleep(0))
     events = []
     while not job.events.empty():

@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import live  # noqa: E402
 
 import ds4  # noqa: E402
+from ds4.server.worker import post  # noqa: E402
 
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
@@ -52,8 +53,10 @@ class ScriptedWorker:
             job.gen = FakeGen(answer)
             for i in range(0, len(answer), 4):
                 job.relay(answer[i:i + 4])
+                post([job])
             job.relay("", final=True)
             job.emit("done", job.gen)
+            post([job])
         threading.Thread(target=play).start()
 
     def cancel(self, job: Any) -> None:

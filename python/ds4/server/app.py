@@ -96,7 +96,7 @@ class Server:
         try:
             while True:
                 try:
-                    kind, value = await asyncio.wait_for(job.events.get(), timeout=1.0)
+                    kind, value = await _next_event(job, 1.0)
                 except asyncio.TimeoutError:
                     if await request.is_disconnected():
                         self.worker.cancel(job)
@@ -123,7 +123,7 @@ class Server:
                 yield b
             while True:
                 try:
-                    kind, value = await asyncio.wait_for(job.events.get(), timeout=self.keepalive)
+                    kind, value = await _next_event(job, self.keepalive)
                 except asyncio.TimeoutError:
                     yield b": keepalive\n\n"
                     continue
@@ -147,6 +147,15 @@ class Server:
         finally:
             if not job.gen or not job.gen.done:
                 self.worker.cancel(job)
+
+
+async def _next_event(job: Job, timeout: float) -> tuple[str, Any]:
+    """The job's next event; asyncio.TimeoutError after `timeout` seconds without one. A step's
+    events arrive together: those already queued are taken without a timed wait (a task each)."""
+    try:
+        return job.events.get_nowait()
+    except asyncio.QueueEmpty:
+        return await asyncio.wait_for(job.events.get(), timeout=timeout)
 
 
 def _errors(handler: Callable[[HttpRequest], Awaitable[Response]], shape: str = "openai"

@@ -46,6 +46,7 @@ class Job:
     tool_style: str | None = None  # the request has tools: parse calls in this syntax (ds4.server.tools)
     prefix: str = ""  # what the prompt made the answer start with (a forced call): parsed, not shown
     events: asyncio.Queue[tuple[str, Any]] = field(default_factory=asyncio.Queue)
+    outbox: list[tuple[str, Any]] = field(default_factory=list)  # events not yet posted (post())
     cancelled: bool = False
     gen: Generation | None = None
     session: Session | None = None
@@ -86,7 +87,8 @@ class Job:
             self.emit("logprobs", held)
 
     def emit(self, kind: str, value: Any) -> None:
-        self.loop.call_soon_threadsafe(self.events.put_nowait, (kind, value))
+        """An event for the request, sent by the next post()."""
+        self.outbox.append((kind, value))
 
     def relay(self, piece: str, final: bool = False) -> None:
         """Decoded text to the request: shown text as ``("text", ...)``, each tool call as it closes
@@ -116,6 +118,25 @@ class Job:
         if p.in_call and not final and not self.batched and not self.switched and gen is not None and not gen.done:
             self.switched = True
             gen.set_sampling(temperature=0.0)
+
+
+def post(jobs: Sequence[Job]) -> None:
+    """Sends the jobs' pending events: one wake-up of each event loop for all of them. A step's
+    events go together because every wake-up of the loop (and of the clients it writes to) takes
+    a core from the compute threads mid-pass, which stalls the other thread at the op's end."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Job, list[tuple[str, Any]]]]] = {}
+    for job in jobs:
+        if job.outbox:
+            by_loop.setdefault(job.loop, []).append((job, job.outbox))
+            job.outbox = []
+    for loop, items in by_loop.items():
+        loop.call_soon_threadsafe(_deliver, items)
+
+
+def _deliver(items: list[tuple[Job, list[tuple[str, Any]]]]) -> None:
+    for job, events in items:
+        for event in events:
+            job.events.put_nowait(event)
 
 
 class PromptCache:
@@ -241,6 +262,7 @@ class Worker:
                     job.gen = batch.add(list(job.prompt[job.cached:]), session=job.session, **job.options)
                 except (ValueError, RuntimeError) as e:
                     job.emit("error", str(e))
+                    post([job])
                     continue
                 active.append(job)
             for job in active:
@@ -254,6 +276,7 @@ class Worker:
                     for job in active:
                         job.emit("error", f"generation failed: {e}")
                         job.gen.cancel()
+                    post(active)
                     batch = self.model.batch(self._max_rows)
                     active = []
                     continue
@@ -270,6 +293,7 @@ class Worker:
                     self.cache.give(job.session)
                 else:
                     left.append(job)
+            post(active)
             active = left
 
     def _run_alone(self) -> None:
@@ -284,9 +308,12 @@ class Worker:
                             job.gen.cancel()
                             break
                         job.relay(piece)
+                        post([job])
                     job.relay("", final=True)
                 except (ValueError, RuntimeError) as e:
                     job.emit("error", str(e))
+                    post([job])
                     continue
                 job.emit("done", job.gen)
+                post([job])
                 self.cache.give(job.session)
