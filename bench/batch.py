@@ -4,8 +4,9 @@ batched generation API).
 
 On a CPU, decoding one token reads every weight; a pass over k sessions' rows reads them once
 for all k, so the aggregate rate grows with k until the multiply-adds catch up with the bytes.
-What is measured, per model and session count k (the first k of 16 prompts, greedy, each
-``--tokens`` tokens, every generation to the end, ``stop_at_eog=False``):
+What is measured, per model and session count k (the first k of 16 prompts, greedy or, with
+``--temperature``, sampled with a seed per prompt; each ``--tokens`` tokens, every generation to
+the end, ``stop_at_eog=False``):
 
 - ds4: all k prompts are added to one ``model.batch()`` and prefilled; then the steps until every
   generation has ended are timed (wall): aggregate decode tok/s = tokens decoded / that time.
@@ -18,7 +19,7 @@ Rounds alternate and the median is reported, with the stolen CPU share of the ma
 shared VM) over the run.
 
 Usage: PYTHONPATH=python python bench/batch.py [--models gemma,qwen05] [--sessions 1,2,4,8,16]
-       [--tokens 64] [--rounds 3] [--threads 2] [--no-llama]
+       [--tokens 64] [--rounds 3] [--threads 2] [--temperature 0] [--no-llama]
 """
 
 from __future__ import annotations
@@ -55,9 +56,10 @@ def cpu_times() -> list[int]:
         return [int(x) for x in f.readline().split()[1:]]
 
 
-def ds4_rate(model: Any, k: int, tokens: int) -> float:
+def ds4_rate(model: Any, k: int, tokens: int, temperature: float = 0.0) -> float:
     b = model.batch()
-    gens = [b.add(p, max_tokens=tokens, stop_at_eog=False) for p in PROMPTS[:k]]
+    gens = [b.add(p, max_tokens=tokens, stop_at_eog=False, temperature=temperature, seed=i)
+            for i, p in enumerate(PROMPTS[:k])]
     while any(g.stats["n_generated"] == 0 for g in gens):
         b.step()
     before = sum(g.stats["n_generated"] for g in gens)
@@ -67,7 +69,7 @@ def ds4_rate(model: Any, k: int, tokens: int) -> float:
     return (sum(g.stats["n_generated"] for g in gens) - before) / seconds
 
 
-def llama_worker(path: str, threads: int, k: int, tokens: int) -> None:
+def llama_worker(path: str, threads: int, k: int, tokens: int, temperature: float) -> None:
     """In its own process, so that llama.cpp's OpenMP threads (which spin after each batch)
     are gone before ds4 runs."""
     import json
@@ -78,20 +80,20 @@ def llama_worker(path: str, threads: int, k: int, tokens: int) -> None:
 
     llm = llama_cpp.Llama(model_path=path, n_ctx=1024, n_threads=threads, n_threads_batch=threads, verbose=False)
     tok = ds4.Model(path, threads=threads)
-    llama_rate(llm, tok, 2, 8)  # warm-up
-    print(json.dumps(llama_rate(llm, tok, k, tokens)))
+    llama_rate(llm, tok, 2, 8, temperature)  # warm-up
+    print(json.dumps(llama_rate(llm, tok, k, tokens, temperature)))
 
 
-def llama_rate(llm: Any, ds4_model: Any, k: int, tokens: int) -> float:
+def llama_rate(llm: Any, ds4_model: Any, k: int, tokens: int, temperature: float) -> float:
     decoded, seconds = 0, 0.0
     for p in PROMPTS[:k]:
         llm.reset()
         llm.eval(ds4_model.tokenize(p))
-        tok = llm.sample(temp=0.0)
+        tok = llm.sample(temp=temperature)
         t0 = time.perf_counter()
         for _ in range(tokens - 1):
             llm.eval([tok])
-            tok = llm.sample(temp=0.0)
+            tok = llm.sample(temp=temperature)
         seconds += time.perf_counter() - t0
         decoded += tokens - 1
     return decoded / seconds
@@ -107,30 +109,32 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--temperature", type=float, default=0.0, help="sampled decoding (a seed per prompt)")
     ap.add_argument("--no-llama", action="store_true")
     ap.add_argument("--llama-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.llama_worker:
-        llama_worker(args.llama_worker, args.threads, 8, args.tokens)
+        llama_worker(args.llama_worker, args.threads, 8, args.tokens, args.temperature)
         return
     from ds4 import _core
 
     with open("/proc/cpuinfo") as f:
         cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "?")
-    print(f"CPU: {cpu}; ds4 kernels: {_core.simd_active()}; {args.threads} threads; {args.tokens} tokens per session")
+    print(f"CPU: {cpu}; ds4 kernels: {_core.simd_active()}; {args.threads} threads; {args.tokens} tokens per session; "
+          f"temperature {args.temperature}")
     for name in args.models:
         path = known_models.model_path(name)
         model = ds4.Model(path, threads=args.threads, n_ctx=1024)
-        ds4_rate(model, 2, 8)  # warm-up
+        ds4_rate(model, 2, 8, args.temperature)  # warm-up
         rates: dict[int, list[float]] = {k: [] for k in args.sessions}
         peer: list[float] = []
         t0 = cpu_times()
         for _ in range(args.rounds):
             for k in args.sessions:
-                rates[k].append(ds4_rate(model, k, args.tokens))
+                rates[k].append(ds4_rate(model, k, args.tokens, args.temperature))
             if not args.no_llama:
                 cmd = [sys.executable, __file__, "--llama-worker", str(path), "--threads", str(args.threads),
-                       "--tokens", str(args.tokens)]
+                       "--tokens", str(args.tokens), "--temperature", str(args.temperature)]
                 out = subprocess.run(cmd, check=True, capture_output=True, text=True)
                 peer.append(float(out.stdout.strip().splitlines()[-1]))
         t1 = cpu_times()

@@ -206,7 +206,7 @@ void register_backend(py::module_& m) {
             for (size_t i = 0; i < types.size(); ++i) ws.push_back(&b.weight(types[i], data[i], n_in, n_out[i], 1, pack));
             Call c(*b.be);
             std::vector<backend::Rows> ys;
-            for (const int64_t m : n_out) ys.push_back(c.rows(n, m));
+            for (const int64_t cols : n_out) ys.push_back(c.rows(n, cols));
             b.be->matmuls(ws.data(), static_cast<int>(ws.size()), c.in(x), ys.data());
             py::list out;
             for (const backend::Rows& y : ys) out.append(c.out(y));
