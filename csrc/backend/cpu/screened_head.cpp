@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 #include "quant/block_lanes.h"
 #include "quant/head_screen.h"
@@ -214,6 +216,7 @@ void ScreenedHead::shortlist(ThreadPool& pool, const Weight& w, const float* x, 
     const int threads = pool.size();
     order_.resize(static_cast<size_t>(threads));
     heap_.resize(static_cast<size_t>(threads));
+    listed_.resize(static_cast<size_t>(threads));
     std::atomic<bool> bad{false};
     // A row per unit. Its candidates by upper bound, descending, get exact logits until the next
     // bound falls below what the row must hold (the largest so far minus the margin, and the
@@ -279,14 +282,11 @@ void ScreenedHead::shortlist(ThreadPool& pool, const Weight& w, const float* x, 
         }
         s.thr = thr;
         // ascending ids, as Shortlist promises
-        std::vector<Candidate>& by_id = order;  // reused: the listed (id, logit) pairs
-        by_id.resize(s.ids.size());
-        for (size_t i = 0; i < s.ids.size(); ++i) by_id[i] = {s.ids[i], s.logits[i], 0.0f};
-        std::sort(by_id.begin(), by_id.end(), [](const Candidate& p, const Candidate& q) { return p.id < q.id; });
-        for (size_t i = 0; i < by_id.size(); ++i) {
-            s.ids[i] = by_id[i].id;
-            s.logits[i] = by_id[i].upper;
-        }
+        std::vector<std::pair<int32_t, float>>& listed = listed_[static_cast<size_t>(t)];
+        listed.clear();
+        for (size_t i = 0; i < s.ids.size(); ++i) listed.emplace_back(s.ids[i], s.logits[i]);
+        std::sort(listed.begin(), listed.end());
+        for (size_t i = 0; i < listed.size(); ++i) std::tie(s.ids[i], s.logits[i]) = listed[i];
     });
     if (bad.load()) throw std::domain_error("the head: a logit is NaN or +inf");
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -32,8 +33,9 @@ public:
                 const float* xs, int32_t* idx);
 
     // out(r) for each activation row r (inputs as argmax's): the ids whose exact logit can reach
-    // the row's largest minus margin[r], ascending, with their exact logits, and thr above every
-    // other id's; out[r].ok false where the candidates overflow the buffers.
+    // the row's largest minus margin[r] and, with keep (null: none) and keep[r] > 0, its keep[r]-th
+    // largest, ascending, with their exact logits, and thr above every other id's; out[r].ok
+    // false where the candidates overflow the buffers.
     void shortlist(ThreadPool& pool, const Weight& w, const float* x, int64_t n, const int16_t* a, const float* da,
                    const float* xs, const float* margin, const int32_t* keep, const Backend::ShortlistOf& out);
 
@@ -52,9 +54,10 @@ private:
 
     const std::vector<float>& norms(ThreadPool& pool, const Weight& w);
     // Scores every weight row against every activation row and keeps, per (thread, row), those
-    // whose upper bound reaches the running floor lo minus margin[r] (null: 0), raised at
-    // capacity to the keep[r]-th largest lower bound (a top-k), else to the median upper bound. Returns each
-    // row's final floor in floor_ (-inf: its candidates overflowed).
+    // whose upper bound reaches the running floor lo minus margin[r] (null: 0), raised to the
+    // keep[r]-th largest lower bound as the candidates grow (each time they doubled) and at
+    // capacity, else at capacity to the median upper bound. Returns each row's final floor in
+    // floor_ (-inf: its candidates overflowed).
     void screen(ThreadPool& pool, const Weight& w, const float* x, int64_t n, const int16_t* a, const float* da,
                 const float* margin, const int32_t* keep);
     // A top-k's floor (k <= c): k of the c candidates reach their k-th largest lower bound, so
@@ -69,6 +72,7 @@ private:
     std::vector<float> d_, scores_, bound_, lo_, floor_;
     std::vector<std::vector<Candidate>> order_;  // [thread]: a shortlisted row's candidates, by bound
     std::vector<std::vector<float>> heap_;      // [thread]: its keep largest logits so far
+    std::vector<std::vector<std::pair<int32_t, float>>> listed_;  // [thread]: its (id, logit), sorted by id
     std::vector<float> raised_;             // [thread][row]: a shortlist's floor raised at capacity
     std::vector<int64_t> next_raise_;       // [thread][row]: the candidate count that raises it next
     std::vector<int32_t> neg_;
