@@ -164,7 +164,7 @@ void ScreenedHead::each_candidate(int64_t r, int threads, float t, Fn&& fn) cons
         const size_t slot = static_cast<size_t>(th * n + r);
         const Candidate* c = cand_.data() + slot * kCapacity;
         for (const Candidate* e = c; e < c + count_[slot]; ++e) {
-            if (!(e->upper < t)) fn(e->id);
+            if (!(e->upper < t)) fn(*e);
         }
     }
 }
@@ -194,7 +194,8 @@ void ScreenedHead::argmax(ThreadPool& pool, const Weight& w, const float* x, int
         const float lo = floor_[static_cast<size_t>(r)];
         if (lo == -std::numeric_limits<float>::infinity()) continue;  // overflowed
         float best = -std::numeric_limits<float>::infinity();
-        each_candidate(r, pool.size(), lo, [&](int32_t id) {
+        each_candidate(r, pool.size(), lo, [&](const Candidate& e) {
+            const int32_t id = e.id;
             const float y = exact_logit(exact, rows + static_cast<size_t>(id) * w.row_bytes, n_in,
                                         a + r * quant::act_stride(n_in), da + r * nb, xs + r * halves);
             if (y > best || (y == best && idx[r] >= 0 && id < idx[r])) {
@@ -235,15 +236,10 @@ void ScreenedHead::shortlist(ThreadPool& pool, const Weight& w, const float* x, 
         for (int th = 0; th < threads; ++th) thr = std::max(thr, raised_[static_cast<size_t>(th * n + r)]);
         std::vector<Candidate>& order = order_[static_cast<size_t>(t)];
         order.clear();
-        const float thr0 = thr;
-        for (int th = 0; th < threads; ++th) {
-            const Candidate* c = cand_.data() + static_cast<size_t>(th * n + r) * kCapacity;
-            for (const Candidate* e = c; e < c + count_[static_cast<size_t>(th * n + r)]; ++e) {
-                if (e->upper < thr0) continue;
-                order.push_back(*e);
-                if (std::isnan(e->upper)) order.back().upper = std::numeric_limits<float>::infinity();  // always computed
-            }
-        }
+        each_candidate(r, threads, thr, [&](const Candidate& e) {
+            order.push_back(e);
+            if (std::isnan(e.upper)) order.back().upper = std::numeric_limits<float>::infinity();  // always computed
+        });
         std::sort(order.begin(), order.end(), [](const Candidate& p, const Candidate& q) { return p.upper > q.upper; });
         const auto want = static_cast<size_t>(keep ? std::max(0, keep[r]) : 0);
         std::vector<float>& heap = heap_[static_cast<size_t>(t)];  // the want largest so far, smallest first

@@ -63,7 +63,7 @@ private:
     // A top-k's floor (k <= c): k of the c candidates reach their k-th largest lower bound, so
     // nothing below it is among the k largest; at least `floor`.
     static float kth_floor(Candidate* cs, int64_t c, int64_t k, float floor);
-    // fn(candidate) for each candidate of row r whose bound reaches t.
+    // fn(candidate) for each candidate of row r whose upper bound reaches t (or is NaN).
     template <typename Fn>
     void each_candidate(int64_t r, int threads, float t, Fn&& fn) const;
 
