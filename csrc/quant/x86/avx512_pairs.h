@@ -52,6 +52,19 @@ inline void in_register(__m512i& v) {
 #endif
 }
 
+// The dword at p in every lane, by a load: vpbroadcastd from memory takes a load port only, from
+// a register the shuffle port that decoding the weights needs (GCC forwards a stored value to
+// the broadcast unless it must read memory).
+inline __m512i broadcast_load(const int32_t* p) {
+#if defined(__AVX512F__)
+    __m512i v;
+    asm("vpbroadcastd %1, %0" : "=v"(v) : "m"(*p));
+    return v;
+#else
+    return _mm512_set1_epi32(*p);
+#endif
+}
+
 // The AVX2 kernels' sum of 8 lanes: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
 inline float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -35,13 +35,35 @@ inline void store(__m512 acc, __m512 c, int nw, float* y) {
 // 2j, 2j + 1 of the span. At the group's end lanes j and j + 8 add into the AVX2 kernel's lane j
 // (elements 2j, 2j + 1, 2j + 16, 2j + 17 of every span), the same exact integer, and all that
 // follows is the AVX2 kernel's arithmetic on ymm. Per span: ~5 instructions against its ~11.
-struct Q4KWide : Q4K {
-    __m512i sc4;  // the int16 scales in every 128-bit lane
-    explicit Q4KWide(const uint8_t* p) : Q4K(p), sc4(_mm512_broadcast_i32x4(_mm256_castsi256_si128(sc))) {}
+// Span k's scale is one broadcast load of s2[k] (the scale in both words of a dword: a load-port
+// broadcast, where a shuffle per span took the shuffle port from the decoding and the sums).
+struct Q4KWide : BlockRef<block_q4_K> {
+    static constexpr bool kSuper = true;
+    static constexpr bool kMin = true;
+    alignas(32) int32_t s2[8];
+    __m256 mf;  // dmin * m per sub-block
+    explicit Q4KWide(const uint8_t* p) : BlockRef(p) {
+        uint64_t s, m;
+        Q4K::scales_mins(b, s, m);
+        const __m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(s)));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(s2), _mm256_or_si256(v, _mm256_slli_epi32(v, 16)));
+        mf = Q4K::mins(b, m);
+    }
     __m512i wide(int k) const {
         const __m512i x = _mm512_cvtepu8_epi16(load256(b.qs + 32 * (k / 2)));
         const __m512i q = k % 2 ? _mm512_srli_epi16(x, 4) : _mm512_and_si512(x, _mm512_set1_epi16(0x0F));
-        return _mm512_mullo_epi16(q, _mm512_shuffle_epi8(sc4, _mm512_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * k))));
+        return _mm512_mullo_epi16(q, broadcast_load(s2 + k));
+    }
+    // dmin * m per half of sub-blocks 4 i .. 4 i + 3 (Q4K::mw(i)).
+    __m256 mw(int i) const {
+        return _mm256_permutevar8x32_ps(mf, i ? _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)
+                                              : _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+    }
+    // mw(i) of rows f0 (low half) and f1 (high half), one permute for both.
+    static __m512 mw(const Q4KWide& f0, const Q4KWide& f1, int i) {
+        const __m512i pick = i ? _mm512_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7, 12, 12, 13, 13, 14, 14, 15, 15)
+                               : _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 8, 8, 9, 9, 10, 10, 11, 11);
+        return _mm512_permutexvar_ps(pick, join(f0.mf, f1.mf));
     }
 };
 // Q6_K: elements 0..15 of span k take scale 2 (k % 4) of the 8 in sc[k / 4], 16..31 the next.
@@ -87,13 +109,15 @@ void rows_super(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const i
             }
         }
         const __m512 d = join(_mm256_set1_ps(f0.d()), _mm256_set1_ps(f1.d()));
+        __m512 mw[2];
+        if constexpr (F::kMin) mw[0] = F::mw(f0, f1, 0), mw[1] = F::mw(f0, f1, 1);
         for (int r = 0; r < R; ++r) {
             const __m512i T = fold(S[0][r], S[1][r]);
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(T), _mm512_mul_ps(d, _mm512_set1_ps(da[r * nb + bi])), acc[r]);
             if constexpr (F::kMin) {
                 const float* xm = xs + r * halves + 16 * bi;
-                c[r] = _mm512_fmadd_ps(join(f0.mw[0], f1.mw[0]), _mm512_broadcast_f32x8(_mm256_loadu_ps(xm)), c[r]);
-                c[r] = _mm512_fmadd_ps(join(f0.mw[1], f1.mw[1]), _mm512_broadcast_f32x8(_mm256_loadu_ps(xm + 8)), c[r]);
+                c[r] = _mm512_fmadd_ps(mw[0], _mm512_broadcast_f32x8(_mm256_loadu_ps(xm)), c[r]);
+                c[r] = _mm512_fmadd_ps(mw[1], _mm512_broadcast_f32x8(_mm256_loadu_ps(xm + 8)), c[r]);
             }
         }
     }
@@ -246,8 +270,8 @@ void decode_wide(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
         sw[bi] = f.d();
         float* m = mw + bi * (QK_K / kHalf);
         if constexpr (F::kMin) {
-            _mm256_storeu_ps(m, f.mw[0]);
-            _mm256_storeu_ps(m + 8, f.mw[1]);
+            _mm256_storeu_ps(m, f.mw(0));
+            _mm256_storeu_ps(m + 8, f.mw(1));
         } else {
             _mm512_storeu_ps(m, _mm512_setzero_ps());
         }

@@ -40,28 +40,39 @@ inline __m256i word(__m256i v, int k) {
 }
 
 // The super-block's weights, 32 at a time: span(k, v) sets v[0], v[1] to elements 32k .. 32k+15
-// and 32k+16 .. 32k+31 as int16 (sub-block scale applied); mw the minimum per half (halves
+// and 32k+16 .. 32k+31 as int16 (sub-block scale applied); mw(i) the minimum per half (halves
 // 0..7, 8..15).
 struct Q4K : BlockRef<block_q4_K> {
     static constexpr bool kSuper = true;
     static constexpr bool kMin = true;
     __m256i sc;  // the 6-bit sub-block scales (blocks.h: scale_min_k4) as int16, in both lanes
-    __m256 mw[2];
+    __m256 mw_[2];
     explicit Q4K(const uint8_t* p) : BlockRef(p) {
-        // Bytes 0..3 hold scales 0..3 and the top bits of scales 4..7, bytes 4..7 the mins likewise,
-        // bytes 8..11 the low nibbles of scales and mins 4..7.
+        uint64_t s, m;
+        scales_mins(b, s, m);
+        sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(s))));
+        const __m256 mf = mins(b, m);
+        mw_[0] = _mm256_permutevar8x32_ps(mf, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+        mw_[1] = _mm256_permutevar8x32_ps(mf, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
+    }
+    // dmin * m per half of sub-blocks 4 i .. 4 i + 3
+    __m256 mw(int i) const { return mw_[i]; }
+    // The 6-bit sub-block scales s and mins m, a byte each (blocks.h: scale_min_k4). Bytes 0..3 of
+    // b.scales hold scales 0..3 and the top bits of scales 4..7, bytes 4..7 the mins likewise,
+    // bytes 8..11 the low nibbles of scales and mins 4..7. (Scalar: kept apart, the two words stay
+    // in scalar registers, off the vector ports.)
+    static void scales_mins(const block_q4_K& b, uint64_t& s, uint64_t& m) {
         uint32_t lo, mid, hi;
         std::memcpy(&lo, b.scales, 4);
         std::memcpy(&mid, b.scales + 4, 4);
         std::memcpy(&hi, b.scales + 8, 4);
-        const uint64_t s = (lo & 0x3F3F3F3Fu) | uint64_t{(hi & 0x0F0F0F0Fu) | ((lo >> 6) & 0x03030303u) << 4} << 32;
-        const uint64_t m = (mid & 0x3F3F3F3Fu) | uint64_t{((hi >> 4) & 0x0F0F0F0Fu) | ((mid >> 6) & 0x03030303u) << 4} << 32;
-        sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(s))));
-        // dmin * m per half, as decode_row writes it
-        const __m256 mf = _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(b.dmin)),
-                                        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m)))));
-        mw[0] = _mm256_permutevar8x32_ps(mf, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
-        mw[1] = _mm256_permutevar8x32_ps(mf, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
+        s = (lo & 0x3F3F3F3Fu) | uint64_t{(hi & 0x0F0F0F0Fu) | ((lo >> 6) & 0x03030303u) << 4} << 32;
+        m = (mid & 0x3F3F3F3Fu) | uint64_t{((hi >> 4) & 0x0F0F0F0Fu) | ((mid >> 6) & 0x03030303u) << 4} << 32;
+    }
+    // dmin * m per sub-block (exact: an f16 times a 6-bit integer), as decode_row writes it per half.
+    static __m256 mins(const block_q4_K& b, uint64_t m) {
+        return _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(b.dmin)),
+                             _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m)))));
     }
     void span(int k, __m256i (&v)[2]) const {
         const uint8_t* qs = b.qs + 32 * (k / 2);
@@ -187,8 +198,8 @@ inline void super_rows(const void* w, int64_t n, const float* da, const float* x
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[r]), _mm256_set1_ps(d * da[r * nb + bi]), acc[r]);
             if constexpr (F::kMin) {
                 const float* x = xs + r * halves + 16 * bi;
-                c[r] = _mm256_fmadd_ps(f.mw[0], _mm256_loadu_ps(x), c[r]);
-                c[r] = _mm256_fmadd_ps(f.mw[1], _mm256_loadu_ps(x + 8), c[r]);
+                c[r] = _mm256_fmadd_ps(f.mw(0), _mm256_loadu_ps(x), c[r]);
+                c[r] = _mm256_fmadd_ps(f.mw(1), _mm256_loadu_ps(x + 8), c[r]);
             }
         }
     }
