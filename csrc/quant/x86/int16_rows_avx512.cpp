@@ -55,10 +55,7 @@ struct Q4KWide : BlockRef<block_q4_K> {
         return _mm512_mullo_epi16(q, broadcast_load(s2 + k));
     }
     // dmin * m per half of sub-blocks 4 i .. 4 i + 3 (Q4K::mw(i)).
-    __m256 mw(int i) const {
-        return _mm256_permutevar8x32_ps(mf, i ? _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)
-                                              : _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
-    }
+    __m256 mw(int i) const { return Q4K::halves(mf, i); }
     // mw(i) of rows f0 (low half) and f1 (high half), one permute for both.
     static __m512 mw(const Q4KWide& f0, const Q4KWide& f1, int i) {
         const __m512i pick = i ? _mm512_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7, 12, 12, 13, 13, 14, 14, 15, 15)

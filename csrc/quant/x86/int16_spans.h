@@ -52,11 +52,16 @@ struct Q4K : BlockRef<block_q4_K> {
         scales_mins(b, s, m);
         sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(s))));
         const __m256 mf = mins(b, m);
-        mw_[0] = _mm256_permutevar8x32_ps(mf, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
-        mw_[1] = _mm256_permutevar8x32_ps(mf, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
+        mw_[0] = halves(mf, 0);
+        mw_[1] = halves(mf, 1);
     }
     // dmin * m per half of sub-blocks 4 i .. 4 i + 3
     __m256 mw(int i) const { return mw_[i]; }
+    // The same from mins' eight values: each sub-block's twice, for its two halves.
+    static __m256 halves(__m256 mf, int i) {
+        return _mm256_permutevar8x32_ps(mf, i ? _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)
+                                              : _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+    }
     // The 6-bit sub-block scales s and mins m, a byte each (blocks.h: scale_min_k4). Bytes 0..3 of
     // b.scales hold scales 0..3 and the top bits of scales 4..7, bytes 4..7 the mins likewise,
     // bytes 8..11 the low nibbles of scales and mins 4..7. (Scalar: kept apart, the two words stay
