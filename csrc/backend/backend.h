@@ -160,8 +160,9 @@ public:
     virtual bool supports_op(Op op, quant::Type type = quant::Type::F32) const = 0;
 
     // Gives w a prepared copy of its rows when that makes this backend's matmuls on it faster
-    // (the CPU backend: a repacked layout for the int16 path); returns whether it did, in which
-    // case the matmul paths in use no longer read w.data. Results are unchanged. `release(p,
+    // (the CPU backend: a repacked layout for the int16 path in w.packed, or the rows as they are
+    // on huge pages, w.data then pointing at the copy); returns whether it did, in which case the
+    // matmul paths in use no longer read the file's rows. Results are unchanged. `release(p,
     // bytes)` is told of each range of w.data once copied, so that a mapped file's pages can go
     // while the copy grows (peak memory: the copy, not the copy and the file). A backend may
     // defer the copying (CpuOptions::defer_pack): pack() then only reserves it and sets

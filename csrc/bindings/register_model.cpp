@@ -38,7 +38,7 @@ bool parse_precision(const std::string& s) {  // true: int16 activations
 }
 
 std::unique_ptr<Model> load_model(const std::string& path, int threads, int64_t n_ctx, backend::KvType kv_type,
-                                  bool int16, bool repack, bool defer_pack) {
+                                  bool int16, bool repack, bool defer_pack, bool huge_pages) {
     auto m = std::make_unique<Model>();
     m->file = gguf::File::open(path);
     m->arch = m->file->get("general.architecture").as_string();
@@ -48,6 +48,7 @@ std::unique_ptr<Model> load_model(const std::string& path, int threads, int64_t 
     opts.cpu.int16_activations = int16;
     opts.cpu.repack = repack;
     opts.cpu.defer_pack = defer_pack;
+    opts.cpu.huge_pages = huge_pages;
     opts.n_ctx = n_ctx;
     opts.kv_type = kv_type;
     m->net = model::Model::load(m->file, opts);
@@ -322,14 +323,15 @@ void register_model(py::module_& m) {
 
     py::class_<Model>(m, "Model")
         .def(py::init([](const std::string& path, int threads, int64_t n_ctx, const std::string& kv_type,
-                         const std::string& precision, bool repack, bool defer_pack) {
+                         const std::string& precision, bool repack, bool defer_pack, bool huge_pages) {
                  const backend::KvType kt = parse_kv_type(kv_type);
                  const bool int16 = parse_precision(precision);
                  py::gil_scoped_release release;
-                 return load_model(path, threads, n_ctx, kt, int16, repack, defer_pack);
+                 return load_model(path, threads, n_ctx, kt, int16, repack, defer_pack, huge_pages);
              }),
              py::arg("path"), py::arg("threads") = 0, py::arg("n_ctx") = 0, py::arg("kv_type") = "f16",
-             py::arg("precision") = "int16", py::arg("repack") = true, py::arg("defer_pack") = false)
+             py::arg("precision") = "int16", py::arg("repack") = true, py::arg("defer_pack") = false,
+             py::arg("huge_pages") = false)
         .def_readonly("arch", &Model::arch)
         .def_property_readonly("forward_passes", [](const Model& self) { return self.net->forward_passes(); })
         .def_property_readonly("forward_rows", [](const Model& self) { return self.net->forward_rows(); })

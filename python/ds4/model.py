@@ -25,6 +25,7 @@ class Model:
         kv_type: Literal["f32", "f16"] = "f16",
         precision: Literal["int16", "f32"] = "int16",
         repack: bool = True,
+        huge_pages: bool = False,
     ) -> None:
         """``threads``: compute threads (default: one per hardware thread); ``n_ctx``: context
         length of each session (default: the model's trained length; the KV cache grows with
@@ -40,7 +41,12 @@ class Model:
         matrices at load into a layout of the same size that decodes in fewer instructions
         (their mapped pages are released, so memory stays the same; the logits are identical
         bit for bit, ~1.4x faster Q5_0 matmuls on a 2-core Zen 3); ``False`` reads every weight
-        from the mapped file."""
+        from the mapped file. ``huge_pages`` (Linux, with ``repack``): copy every matrix of 2 MiB
+        or more onto transparent huge pages at load (a MoE's expert stacks stay mapped), the same
+        logits: a model larger than the CPU's caches decodes faster (Qwen2.5-Coder 1.5B
+        +12-19 % on an Intel Xeon) for a longer load, the choice for a long-running
+        process; in VMs that hand freed memory back to the host each new
+        process pays the memory's first touch again (seconds per GB measured)."""
         if threads is not None and not 1 <= threads <= 1024:
             raise ValueError(f"threads must be in [1, 1024], got {threads}")
         if n_ctx is not None and n_ctx < 1:
@@ -52,7 +58,8 @@ class Model:
             raise ValueError(f"precision must be 'int16' or 'f32', got {precision!r}")
         self.threads = threads
         self.kv_type, self.precision = kv_type, precision
-        self._m = _core.Model(self.path, threads or 0, n_ctx or 0, kv_type, precision, repack)
+        self._m = _core.Model(self.path, threads or 0, n_ctx or 0, kv_type, precision, repack,
+                              huge_pages=huge_pages)
 
     @property
     def arch(self) -> str:

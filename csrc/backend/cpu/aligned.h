@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstddef>
-#include <memory>
 #include <new>
 #include <vector>
 
@@ -28,15 +27,6 @@ struct AlignedAllocator {
 
 template <class T>
 using AlignedVector = std::vector<T, AlignedAllocator<T>>;
-
-// Bytes of `n` T, 64-byte aligned and uninitialised (pages are touched only when written).
-struct AlignedDelete {
-    void operator()(void* p) const noexcept { ::operator delete(p, std::align_val_t{kAlign}); }
-};
-template <class T>
-std::unique_ptr<T[], AlignedDelete> aligned_array(size_t n) {
-    return std::unique_ptr<T[], AlignedDelete>(static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{kAlign})));
-}
 
 // `count` elements of T rounded up to whole 64-byte lines, so that per-thread slices of one buffer
 // start on lines too.

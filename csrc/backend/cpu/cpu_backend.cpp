@@ -44,6 +44,7 @@
 #include "backend/cpu/attn.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/delta.h"
+#include "backend/cpu/huge_pages.h"
 #include "backend/cpu/screened_head.h"
 #include "backend/cpu/thread_pool.h"
 #include "backend/cpu/vmath.h"
@@ -105,21 +106,24 @@ float dot_f32(const float* a, const float* b, int64_t n) {
     return acc[0];
 }
 
-// Host memory, 64-byte aligned.
+// Host memory, 64-byte aligned; on huge pages from 2 MiB on (a KV cache) if asked.
 class HostBuffer final : public Buffer {
 public:
-    explicit HostBuffer(size_t bytes) {
-        data_ = ::operator new(std::max<size_t>(bytes, 1), std::align_val_t{64});
+    HostBuffer(size_t bytes, bool huge) {
+        mem_ = cpu::huge_bytes(bytes, huge);
+        data_ = mem_.get();
         bytes_ = bytes;
     }
-    ~HostBuffer() override { ::operator delete(data_, std::align_val_t{64}); }
+
+private:
+    cpu::HugeBytes mem_;
 };
 
 class CpuBackend final : public Backend {
 public:
     explicit CpuBackend(const CpuOptions& o)
         : pool_ptr_(cpu::ThreadPool::shared(o.threads)), pool_(*pool_ptr_), int16_(o.int16_activations),
-          repack_(o.repack), defer_pack_(o.defer_pack), screen_head_(o.screen_head) {}
+          repack_(o.repack), defer_pack_(o.defer_pack), screen_head_(o.screen_head), huge_pages_(o.huge_pages) {}
     int threads() const override { return pool_.size(); }
     void for_each(int64_t n, const std::function<void(int64_t)>& fn) override {
         std::exception_ptr error;  // the pool's jobs must not throw: the first error is rethrown here
@@ -160,12 +164,22 @@ public:
         return pack_as(w, [](const void*, size_t) {}, false);
     }
 
+    // Q8_0 / Q5_0 rows repacked for the int16 path; with huge_pages, other matrices of at least a
+    // huge page copied as they are, and both onto huge pages (huge_pages.h).
     bool pack_as(Weight& w, const ReleaseFn& release, bool defer) {
-        if (!repack_ || !int16_ || !quant::has_packed_layout(w.type) || w.packed) return false;
+        if (!repack_ || w.packed) return false;
         const size_t bytes = w.row_bytes * static_cast<size_t>(w.total_rows());
-        auto buf = cpu::aligned_array<uint8_t>(bytes);
-        w.packed = buf.get();
-        Pending job{w, release};
+        const bool repack = int16_ && quant::has_packed_layout(w.type);
+        // Stacks (a MoE's experts) stay in the file: a step reads only its routed experts, and a
+        // model larger than memory must still run from its mapping.
+        if (!repack && (!huge_pages_ || w.n_mat != 1 || bytes < cpu::kHugePage)) return false;
+        cpu::HugeBytes buf = cpu::huge_bytes(bytes, huge_pages_);
+        Pending job{static_cast<const uint8_t*>(w.data), buf.get(), w, repack, release};
+        if (repack) {
+            w.packed = buf.get();
+        } else {
+            w.data = buf.get();
+        }
         packed_.push_back(std::move(buf));
         if (defer) {
             pending_.push_back(std::move(job));
@@ -179,7 +193,8 @@ public:
 
     void drop_packed(const Weight& w) override {
         screen_.forget(w.packed);
-        const auto it = std::find_if(packed_.begin(), packed_.end(), [&](const auto& b) { return b.get() == w.packed; });
+        const auto it = std::find_if(packed_.begin(), packed_.end(),
+                                     [&](const auto& b) { return b.get() == w.packed || b.get() == w.data; });
         if (it != packed_.end()) packed_.erase(it);
     }
 
@@ -188,7 +203,7 @@ public:
         pending_.clear();
     }
 
-    std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<HostBuffer>(bytes); }
+    std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<HostBuffer>(bytes, huge_pages_); }
     void write(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
     void read(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
     void copy(void* dst, const void* src, size_t bytes) override {
@@ -1043,30 +1058,35 @@ private:
     std::vector<int64_t> attn_start_;   // ... the first slot of each (row, KV group)
     std::vector<AttnRun> attn_runs_;    // ... and the units: runs of rows per (KV group, chunk)
     std::vector<float> attn_running_;   // ... and the running (max, sum) of a merge
-    std::vector<std::unique_ptr<uint8_t[], cpu::AlignedDelete>> packed_;  // pack(): the repacked weights
+    std::vector<cpu::HugeBytes> packed_;  // pack(): the repacked and the staged weights
     struct Pending {
-        Weight w;           // w.packed: where its rows go
-        ReleaseFn release;  // told of each range of w.data once packed
+        const uint8_t* src;  // the rows in the file
+        uint8_t* dst;        // where they go
+        Weight w;            // their geometry
+        bool repack;         // repacked (quant/packed.h), else copied as they are
+        ReleaseFn release;   // told of each range of src once written
     };
     std::vector<Pending> pending_;  // packs deferred to finish_packing()
 
-    // Writes job.w.packed from job.w.data in slices of ~8 MiB, each released once packed (peak
-    // memory: the copy, not the copy and the file); threads split a slice's rows.
+    // Writes job.dst from job.src in slices of ~8 MiB, each released once written (peak memory:
+    // the copy, not the copy and the file); threads split a slice's rows.
     void pack_rows(const Pending& job) {
         const Weight& w = job.w;
-        const auto* src = static_cast<const uint8_t*>(w.data);
-        auto* dst = static_cast<uint8_t*>(const_cast<void*>(w.packed));
         const int64_t slice = std::max<int64_t>(1, static_cast<int64_t>((size_t{8} << 20) / w.row_bytes));
         const int64_t n_rows = w.total_rows();  // every matrix of a stack
         for (int64_t s0 = 0; s0 < n_rows; s0 += slice) {
             const int64_t s1 = std::min(n_rows, s0 + slice);
             pool_.parallel_for(s1 - s0, [&](int64_t r0, int64_t r1) {
                 const size_t off = static_cast<size_t>(s0 + r0) * w.row_bytes;
-                quant::pack_rows(w.type, src + off, w.n_in, r1 - r0, dst + off);
+                if (job.repack) {
+                    quant::pack_rows(w.type, job.src + off, w.n_in, r1 - r0, job.dst + off);
+                } else {
+                    std::memcpy(job.dst + off, job.src + off, static_cast<size_t>(r1 - r0) * w.row_bytes);
+                }
             });
-            job.release(src + static_cast<size_t>(s0) * w.row_bytes, static_cast<size_t>(s1 - s0) * w.row_bytes);
+            job.release(job.src + static_cast<size_t>(s0) * w.row_bytes, static_cast<size_t>(s1 - s0) * w.row_bytes);
         }
-        job.release(src, w.row_bytes * static_cast<size_t>(n_rows));  // the pages slices' edges shared
+        job.release(job.src, w.row_bytes * static_cast<size_t>(n_rows));  // the pages slices' edges shared
     }
     cpu::AlignedVector<int16_t> act_a_;  // the int16 path's quantised activation rows (prepare)
     cpu::AlignedVector<float> act_da_, act_xs_;
@@ -1079,7 +1099,7 @@ private:
     std::vector<float> rope_inv_freq_;
     int rope_next_ = 0;
     cpu::ScreenedHead screen_;
-    bool int16_, repack_, defer_pack_, screen_head_;  // CpuOptions
+    bool int16_, repack_, defer_pack_, screen_head_, huge_pages_;  // CpuOptions
 };
 
 }  // namespace
