@@ -41,10 +41,9 @@ def test_float_precision_ignores_packing(reference: np.ndarray) -> None:
 
 def anon_huge_kib() -> int:
     """The process's anonymous memory on transparent huge pages, KiB (0 where not reported)."""
-    for line in Path("/proc/self/smaps_rollup").read_text().splitlines() if Path("/proc/self/smaps_rollup").exists() else []:
-        if line.startswith("AnonHugePages:"):
-            return int(line.split()[1])
-    return 0
+    rollup = Path("/proc/self/smaps_rollup")
+    lines = rollup.read_text().splitlines() if rollup.exists() else []
+    return next((int(line.split()[1]) for line in lines if line.startswith("AnonHugePages:")), 0)
 
 
 def thp_available() -> bool:
