@@ -268,11 +268,8 @@ py::array_t<float> matmul_path(const std::string& type_name, const py::buffer& d
             if (path == "i16" || path == "i16packed_gemm") {
                 backend::cpu::AlignedVector<int16_t> q(static_cast<size_t>(n_rows * n));
                 std::vector<float> sw(static_cast<size_t>(n_rows * groups)), mw(static_cast<size_t>(n_rows * halves));
-                const quant::DecodeI16Fn decode = path == "i16" ? ik.decode : ik.decode_packed;
-                for (int64_t o = 0; o < n_rows; ++o) {
-                    decode(b.ptr + static_cast<size_t>(o) * row, n, q.data() + o * n, sw.data() + o * groups,
-                           mw.data() + o * halves);
-                }
+                ik.decode_rows(b.ptr, row, path == "i16packed_gemm", static_cast<int>(n_rows), n, q.data(), sw.data(),
+                               mw.data());
                 ik.gemm_rows(q.data(), sw.data(), mw.data(), static_cast<int>(n_rows), a.data(), da.data(), xs.data(),
                              static_cast<int>(nx), n, y, n_rows);
             } else {  // the fused rows kernels, as the backend runs them: two rows at a time where a kernel does

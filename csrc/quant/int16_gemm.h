@@ -44,6 +44,7 @@
 // and that every ISA's kernel equals the reference bit for bit.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "quant/block_lanes.h"
@@ -78,9 +79,12 @@ using QuantizeI16Fn = void (*)(const float* x, int64_t n, int group_spans, int r
                                float* xs);
 // The same for a block-lane format (groups of one span, no half sums), a[n] in the block-lane order.
 using QuantizeLanesFn = void (*)(const float* x, int64_t n, int range, int16_t* a, float* da);
+// Rows o and o + 1 at w and w + row_bytes decoded as decode does, into the paired layout
+// (I16Kernels::decode_pair): q[2n], sw[2 n / (32 G)] and mw[2 n / 16] (row o's, then row o + 1's).
+using DecodePairI16Fn = void (*)(const void* w, size_t row_bytes, int64_t n, int16_t* q, float* sw, float* mw);
 // For o < nw, r < nx: y[r * ldy + o] = the int16-path dot of decoded weight row o and quantised
-// activation row r (weight rows of n elements, activation rows act_stride(n) apart, the per-group /
-// per-half arrays consecutive).
+// activation row r (weight rows of n elements in the layout decode_rows writes, activation rows
+// act_stride(n) apart, the per-group / per-half arrays consecutive).
 using GemmI16Fn = void (*)(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans, int nw,
                            const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y,
                            int64_t ldy);
@@ -128,6 +132,12 @@ struct I16Kernels {
     // Activation rows from which decode + gemm beats the fused kernels (0: the backend's default,
     // backend::kInt16BatchRows).
     int gemm_from = 0;
+    // The paired layout of the GEMM's weight tile (AVX-512's K-quant GEMM), where set: rows o and
+    // o + 1 (o even) fill q[o n, (o + 2) n) with their 16-element halves alternating, row o's
+    // first, so that one plain load gives both rows' half against an activation half broadcast to
+    // both (no fold of lanes per group, one activation load for several weight-row pairs); an odd
+    // last row stays as decode writes it.
+    DecodePairI16Fn decode_pair = nullptr;
 
     int64_t groups(int64_t n) const { return n / (kSpan * group_spans); }
     // The fused kernel of one weight row (GGUF or packed), and of two where the ISA has one and
@@ -143,6 +153,16 @@ struct I16Kernels {
         if (quantize_lanes) return quantize_lanes(x, n, range, a, da);
         quantize(x, n, group_spans, range, a, da, xs);
         if (block_lanes) BlockLanes(n).to_lanes_in_place(a);
+    }
+    // Weight rows 0 .. nw - 1 (row_bytes apart, GGUF or packed) decoded into the GEMM's tile.
+    void decode_rows(const uint8_t* w, size_t row_bytes, bool packed, int nw, int64_t n, int16_t* q, float* sw,
+                     float* mw) const {
+        const int64_t g = groups(n), h = n / kHalf;
+        int o = 0;
+        if (decode_pair && !packed) {
+            for (; o + 1 < nw; o += 2) decode_pair(w + o * row_bytes, row_bytes, n, q + o * n, sw + o * g, mw + o * h);
+        }
+        for (; o < nw; ++o) (packed ? decode_packed : decode)(w + o * row_bytes, n, q + o * n, sw + o * g, mw + o * h);
     }
     void gemm_rows(const int16_t* q, const float* sw, const float* mw, int nw, const int16_t* a, const float* da,
                    const float* xs, int nx, int64_t n, float* y, int64_t ldy) const {
@@ -198,6 +218,8 @@ RowsI16Fn rows_i16(Type type);
 RowsPacked2Fn rows2_i16(Type type);
 // decode of Q4_K and Q6_K in registers (decode_row's values), or nullptr.
 DecodeI16Fn decode_i16(Type type);
+// decode_pair of Q4_K and Q6_K in registers, or nullptr.
+DecodePairI16Fn decode_pair_i16(Type type);
 void quantize_i16_lanes(const float* x, int64_t n, int range, int16_t* a, float* da);
 }  // namespace avx512
 namespace neon {

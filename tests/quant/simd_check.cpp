@@ -173,10 +173,10 @@ int check_i16(const Case& c, const TypeInfo& ti, Isa isa, std::mt19937_64& rng, 
         std::vector<int16_t> a(static_cast<size_t>(nx * act_stride(n)));
         std::vector<float> da(static_cast<size_t>(nx * groups)), xs(static_cast<size_t>(nx * halves));
         for (int r = 0; r < nx; ++r) ik.quantize_row(x.data() + r * n, n, a.data() + r * act_stride(n), da.data() + r * groups, xs.data() + r * halves);
-        const auto gemm = [&](const I16Kernels& k, const uint8_t* rows, DecodeI16Fn decode) {
+        const auto gemm = [&](const I16Kernels& k, const uint8_t* rows, bool packed) {
             std::vector<int16_t> q(static_cast<size_t>(nw * n));
             std::vector<float> sw(static_cast<size_t>(nw * groups)), mw(static_cast<size_t>(nw * halves));
-            for (int o = 0; o < nw; ++o) decode(rows + o * rb, n, q.data() + o * n, sw.data() + o * groups, mw.data() + o * halves);
+            k.decode_rows(rows, rb, packed, nw, n, q.data(), sw.data(), mw.data());
             std::vector<float> y(static_cast<size_t>(nx * nw));
             k.gemm_rows(q.data(), sw.data(), mw.data(), nw, a.data(), da.data(), xs.data(), nx, n, y.data(), nw);
             return y;
@@ -192,8 +192,8 @@ int check_i16(const Case& c, const TypeInfo& ti, Isa isa, std::mt19937_64& rng, 
                 }
             }
         };
-        const std::vector<float> want = gemm(ref, w.data(), ref.decode);
-        compare("gemm", gemm(ik, w.data(), ik.decode), want, nx);
+        const std::vector<float> want = gemm(ref, w.data(), false);
+        compare("gemm", gemm(ik, w.data(), false), want, nx);
         // the rows kernels as the backend runs them: chunks of rows_max, two weight rows at a time
         const auto rows = [&](const char* what, bool packed, const uint8_t* data) {
             const RowsPackedFn one = ik.rows_of(packed);
@@ -222,7 +222,7 @@ int check_i16(const Case& c, const TypeInfo& ti, Isa isa, std::mt19937_64& rng, 
         if (!ik.rows_packed) continue;
         std::vector<uint8_t> packed(w.size());
         pack_rows(c.type, w.data(), n, nw, packed.data());
-        compare("packed gemm", gemm(ik, packed.data(), ik.decode_packed), want, nx);
+        compare("packed gemm", gemm(ik, packed.data(), true), want, nx);
         rows("rows_packed", true, packed.data());
     }
     return failures;

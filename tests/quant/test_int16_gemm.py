@@ -50,15 +50,17 @@ def _float_slack(n, w, x):
 @pytest.mark.parametrize("isa", SIMD_ISAS)
 @pytest.mark.parametrize("t", I16_TYPES)
 @pytest.mark.parametrize("extra", [0, 1])  # legacy formats: an odd and an even number of spans (padded rows)
-def test_simd_equals_reference(t, isa, extra):
+# weight rows: the AVX-512 K-quant GEMM's tiles of 3 pairs, 1 pair, and an odd last row
+@pytest.mark.parametrize("rows", [13, 3])
+def test_simd_equals_reference(t, isa, extra, rows):
     n = _n(t) + extra * block_size(t)
-    data, _ = _weights(t, 13, n, 1)
+    data, _ = _weights(t, rows, n, 1)
     rng = np.random.default_rng(2)
     x = (rng.standard_normal((27, n)) * np.exp(rng.standard_normal(n))).astype(np.float32)
     x[3, : n // 2] = 0.0  # all-zero spans
     x[5] *= 1e-30  # tiny activations: scales near the subnormal range
-    ref = _core.matmul_path(t, data, 13, x, "i16", isa="scalar")
-    np.testing.assert_array_equal(_core.matmul_path(t, data, 13, x, "i16", isa=isa), ref)
+    ref = _core.matmul_path(t, data, rows, x, "i16", isa="scalar")
+    np.testing.assert_array_equal(_core.matmul_path(t, data, rows, x, "i16", isa=isa), ref)
 
 
 @pytest.mark.parametrize("isa", SIMD_ISAS)

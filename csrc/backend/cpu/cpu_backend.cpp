@@ -930,14 +930,8 @@ private:
             const auto* rows = static_cast<const uint8_t*>(w.packed ? w.packed : w.data);
             for (int64_t t0 = o0; t0 < o1; t0 += kInt16TileRows) {
                 const int nw = static_cast<int>(std::min(kInt16TileRows, o1 - t0));
-                for (int i = 0; i < nw; ++i) {
-                    const uint8_t* row = rows + static_cast<size_t>(t0 + i) * w.row_bytes;
-                    if (w.packed) {
-                        ik.decode_packed(row, w.n_in, q + i * w.n_in, sw + i * groups, mw + i * halves);
-                    } else {
-                        ik.decode(row, w.n_in, q + i * w.n_in, sw + i * groups, mw + i * halves);
-                    }
-                }
+                ik.decode_rows(rows + static_cast<size_t>(t0) * w.row_bytes, w.row_bytes, w.packed != nullptr, nw,
+                               w.n_in, q, sw, mw);
                 for (int64_t r = 0; r < n; r += kInt16RowBlock) {
                     const int m = static_cast<int>(std::min(kInt16RowBlock, n - r));
                     ik.gemm_rows(q, sw, mw, nw, act_a_.data() + r * lda, act_da_.data() + r * groups,

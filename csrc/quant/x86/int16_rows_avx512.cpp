@@ -275,6 +275,37 @@ void decode_wide(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
     }
 }
 
+// Two rows decoded into the paired layout (int16_gemm.h, I16Kernels::decode_pair): span k of rows
+// o (f0) and o + 1 (f1) as two stores of [o's half | o + 1's half], by fold's shuffles.
+template <class F>
+void decode_pair_wide(const void* w, size_t row_bytes, int64_t n, int16_t* q, float* sw, float* mw) {
+    const auto* p = static_cast<const uint8_t*>(w);
+    const int64_t nb = n / QK_K;
+    for (int64_t bi = 0; bi < nb; ++bi, p += F::kBytes) {
+        const F f0(p), f1(p + row_bytes);
+        int16_t* qb = q + 2 * bi * QK_K;
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+            const __m512i a = f0.wide(k), b = f1.wide(k);
+            _mm512_storeu_si512(qb + 64 * k, _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)));
+            _mm512_storeu_si512(qb + 64 * k + 32, _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+        }
+        sw[bi] = f0.d();
+        sw[nb + bi] = f1.d();
+        const int64_t halves = n / kHalf;
+        for (int i = 0; i < 2; ++i) {
+            float* m = mw + i * halves + bi * (QK_K / kHalf);
+            if constexpr (F::kMin) {
+                const F& f = i ? f1 : f0;
+                _mm256_storeu_ps(m, f.mw(0));
+                _mm256_storeu_ps(m + 8, f.mw(1));
+            } else {
+                _mm512_storeu_ps(m, _mm512_setzero_ps());
+            }
+        }
+    }
+}
+
 }  // namespace
 
 using Q4_0 = Legacy<block_q4_0, false, false>;
@@ -296,6 +327,14 @@ DecodeI16Fn decode_i16(Type type) {
     switch (type) {
         case Type::Q4_K: return &decode_wide<Q4KWide>;
         case Type::Q6_K: return &decode_wide<Q6KWide>;
+        default: return nullptr;
+    }
+}
+
+DecodePairI16Fn decode_pair_i16(Type type) {
+    switch (type) {
+        case Type::Q4_K: return &decode_pair_wide<Q4KWide>;
+        case Type::Q6_K: return &decode_pair_wide<Q6KWide>;
         default: return nullptr;
     }
 }
