@@ -282,6 +282,8 @@ void decode_pair_wide(const void* w, size_t row_bytes, int64_t n, int16_t* q, fl
     const auto* p = static_cast<const uint8_t*>(w);
     const int64_t nb = n / QK_K;
     for (int64_t bi = 0; bi < nb; ++bi, p += F::kBytes) {
+        prefetch_block<F::kBytes>(p);  // a verify pass's weight stream (Qwen2.5-Coder 1.5B, 16 rows: 5 % faster)
+        prefetch_block<F::kBytes>(p + row_bytes);
         const F f0(p), f1(p + row_bytes);
         int16_t* qb = q + 2 * bi * QK_K;
 #pragma GCC unroll 8
