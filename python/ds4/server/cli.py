@@ -1,5 +1,5 @@
 """``ds4-server [-m FILE] [--host H] [--port P] [--ctx N] [--parallel N] [--max-queue N]
-[--kv-disk-dir DIR --kv-disk-space-mb N]`` plus the speculative flags of ``ds4``: serves the model
+[--kv-disk-dir DIR --kv-disk-space-mb N] [--huge-pages]`` plus the speculative flags of ``ds4``: serves the model
 (the embedded one without -m) over OpenAI's and Anthropic's APIs."""
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="save states of at least this many positions (default 256)")
     p.add_argument("--max-body-mb", type=float, default=8.0, help="largest request body (default 8 MB)")
     p.add_argument("--alias", help="the model name /v1/models reports (default: the file's name)")
+    p.add_argument("--huge-pages", action="store_true",
+                   help="copy the weights onto transparent huge pages at load (Linux): a model larger than the CPU's "
+                        "caches decodes faster (Qwen2.5-Coder 1.5B +12-19 %% on an Intel Xeon) for a longer start")
     add_spec_arguments(p)
     return p
 
@@ -54,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ds4.cli_generate import spec_from_args
     from ds4.server.worker import Worker
 
-    model = Model(args.model, threads=args.threads, n_ctx=args.ctx)
+    model = Model(args.model, threads=args.threads, n_ctx=args.ctx, huge_pages=args.huge_pages)
     spec = spec_from_args(args, model)
     if spec is not None and args.parallel != 1:
         print("ds4-server: speculative decoding serves one request at a time: use --parallel 1 "
