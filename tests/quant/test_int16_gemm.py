@@ -67,14 +67,14 @@ def test_simd_equals_reference(t, isa, extra, rows):
 @pytest.mark.parametrize("t", ["Q4_0", "Q4_1", "Q5_1", "Q4_K", "Q6_K"])
 def test_fused_rows_equal_gemm(t, isa):
     # decode and verify blocks (the fused kernel: 1..4 rows per weight pass on AVX2, the K-quants
-    # 1..8 and two weight rows at a time on AVX-512) = prefill (the GEMM); 5 weight rows: pairs and
-    # a last one alone
+    # 1..8 and two weight rows at a time on AVX-512; more rows in passes of equal size) = prefill
+    # (the GEMM); 5 weight rows: pairs and a last one alone
     n = _n(t)
     data, _ = _weights(t, 5, n, 8)
     rng = np.random.default_rng(9)
-    x = (rng.standard_normal((17, n)) * np.exp(rng.standard_normal(n))).astype(np.float32)
+    x = (rng.standard_normal((33, n)) * np.exp(rng.standard_normal(n))).astype(np.float32)
     want = _core.matmul_path(t, data, 5, x, "i16", isa=isa)
-    for nx in (1, 3, 4, 5, 8, 9, 17):
+    for nx in (1, 3, 4, 5, 8, 9, 12, 16, 17, 33):
         np.testing.assert_array_equal(_core.matmul_path(t, data, 5, x[:nx], "i16rows", isa=isa), want[:nx])
 
 
