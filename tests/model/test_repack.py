@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import ds4
+from huge_pages import anon_huge_kib, thp_available
 
 IDS = np.random.default_rng(21).integers(0, 262_000, size=45)
 
@@ -37,18 +38,6 @@ def test_float_precision_ignores_packing(reference: np.ndarray) -> None:
     a = ds4.Model(threads=2, n_ctx=128, precision="f32").session().eval(IDS[:8])
     b = ds4.Model(threads=2, n_ctx=128, precision="f32", repack=False).session().eval(IDS[:8])
     assert np.array_equal(a, b)
-
-
-def anon_huge_kib() -> int:
-    """The process's anonymous memory on transparent huge pages, KiB (0 where not reported)."""
-    rollup = Path("/proc/self/smaps_rollup")
-    lines = rollup.read_text().splitlines() if rollup.exists() else []
-    return next((int(line.split()[1]) for line in lines if line.startswith("AnonHugePages:")), 0)
-
-
-def thp_available() -> bool:
-    p = Path("/sys/kernel/mm/transparent_hugepage/enabled")
-    return p.exists() and "[never]" not in p.read_text()
 
 
 def test_huge_pages_logits_identical(reference: np.ndarray) -> None:
