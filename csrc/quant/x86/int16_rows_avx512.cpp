@@ -253,6 +253,19 @@ void rows2(const void* w, size_t row_bytes, int64_t n, const int16_t* a, const f
     rows_any<F>(p, p + row_bytes, 2, n, a, da, xs, nx, y, ldy);
 }
 
+// Super-block bi's scale sw[bi] and its minima per half (zeros for Q6_K), as decode_row writes them.
+template <class F>
+void store_scales(const F& f, int64_t bi, float* sw, float* mw) {
+    sw[bi] = f.d();
+    float* m = mw + bi * (QK_K / kHalf);
+    if constexpr (F::kMin) {
+        _mm256_storeu_ps(m, f.mw(0));
+        _mm256_storeu_ps(m + 8, f.mw(1));
+    } else {
+        _mm512_storeu_ps(m, _mm512_setzero_ps());
+    }
+}
+
 // A K-quant row decoded to the GEMM's int16 tile as decode_row writes it (int16_ref.cpp: each
 // span's weights times its sub-block scale, d per super-block, dmin * m per half), a span per
 // store: a pass of I16Kernels::gemm_from rows or more decodes each weight row once for all
@@ -264,14 +277,7 @@ void decode_wide(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
         const F f(p);
 #pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) _mm512_storeu_si512(q + bi * QK_K + 32 * k, f.wide(k));
-        sw[bi] = f.d();
-        float* m = mw + bi * (QK_K / kHalf);
-        if constexpr (F::kMin) {
-            _mm256_storeu_ps(m, f.mw(0));
-            _mm256_storeu_ps(m + 8, f.mw(1));
-        } else {
-            _mm512_storeu_ps(m, _mm512_setzero_ps());
-        }
+        store_scales(f, bi, sw, mw);
     }
 }
 
@@ -292,19 +298,8 @@ void decode_pair_wide(const void* w, size_t row_bytes, int64_t n, int16_t* q, fl
             _mm512_storeu_si512(qb + 64 * k, _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)));
             _mm512_storeu_si512(qb + 64 * k + 32, _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
         }
-        sw[bi] = f0.d();
-        sw[nb + bi] = f1.d();
-        const int64_t halves = n / kHalf;
-        for (int i = 0; i < 2; ++i) {
-            float* m = mw + i * halves + bi * (QK_K / kHalf);
-            if constexpr (F::kMin) {
-                const F& f = i ? f1 : f0;
-                _mm256_storeu_ps(m, f.mw(0));
-                _mm256_storeu_ps(m + 8, f.mw(1));
-            } else {
-                _mm512_storeu_ps(m, _mm512_setzero_ps());
-            }
-        }
+        store_scales(f0, bi, sw, mw);
+        store_scales(f1, bi, sw + nb, mw + n / kHalf);
     }
 }
 
