@@ -22,12 +22,12 @@ namespace ds4::quant::avx512 {
 
 namespace {
 
-// y[0] = row o's sum of acc (less its minimum term c, for the formats with one) and, when nw == 2,
-// y[1] = row o + 1's.
-template <bool kMin>
-inline void store(__m512 acc, __m512 c, int nw, float* y) {
-    y[0] = kMin ? hsum_lo(acc) - hsum_lo(c) : hsum_lo(acc);
-    if (nw == 2) y[1] = kMin ? hsum_hi(acc) - hsum_hi(c) : hsum_hi(acc);
+// y[r * ldy] = row o's sum of acc[r] (less its minimum term c[r], for the formats with one) and,
+// when nw == 2, y[r * ldy + 1] = row o + 1's: hsum_lo(acc) - hsum_lo(c), R rows' trees at once.
+template <bool kMin, int R>
+inline void store(const __m512 (&acc)[R], const __m512 (&c)[R], int nw, float* y, int64_t ldy) {
+    store_hsums(acc, nw, y, ldy);
+    if constexpr (kMin) store_hsums<true>(c, nw, y, ldy);
 }
 
 // One weight row of a K-quant (a decode step, the odd row of a verify block): a span in one zmm,
@@ -118,7 +118,7 @@ void rows_super(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const i
             }
         }
     }
-    for (int r = 0; r < R; ++r) store<F::kMin>(acc[r], c[r], nw, y + r * ldy);
+    store<F::kMin>(acc, c, nw, y, ldy);
 }
 
 // The legacy formats (Q4_0, Q4_1, Q5_1): one group per block, as the AVX2 kernel's rows_legacy,
@@ -171,7 +171,8 @@ void rows_legacy(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const 
                         cl[r][8 * i + h % 8] = std::fma(m[0][i], xs[r * halves + h], cl[r][8 * i + h % 8]);
         }
     }
-    for (int r = 0; r < R; ++r) store<F::kMin>(acc[r], _mm512_load_ps(cl[r]), nw, y + r * ldy);
+    for (int r = 0; r < R; ++r) c[r] = _mm512_load_ps(cl[r]);
+    store<F::kMin>(acc, c, nw, y, ldy);
 }
 
 template <class F, int R>
