@@ -157,17 +157,11 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
             const __m128 lo = _mm_fmadd_ps(_mm_cvtepi32_ps(T), scale, _mm256_castps256_ps128(acc[r]));
             acc[r] = _mm256_insertf128_ps(acc[r], lo, 0);
         }
-    } else if (bl.tail > 0) {  // natural order: a block's lanes summed exactly, one fma per block
-        for (int r = 0; r < R; ++r) {
-            alignas(32) float lanes[8];
-            _mm256_store_ps(lanes, acc[r]);
-            for (int64_t b = bl.full; b < bl.nb; ++b) {
-                const float T = block_sum(w.half(b, 0), w.half(b, 1), a + r * act_stride(n) + 32 * b);
-                lanes[b % 8] = _mm_cvtss_f32(
-                    _mm_fmadd_ss(_mm_set_ss(T), _mm_set_ss(w.scale(b) * da[r * bl.nb + b]), _mm_set_ss(lanes[b % 8])));
-            }
-            acc[r] = _mm256_load_ps(lanes);
-        }
+    } else if (bl.tail > 0) {  // natural order: one fma per block, lane b % 8
+        const TailBlocks tail(
+            static_cast<int>(bl.tail), [&](int i, int h) { return w.half(bl.full + i, h); },
+            [&](int i) { return w.scale(bl.full + i); });
+        for (int r = 0; r < R; ++r) acc[r] = tail.add(acc[r], a + r * act_stride(n) + 32 * bl.full, da + r * bl.nb + bl.full);
     }
     for (int r = 0; r < R; ++r) y[r * ldy] = hsum(acc[r]);
 }

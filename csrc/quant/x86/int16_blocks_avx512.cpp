@@ -167,16 +167,15 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
             const __m512 sum = _mm512_load_ps(acc[r]);
             _mm512_store_ps(acc[r], _mm512_mask_blend_ps(0x0F0F, sum, _mm512_fmadd_ps(_mm512_cvtepi32_ps(T), scale, sum)));
         }
-    } else if (bl.tail > 0) {  // natural order: a block's lanes summed exactly, one fma per block
-        for (int r = 0; r < R; ++r) {
-            float* lanes = acc[r];
-            for (int i = 0; i < NW; ++i) {
-                for (int64_t b = bl.full; b < bl.nb; ++b) {
-                    const float T = block_sum(w.half(i, b, 0), w.half(i, b, 1), a + r * act_stride(n) + 32 * b);
-                    float& lane = lanes[8 * i + b % 8];
-                    lane = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(T), _mm_set_ss(w.scale(i, b) * da[r * bl.nb + b]),
-                                                      _mm_set_ss(lane)));
-                }
+    } else if (bl.tail > 0) {  // natural order: one fma per block, lane b % 8 of each row's half
+        for (int i = 0; i < NW; ++i) {
+            const TailBlocks tail(
+                static_cast<int>(bl.tail), [&](int j, int h) { return w.half(i, bl.full + j, h); },
+                [&](int j) { return w.scale(i, bl.full + j); });
+            for (int r = 0; r < R; ++r) {
+                float* lanes = acc[r] + 8 * i;
+                _mm256_store_ps(lanes, tail.add(_mm256_load_ps(lanes), a + r * act_stride(n) + 32 * bl.full,
+                                                da + r * bl.nb + bl.full));
             }
         }
     }
