@@ -38,7 +38,7 @@ engines read, f16 keys and values of every layer at the mean context of the deco
 The machine may be shared: the load average is printed with every table; treat ratios from one
 table as the result, absolute figures as noisy.
 
-Usage: PYTHONPATH=python python bench/vs_llamacpp.py [--model gemma|smollm|qwen05|qwen15[,...]]
+Usage: PYTHONPATH=python python bench/vs_llamacpp.py [--model gemma|smollm|qwen05|qwen15|FILE.gguf[,...]]
        [--threads 2] [--rounds 3] [--prompt-tokens 512] [--decode-tokens 128] [--quick]
 """
 
@@ -297,7 +297,9 @@ def bench_model(name: str, args: argparse.Namespace, bandwidth: list[float]) -> 
     from ds4 import known_models
 
     try:
-        path = known_models.model_path(name)
+        path = Path(name) if name.endswith(".gguf") else known_models.model_path(name)
+        if not path.is_file():
+            raise FileNotFoundError(f"no file {path}")
     except FileNotFoundError as e:
         print(f"\n### {name}: skipped ({e})\n")
         return
@@ -378,7 +380,8 @@ def print_table(name: str, path: Path, args: argparse.Namespace, bandwidths: lis
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default="gemma", help="gemma, smollm, qwen05, qwen15, comma-separated, or all")
+    ap.add_argument("--model", default="gemma",
+                    help="gemma, smollm, qwen05, qwen15 or a .gguf path, comma-separated, or all")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--prompt-tokens", type=int, default=512)

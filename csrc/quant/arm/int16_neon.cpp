@@ -266,7 +266,11 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
             const int32x4_t T = vaddq_s32(vpaddq_s32(S[r].p[0], S[r].p[1]), vpaddq_s32(S[r].p[2], S[r].p[3]));
             acc[r].lo = vfmaq_f32(acc[r].lo, vcvtq_f32_s32(T), vmulq_f32(d, vld1q_f32(da + r * bl.nb + b0)));
         }
-    } else if (bl.tail > 0) {  // natural order: a block's products summed exactly, one fma per block
+    } else if (bl.tail > 0) {  // natural order: a block's products summed exactly, one fma per block;
+        // the blocks decoded once for all activation rows
+        Span q[BlockLanes::kChunk - 1];
+        float sw[BlockLanes::kChunk - 1];
+        for (int64_t b = bl.full; b < bl.nb; ++b) q[b - bl.full] = w.block(b), sw[b - bl.full] = w.scale(b);
         for (int r = 0; r < R; ++r) {
             float lanes[8];
             vst1q_f32(lanes, acc[r].lo);
@@ -274,8 +278,8 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
             for (int64_t b = bl.full; b < bl.nb; ++b) {
                 Pos s;
                 clear(s);
-                mac32(s, w.block(b), a + r * act_stride(n) + 32 * b);
-                lanes[b % 8] = std::fma(static_cast<float>(total(s)), w.scale(b) * da[r * bl.nb + b], lanes[b % 8]);
+                mac32(s, q[b - bl.full], a + r * act_stride(n) + 32 * b);
+                lanes[b % 8] = std::fma(static_cast<float>(total(s)), sw[b - bl.full] * da[r * bl.nb + b], lanes[b % 8]);
             }
             acc[r] = {vld1q_f32(lanes), vld1q_f32(lanes + 4)};
         }
