@@ -1,4 +1,5 @@
-"""Accuracy against transformers: ds4 and llama.cpp on the embedded Gemma 3 270M Q4_K_M.
+"""Accuracy against transformers: ds4 and llama.cpp on the embedded Gemma 3 270M Q4_K_M (or --model,
+any GGUF that transformers loads).
 
 Both engines evaluate the same token ids (ds4's tokenisation, BOS included) at every position
 of the texts in tests/model/test_gemma_oracle.py, and are compared with transformers loading
@@ -7,17 +8,18 @@ the same GGUF in fp32 with eager attention. The reference is the test suite's ca
 tokens); if the cache is missing it is built the same way (transformers takes minutes to load).
 
 ds4 runs three ways: with the defaults (precision="int16": int16 activations for every matmul of
-this file's Q8_0 / Q5_0 / Q4_K / Q6_K weights; an f16 KV cache), with the exact options
-(precision="f32", kv_type="f32") and with int16 and an f32 cache (the cost of each half).
+the file's weights; an f16 KV cache), with the exact options (precision="f32", kv_type="f32")
+and with int16 and an f32 cache (the cost of each half).
 
 Per engine: top-1 agreement with the reference argmax (also counted only where the reference
 top-2 margin exceeds 1e-3), mean and max |Δlogit| over the cached ids (top-20 + fixed, as the
 test does), and the first index where 64 greedy tokens after the prompt leave transformers'
 32 (only the first 32 can be checked). Both engines run on 2 threads with n_ctx 512.
 
-    PYTHONPATH=python python bench/accuracy.py
+    PYTHONPATH=python python bench/accuracy.py [--model PATH]
 """
 
+import argparse
 import importlib.util
 from pathlib import Path
 
@@ -38,9 +40,9 @@ def load_oracle():
     return mod
 
 
-def reference(oracle, path, model):
+def reference(oracle, path, model, default):
     """The test suite's cached transformers summary (built the same way if missing: minutes)."""
-    return oracle.load_reference(path, model)
+    return oracle.load_reference(path, model) if default else oracle.load_reference(path, model, path.stem)
 
 
 class Ds4:
@@ -115,12 +117,15 @@ def measure(engine, oracle, model, ref):
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", type=Path, help="a GGUF file (default: the embedded model)")
+    args = ap.parse_args()
     oracle = load_oracle()
-    path = default_model_path()
+    path = args.model or default_model_path()
     model = ds4.Model(str(path), threads=2, n_ctx=512)
     exact = ds4.Model(str(path), threads=2, n_ctx=512, precision="f32", kv_type="f32")
     int16_f32kv = ds4.Model(str(path), threads=2, n_ctx=512, kv_type="f32")
-    ref = reference(oracle, path, model)
+    ref = reference(oracle, path, model, args.model is None)
     llama = LlamaCpp(path)
     same_tok = all(llama.llm.tokenize(t.encode(), add_bos=True) == model.tokenize(t) for t in oracle.TEXTS)
     print(f"{path.name}; llama.cpp's own tokenisation matches ds4's ids: {same_tok}")

@@ -2,8 +2,8 @@
 
 For each int16-path format, a weight matrix that fits the L2 / L3 caches (--kib, so that the kernel,
 not DRAM, is measured) against 1, 4, 8, 12 and 16 activation rows through the kernel the engine
-uses for fewer than 32 rows: the packed rows kernels for Q8_0 / Q5_0 (two weight rows at a time on
-AVX-512), the fused rows kernel for the others. One thread (``_core.matmul_path`` runs on the
+uses for fewer than 32 rows: the packed rows kernels for the legacy formats (two weight rows at a
+time on AVX-512), the fused rows kernel for the K-quants. One thread (``_core.matmul_path`` runs on the
 calling thread), timed by its CPU time, best of --reps; the activations' quantisation is included
 (a small share: rows x columns against the matrix's rows x columns x weight rows). First, the
 peak of vpdpwssd (bench/madd_peak.cpp, compiled here with g++) where the CPU has it: zmm, the
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "quant"))
 from qdata import block_geometry, random_blocks  # noqa: E402
 
 FORMATS = ["Q8_0", "Q5_0", "Q4_0", "Q4_1", "Q5_1", "Q4_K", "Q6_K"]
-PACKED = {"Q8_0", "Q5_0"}
+PACKED = {"Q8_0", "Q5_0", "Q4_0", "Q4_1", "Q5_1"}
 ROWS = [1, 4, 8, 12, 16]
 
 

@@ -1,6 +1,7 @@
-// The block-lane order of the int16 path (int16_gemm.h), for Q8_0 and Q5_0: the elements of a row
-// are stored so that one 16-lane int16 vector holds a pair of elements from each of 8
-// consecutive blocks, and vpmaddwd then leaves each block's products in its own 32-bit lane.
+// The block-lane order of the int16 path (int16_gemm.h), for the 32-element legacy formats (Q4_0,
+// Q4_1, Q5_0, Q5_1, Q8_0): the elements of a row are stored so that one 16-lane int16 vector
+// holds a pair of elements from each of 8 consecutive blocks, and vpmaddwd then leaves each
+// block's products in its own 32-bit lane.
 // Kernels sum a block exactly in one lane and take one conversion and fma per 8 blocks, where
 // the natural order needs them per block (~1.7x fewer ops per multiply-add on Zen 3).
 //

@@ -31,13 +31,14 @@
 // y = hsum(acc) (the AVX2 tree ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))) and, for formats with a
 // minimum, y -= hsum(c) where c_j = fma(mw_h, xs_h, c_j) over the halves h = 8 i + j in order.
 //
-// Q8_0 and Q5_0 take another order, the block lanes (block_lanes.h): weights and activations are
-// stored so that each block's 32 products land in one lane, summed exactly (T_b, in int32), and
-// block b goes to lane b mod 8: acc_{b mod 8} = fma((float)T_b, sw_b * da_b, acc_{b mod 8}), in
-// block order, then y = hsum(acc). Their kernels need ~1.7x fewer ops per multiply-add than the
-// lane sums above (one conversion and fma per 8 blocks instead of per block); the head of a
-// tied-embedding model (Gemma's 262k x 640 Q8_0) is ~40 % of a verify pass, and Q5_0 most of
-// Gemma's layers.
+// The 32-element legacy formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) take another order, the block
+// lanes (block_lanes.h): weights and activations are stored so that each block's 32 products
+// land in one lane, summed exactly (T_b, in int32), and block b goes to lane b mod 8:
+// acc_{b mod 8} = fma((float)T_b, sw_b * da_b, acc_{b mod 8}), in block order, then y = hsum(acc)
+// and, for Q4_1 / Q5_1, the same minimum term as above (over the halves in the natural order,
+// whatever the lanes). Their kernels need ~1.7x fewer ops per multiply-add than the lane sums
+// above (one conversion and fma per 8 blocks instead of per block); the head of a tied-embedding
+// model (Gemma's 262k x 640 Q8_0) is ~40 % of a verify pass, and Q5_0 most of Gemma's layers.
 //
 // Against the exact Σ w_e x_e, the result differs by the activation rounding, at most
 // Σ_e |w_e| da_g/2, plus float rounding (x86/simd.h); tests/quant/test_int16_gemm.py checks both,
@@ -77,8 +78,9 @@ using DecodeI16Fn = void (*)(const void* w, int64_t n, int16_t* q, float* sw, fl
 // da[n / (32 G)], xs[n / 16].
 using QuantizeI16Fn = void (*)(const float* x, int64_t n, int group_spans, int range, int16_t* a, float* da,
                                float* xs);
-// The same for a block-lane format (groups of one span, no half sums), a[n] in the block-lane order.
-using QuantizeLanesFn = void (*)(const float* x, int64_t n, int range, int16_t* a, float* da);
+// The same for a block-lane format (groups of one span), a[n] in the block-lane order; xs (the
+// half sums, in the natural order) written only by the quantisers of formats with a minimum.
+using QuantizeLanesFn = void (*)(const float* x, int64_t n, int range, int16_t* a, float* da, float* xs);
 // Rows o and o + 1 at w and w + row_bytes decoded as decode does, into the paired layout
 // (I16Kernels::decode_pair): q[2n], sw[2 n / (32 G)] and mw[2 n / 16] (row o's, then row o + 1's).
 using DecodePairI16Fn = void (*)(const void* w, size_t row_bytes, int64_t n, int16_t* q, float* sw, float* mw);
@@ -111,7 +113,8 @@ struct I16Kernels {
     // that all give the same floats. The others (Q2_K, Q3_K, Q5_K) take it from
     // backend::kInt16BatchRows (backend/cpu/cpu_backend.h) rows on.
     bool all_batches = false;
-    // The block-lane order (Q8_0, Q5_0): decode and quantize_row write it, gemm and rows_packed read it.
+    // The block-lane order (the legacy formats): decode and quantize_row write it, gemm and
+    // rows_packed read it.
     bool block_lanes = false;
     // Most activation rows per call of rows / rows_packed.
     int rows_max = kDotRowsMax;
@@ -126,8 +129,8 @@ struct I16Kernels {
     // rows2 for one activation row as well (a decode step): the K-quants' pairs kernels on
     // AVX-512, whose group-end work serves both rows at once.
     bool rows2_one_row = false;
-    // quantize then the block-lane order in one pass, where the ISA has it (xs left unwritten:
-    // the block-lane formats have no minimum).
+    // quantize then the block-lane order in one pass, where the ISA has it (xs written for the
+    // formats with a minimum).
     QuantizeLanesFn quantize_lanes = nullptr;
     // Activation rows from which decode + gemm beats the fused kernels (0: the backend's default,
     // backend::kInt16BatchRows).
@@ -142,15 +145,15 @@ struct I16Kernels {
     int64_t groups(int64_t n) const { return n / (kSpan * group_spans); }
     // The fused kernel of one weight row (GGUF or packed), and of two where the ISA has one and
     // the call has more than one activation row, or one where rows2_one_row says so (for the
-    // other formats a decode step measured no faster or slower on two rows: Q8_0 / Q5_0 level on
-    // an Intel Xeon, the legacy formats' joined layout slower on Zen 5).
+    // block-lane formats a decode step measured no faster on two rows: Q8_0 / Q5_0 level on an
+    // Intel Xeon).
     RowsI16Fn rows_of(bool packed) const { return packed ? rows_packed : rows; }
     RowsPacked2Fn pairs_of(bool packed, int64_t activation_rows) const {
         if (packed) return activation_rows > 1 ? rows_packed2 : nullptr;
         return activation_rows > 1 || rows2_one_row ? rows2 : nullptr;
     }
     void quantize_row(const float* x, int64_t n, int16_t* a, float* da, float* xs) const {
-        if (quantize_lanes) return quantize_lanes(x, n, range, a, da);
+        if (quantize_lanes) return quantize_lanes(x, n, range, a, da, xs);
         quantize(x, n, group_spans, range, a, da, xs);
         if (block_lanes) BlockLanes(n).to_lanes_in_place(a);
     }
@@ -193,9 +196,9 @@ DS4_I16_BLOCKS_DECLARE
     DS4_I16_BLOCKS_DECLARE                                                                                        \
     /* Activation rows per pass of the block-lane kernels (rows_max of their formats). */                       \
     constexpr int kBlockRowsMax = 6;                                                                              \
-    /* decode_packed of `type` (Q8_0, Q5_0), or nullptr. */                                                      \
+    /* decode_packed of `type` (the legacy formats), or nullptr. */                                             \
     DecodeI16Fn decode_packed(Type type);                                                                         \
-    /* The fused few-rows kernel of `type` (every format above), or nullptr. */                                  \
+    /* The fused few-rows kernel of `type` (Q4_K, Q6_K), or nullptr. */                                         \
     RowsI16Fn rows_i16(Type type);
 namespace avx2 {
 DS4_I16_YMM_DECLARE
@@ -211,23 +214,24 @@ void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, 
 // activation rows take 16 of the 32 registers; more rows spill, and their activations leave L1
 // on long rows (8 rows of 2048 fill its 32 KiB).
 constexpr int kBlockRowsMax = 8;
-// Activation rows per pass of the natural-order formats' rows kernels (AVX2: kDotRowsMax).
+// Activation rows per pass of the K-quants' rows kernels (AVX2: kDotRowsMax).
 constexpr int kRowsMax = 8;
-// The fused rows kernels of Q4_0, Q4_1, Q5_1, Q4_K and Q6_K, one row and two at a time, or nullptr.
+// The fused rows kernels of Q4_K and Q6_K, one row and two at a time, or nullptr.
 RowsI16Fn rows_i16(Type type);
 RowsPacked2Fn rows2_i16(Type type);
 // decode of Q4_K and Q6_K in registers (decode_row's values), or nullptr.
 DecodeI16Fn decode_i16(Type type);
 // decode_pair of Q4_K and Q6_K in registers, or nullptr.
 DecodePairI16Fn decode_pair_i16(Type type);
-void quantize_i16_lanes(const float* x, int64_t n, int range, int16_t* a, float* da);
+// quantize_lanes, writing the half sums xs (formats with a minimum) or not.
+QuantizeLanesFn quantize_i16_lanes(bool half_sums);
 }  // namespace avx512
 namespace neon {
 DS4_I16_DECLARE
 DS4_I16_BLOCKS_DECLARE
 // Activation rows per pass of the block-lane kernels.
 constexpr int kBlockRowsMax = 4;
-// The fused rows kernels of Q4_0, Q4_1, Q5_1, Q4_K and Q6_K, or nullptr.
+// The fused rows kernels of Q4_K and Q6_K, or nullptr.
 RowsI16Fn rows_i16(Type type);
 }  // namespace neon
 #undef DS4_I16_DECLARE

@@ -54,7 +54,7 @@ struct Legacy {
     using Block = Blk;
     static constexpr int B = 32;
     static constexpr bool kMin = kHasMin;
-    static constexpr bool kBlockLanes = kFifth && !kHasMin;  // Q5_0
+    static constexpr bool kBlockLanes = true;
     static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
         const auto& b = *reinterpret_cast<const Block*>(p);
@@ -239,6 +239,16 @@ void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t
     }
 }
 
+namespace {
+float tree(const float* v) { return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7])); }
+// hsum(c), c_j = fma(mw_h, xs_h, c_j) over the halves h = 8 i + j in order (int16_gemm.h).
+float min_term(const float* mw, const float* xs, int64_t halves) {
+    float c[8] = {};
+    for (int64_t h = 0; h < halves; ++h) c[h % 8] = std::fma(mw[h], xs[h], c[h % 8]);
+    return tree(c);
+}
+}  // namespace
+
 void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans, int nw,
               const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
     const int64_t len = int64_t{kSpan} * group_spans, groups = n / len, halves = n / kHalf;
@@ -260,21 +270,15 @@ void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, 
                 const float scale = sw[o * groups + g] * da[r * groups + g];
                 for (int j = 0; j < 8; ++j) acc[j] = std::fma(static_cast<float>(S[j]), scale, acc[j]);
             }
-            const auto tree = [](const float* v) { return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7])); };
-            float out = tree(acc);
-            if (has_min) {
-                float c[8] = {};
-                for (int64_t h = 0; h < halves; ++h) c[h % 8] = std::fma(mw[o * halves + h], xs[r * halves + h], c[h % 8]);
-                out -= tree(c);
-            }
-            y[r * ldy + o] = out;
+            y[r * ldy + o] = has_min ? tree(acc) - min_term(mw + o * halves, xs + r * halves, halves) : tree(acc);
         }
     }
 }
 
-void gemm_i16_blocks(const int16_t* q, const float* sw, const float*, bool, int, int nw, const int16_t* a,
-                     const float* da, const float*, int nx, int64_t n, float* y, int64_t ldy) {
+void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, bool has_min, int, int nw, const int16_t* a,
+                     const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
     const BlockLanes bl(n);
+    const int64_t halves = n / kHalf;
     for (int r = 0; r < nx; ++r) {
         const int16_t* ar = a + r * act_stride(n);
         for (int o = 0; o < nw; ++o) {
@@ -288,7 +292,7 @@ void gemm_i16_blocks(const int16_t* q, const float* sw, const float*, bool, int,
                 }
                 acc[b % 8] = std::fma(static_cast<float>(T), sw[o * bl.nb + b] * da[r * bl.nb + b], acc[b % 8]);
             }
-            y[r * ldy + o] = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+            y[r * ldy + o] = has_min ? tree(acc) - min_term(mw + o * halves, xs + r * halves, halves) : tree(acc);
         }
     }
 }
@@ -342,13 +346,12 @@ const I16Kernels& table(Isa isa) {
     }();
     if (isa == Isa::avxvnni) return vnni;
     // AVX-512: two weight rows at a time (the GEMMs, the block-lane formats' packed rows kernels,
-    // the natural-order formats' rows kernels, each with more activation rows per pass); the rest
-    // is AVX2's.
+    // the K-quants' rows kernels, each with more activation rows per pass); the rest is AVX2's.
     static const I16Kernels wide = [] {
         I16Kernels k = simd;
         k.gemm = lanes ? &avx512::gemm_i16_blocks : &avx512::gemm_i16;
         if (lanes) {
-            k.quantize_lanes = &avx512::quantize_i16_lanes;
+            k.quantize_lanes = avx512::quantize_i16_lanes(F::kMin);
             k.rows_packed = avx512::rows_packed(T);
             k.rows_packed2 = avx512::rows_packed2(T);
             k.rows_max = avx512::kBlockRowsMax;

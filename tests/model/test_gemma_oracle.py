@@ -96,9 +96,10 @@ def reference(gemma_path: Path, gemma: ds4.Model) -> dict[str, Any]:
     return load_reference(gemma_path, gemma)
 
 
-def load_reference(gemma_path: Path, gemma: ds4.Model) -> dict[str, Any]:
-    """The cached transformers summary (built and cached on first use); bench/accuracy.py shares it."""
-    target = cache_dir() / "oracle" / f"gemma3-270m-{_key(gemma_path)}.npz"
+def load_reference(gemma_path: Path, gemma: ds4.Model, name: str = "gemma3-270m") -> dict[str, Any]:
+    """The cached transformers summary (built and cached on first use); bench/accuracy.py shares it,
+    for other GGUF files too (`name`: the cache file's prefix)."""
+    target = cache_dir() / "oracle" / f"{name}-{_key(gemma_path)}.npz"
     if not target.exists():
         fixed = np.random.default_rng(0).choice(gemma.n_vocab, size=N_FIXED, replace=False)
         ref = _build_reference(gemma_path, gemma, fixed)

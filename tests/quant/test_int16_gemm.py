@@ -10,8 +10,8 @@ quantiser and the GEMM, per format and ISA.
   bound sum_i |w_i| da / 2 (da = the group's max |x| / R; groups of 32, or 256 for the K-quants),
   plus float rounding.
 - A non-finite activation makes its row NaN, as the float path would.
-- Q8_0 and Q5_0 take the block lanes (block_lanes.h): the reference, the GEMM and the packed-row
-  kernels equal that rule written out in numpy, for every shape of a row's last chunk.
+- The legacy formats take the block lanes (block_lanes.h): the reference, the GEMM and the
+  packed-row kernels equal that rule written out in numpy, for every shape of a row's last chunk.
 """
 
 import numpy as np
@@ -64,10 +64,10 @@ def test_simd_equals_reference(t, isa, extra, rows):
 
 
 @pytest.mark.parametrize("isa", SIMD_ISAS)
-@pytest.mark.parametrize("t", ["Q4_0", "Q4_1", "Q5_1", "Q4_K", "Q6_K"])
+@pytest.mark.parametrize("t", ["Q4_K", "Q6_K"])
 def test_fused_rows_equal_gemm(t, isa):
-    # decode and verify blocks (the fused kernel: 1..4 rows per weight pass on AVX2, the K-quants
-    # 1..8 and two weight rows at a time on AVX-512; more rows in passes of equal size) = prefill
+    # decode and verify blocks (the fused kernel: 1..4 rows per weight pass on AVX2, 1..8 and two
+    # weight rows at a time on AVX-512; more rows in passes of equal size) = prefill
     # (the GEMM); 5 weight rows: pairs and a last one alone
     n = _n(t)
     data, _ = _weights(t, 5, n, 8)
@@ -124,10 +124,10 @@ def test_float_formats_have_no_int16_path():
         _core.matmul_path("F32", np.ones(32, dtype=np.float32).tobytes(), 1, x, "i16")
 
 
-# Packed weights (csrc/quant/packed.h): rows of Q8_0 and Q5_0 in the block-lane order
+# Packed weights (csrc/quant/packed.h): rows of the legacy formats in the block-lane order
 # (block_lanes.h), each the size of its GGUF row. Row lengths: whole chunks of 8 blocks, a last
 # chunk of 4, of 1..3 or 5..7 (natural order), and each alone.
-PACKED_TYPES = ["Q5_0", "Q8_0"]
+PACKED_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]
 LANE_ROWS = [32, 96, 128, 256, 576, 640, 672, 1024]
 
 
@@ -157,15 +157,30 @@ def test_packed_rows_equal_gemm(t, isa):
     np.testing.assert_array_equal(_core.matmul_path(t, packed, 21, x, "i16packed_gemm", isa=isa), want)
 
 
+def _fma32(a, b, c):
+    # fma(a, b, c) in float32: the product of two floats is exact in float64; the sum then rounds
+    # twice (to float64, to float32), which differs from one rounding only when the first lands
+    # exactly on a float32 tie (~2^-29 per fma; the seeds here do not)
+    return (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(np.float32)
+
+
+def _tree(v):
+    return ((v[..., 0] + v[..., 4]) + (v[..., 2] + v[..., 6])) + ((v[..., 1] + v[..., 5]) + (v[..., 3] + v[..., 7]))
+
+
 def _block_lanes(t, data, n_rows, n, x):
     """The block-lane arithmetic of int16_gemm.h in numpy: activations quantised per block
     (round half to even), each block's integer sum exact, lane b % 8 takes
-    fma(float(T_b), d_b * da_b) in block order (float32), then the AVX2 tree."""
+    fma(float(T_b), d_b * da_b) in block order (float32), then the AVX2 tree; Q4_1 / Q5_1 less
+    the minimum term, c_j = fma(-m_b, xs_h, c_j) over the halves h = 2 b + i in order (lane h % 8),
+    xs_h = da_b * the half's integer sum."""
     nb = n // 32
     blocks = np.frombuffer(data, dtype=np.uint8).reshape(n_rows, nb, len(data) // (n_rows * nb))
-    d = blocks[:, :, :2].copy().view(np.float16)[:, :, 0].astype(np.float32)
+    scales = blocks[:, :, :4].copy().view(np.float16).astype(np.float32)
+    d = scales[:, :, 0]
+    m = scales[:, :, 1] if t in ("Q4_1", "Q5_1") else np.zeros_like(d)
     w = _core.dequantize_raw(t, data, n_rows * n).reshape(n_rows, nb, 32).astype(np.float64)
-    q = np.rint(w / np.where(d == 0, 1, d)[:, :, None]).astype(np.int64)  # w = d q exactly
+    q = np.rint((w - m[:, :, None]) / np.where(d == 0, 1, d)[:, :, None]).astype(np.int64)  # w = d q + m exactly
     xb = x.reshape(len(x), nb, 32).astype(np.float32)
     amax = np.abs(xb).max(axis=2)
     da = (amax / np.float32(32767)).astype(np.float32)
@@ -175,12 +190,15 @@ def _block_lanes(t, data, n_rows, n, x):
     scale = (d[None, :, :] * da[:, None, :]).astype(np.float32)
     acc = np.zeros((len(x), n_rows, 8), dtype=np.float32)
     for b in range(nb):
-        # fma(float(T), scale, acc): the product of two floats is exact in float64; the sum then
-        # rounds twice (to float64, to float32), which differs from one rounding only when the
-        # first lands exactly on a float32 tie (~2^-29 per fma; the seeds here do not)
-        tb = T[:, :, b].astype(np.float32).astype(np.float64)
-        acc[:, :, b % 8] = (tb * scale[:, :, b] + acc[:, :, b % 8]).astype(np.float32)
-    return ((acc[..., 0] + acc[..., 4]) + (acc[..., 2] + acc[..., 6])) + ((acc[..., 1] + acc[..., 5]) + (acc[..., 3] + acc[..., 7]))
+        acc[:, :, b % 8] = _fma32(T[:, :, b].astype(np.float32), scale[:, :, b], acc[:, :, b % 8])
+    y = _tree(acc)
+    if t not in ("Q4_1", "Q5_1"):
+        return y
+    xs = (da[:, :, None] * a.reshape(len(x), nb, 2, 16).sum(axis=3).astype(np.float32)).reshape(len(x), 2 * nb)
+    c = np.zeros((len(x), n_rows, 8), dtype=np.float32)
+    for h in range(2 * nb):
+        c[:, :, h % 8] = _fma32(np.broadcast_to(-m[None, :, h // 2], c.shape[:2]), xs[:, h, None], c[:, :, h % 8])
+    return y - _tree(c)
 
 
 @pytest.mark.parametrize("isa", ["scalar", *SIMD_ISAS])
@@ -200,8 +218,8 @@ def test_block_lanes(t, n, isa):
 
 
 def test_pack_rejects_other_formats():
-    data, _ = _weights("Q4_0", 8, 64, 1)
+    data, _ = _weights("Q4_K", 8, 256, 1)
     with pytest.raises(ValueError, match="no packed layout"):
-        _core.pack_weights("Q4_0", data, 8, 64)
+        _core.pack_weights("Q4_K", data, 8, 256)
     with pytest.raises(ValueError, match="bytes"):
         _core.pack_weights("Q5_0", b"\0" * 10, 8, 64)

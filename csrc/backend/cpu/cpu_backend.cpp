@@ -9,12 +9,12 @@
 //   - many rows (prefill): a tile of weight rows is decoded once into floats (decode_groups) and
 //     a register-tiled GEMM (gemm_groups) runs every activation row against it;
 //   - with int16 activations on (CpuOptions::int16_activations), matmuls of the formats with
-//     fused int16 kernels (Q4_0, Q4_1, Q5_1, Q4_K, Q6_K; Q5_0 and Q8_0 packed) and, from 32 rows on, those
+//     fused int16 kernels (Q4_K, Q6_K; the legacy formats packed) and, from 32 rows on, those
 //     of Q2_K, Q3_K and Q5_K take the int16 path instead (quant/int16_gemm.h): activations
 //     quantised per group of 32 or 256 values, a fused kernel for a few rows, integer tiles for
 //     many; results differ from the float dot's by ~1e-4 relative, and are the same for every
-//     batch size on the int16 path; weights repacked at load (pack(), quant/packed.h: Q8_0 and
-//     Q5_0 in the block-lane order) take the packed fused kernel and are decoded a row at a time
+//     batch size on the int16 path; weights repacked at load (pack(), quant/packed.h: the legacy
+//     formats in the block-lane order) take the packed fused kernel and are decoded a row at a time
 //     for the GEMM, with the same integers, so the floats are again the same;
 //   - a format with only the scalar reference dot (slow, accumulates in double) dequantises a
 //     tile of weight rows and takes dot_f32 per element; that choice depends only on the format
@@ -164,7 +164,7 @@ public:
         return pack_as(w, [](const void*, size_t) {}, false);
     }
 
-    // Q8_0 / Q5_0 rows repacked for the int16 path; with huge_pages, other matrices of at least a
+    // The legacy formats' rows repacked for the int16 path; with huge_pages, other matrices of at least a
     // huge page copied as they are, and both onto huge pages (huge_pages.h).
     bool pack_as(Weight& w, const ReleaseFn& release, bool defer) {
         if (!repack_ || w.packed) return false;

@@ -1,6 +1,6 @@
 // NEON kernels of the int16 path (int16_gemm.h): the activation quantiser, the GEMMs over decoded
-// rows (natural order and block lanes), the few-rows kernels of the natural-order formats from
-// their GGUF blocks and of Q8_0 / Q5_0 from their packed rows (packed.h). Every result is the
+// rows (natural order and block lanes), the few-rows kernels of Q4_K / Q6_K from their GGUF
+// blocks and of the legacy formats from their packed rows (packed.h). Every result is the
 // scalar reference's bit for bit, as on x86, so decode, verify blocks and prefill agree on ARM too.
 //
 // NEON has no vpmaddwd: a span's 32 products go into four int32x4 accumulators by position within
@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "quant/blocks.h"
 #include "quant/int16_gemm.h"
@@ -102,151 +103,228 @@ void tile(const int16_t* q, const float* sw, int group_spans, const int16_t* a, 
 }
 
 // y -= the minimum terms of one weight row and one activation row: c_j = fma(mw_h, xs_h, c_j)
-// over the halves h = 8 i + j in order, then hsum(c).
+// over the halves h = 8 i + j in order, then hsum(c) (halves: a multiple of 8, the K-quants').
 inline float min_term(const float* mw, const float* xs, int64_t halves) {
     F8 c = zero8();
-    int64_t h = 0;
-    for (; h + 8 <= halves; h += 8) {
+    for (int64_t h = 0; h < halves; h += 8) {
         c.lo = vfmaq_f32(c.lo, vld1q_f32(mw + h), vld1q_f32(xs + h));
         c.hi = vfmaq_f32(c.hi, vld1q_f32(mw + h + 4), vld1q_f32(xs + h + 4));
     }
-    float cl[8];
-    vst1q_f32(cl, c.lo);
-    vst1q_f32(cl + 4, c.hi);
-    for (int64_t j = 0; h < halves; ++h, ++j) cl[j] = std::fma(mw[h], xs[h], cl[j]);
-    return hsum({vld1q_f32(cl), vld1q_f32(cl + 4)});
+    return hsum(c);
 }
 
 constexpr int kX = 4;  // activation rows per tile: 16 integer and 8 float accumulators
 
-// ---- the block-lane order (Q8_0, Q5_0) -----------------------------------------------------------
+// ---- the block-lane order (the legacy formats) ------------------------------------------------
 //
-// A weight source gives, per chunk of 8 blocks from block b0, its 16 vectors (each as the int16
-// lanes 0..7 and 8..15: blocks 0..3 and 4..7) to fn(v, lo, hi) and its 8 scales; the same for a
-// last chunk of 4 (8 vectors, 4 scales); and for a block left in natural order its two halves
-// (16 elements each) and its scale.
+// A weight source gives, per chunk of 8 blocks from block b0, its 16 vectors in any order (each
+// as the int16 lanes 0..7 and 8..15: blocks 0..3 and 4..7) to fn(v, lo, hi), its 8 scales and,
+// for the formats with a minimum (kMin), its 16 halves' weights; the same for a last chunk of 4
+// (8 vectors, 4 scales, 8 halves); and a block left in natural order (span(), d(), mw()).
+
+inline int16x8_t u8_lo(uint8x16_t x) { return vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(x))); }
+inline int16x8_t u8_hi(uint8x16_t x) { return vreinterpretq_s16_u16(vmovl_high_u8(x)); }
+
+// A GGUF block of a legacy format: byte j of qs holds element j (low nibble) and j + 16 (high);
+// span() its 32 int16 q (int16_gemm.h: Q4_0 the nibble - 8, Q5_0 the 5-bit quant - 16).
+template <class Blk>
+struct LegacyBlock {
+    static constexpr bool kQ8 = std::is_same_v<Blk, block_q8_0>;
+    static constexpr bool kFifth = std::is_same_v<Blk, block_q5_0> || std::is_same_v<Blk, block_q5_1>;
+    static constexpr bool kMin = std::is_same_v<Blk, block_q4_1> || std::is_same_v<Blk, block_q5_1>;
+    const Blk& b;
+    explicit LegacyBlock(const uint8_t* p) : b(*reinterpret_cast<const Blk*>(p)) {}
+    float d() const { return ref::fp16(b.d); }
+    float mw() const {
+        if constexpr (kMin) return -ref::fp16(b.m);
+        return 0.0f;
+    }
+    Span span() const {
+        if constexpr (kQ8) {
+            const int8x16_t x0 = vld1q_s8(b.qs), x1 = vld1q_s8(b.qs + 16);
+            return {{vmovl_s8(vget_low_s8(x0)), vmovl_high_s8(x0), vmovl_s8(vget_low_s8(x1)), vmovl_high_s8(x1)}};
+        } else {
+            const uint8x16_t x = vld1q_u8(b.qs);
+            const uint8x16_t lo = vandq_u8(x, vdupq_n_u8(0x0F)), hi = vshrq_n_u8(x, 4);
+            Span v{{u8_lo(lo), u8_hi(lo), u8_lo(hi), u8_hi(hi)}};
+            if constexpr (kFifth) {  // q | 16 where bit e of qh is set
+                static const uint8_t bits[8] = {1, 2, 4, 8, 16, 32, 64, 128};
+                const uint8x8_t bit = vld1_u8(bits);
+                for (int i = 0; i < 4; ++i) {
+                    const uint8x8_t set = vtst_u8(vdup_n_u8(b.qh[i]), bit);
+                    v.w[i] = vorrq_s16(v.w[i], vandq_s16(vreinterpretq_s16_u16(vmovl_u8(set)), vdupq_n_s16(16)));
+                }
+            }
+            if constexpr (!kMin) {
+                for (int16x8_t& w : v.w) w = vsubq_s16(w, vdupq_n_s16(kFifth ? 16 : 8));
+            }
+            return v;
+        }
+    }
+};
+
+// Halves' weights of blocks 0..3 (each twice) from their -m.
+inline F8 pairs_of(float32x4_t m) { return {vzip1q_f32(m, m), vzip2q_f32(m, m)}; }
 
 // Rows as decode_row / decode_packed_row leave them.
+template <bool kHasMin>
 struct Decoded {
+    static constexpr bool kMin = kHasMin;
     const int16_t* q;
     const float* sw;
+    const float* mw;
     template <class Fn>
     void chunk(int64_t b0, int vectors, Fn&& fn) const {
         for (int v = 0; v < vectors; ++v) fn(v, vld1q_s16(q + 32 * b0 + 16 * v), vld1q_s16(q + 32 * b0 + 16 * v + 8));
     }
     F8 scales(int64_t b0) const { return {vld1q_f32(sw + b0), vld1q_f32(sw + b0 + 4)}; }
     float32x4_t scales4(int64_t b0) const { return vld1q_f32(sw + b0); }
-    Span block(int64_t b) const {
-        const int16_t* p = q + 32 * b;
-        return {{vld1q_s16(p), vld1q_s16(p + 8), vld1q_s16(p + 16), vld1q_s16(p + 24)}};
+    void mins(int64_t b0, F8 (&m)[2]) const {
+        m[0] = mins4(b0);
+        m[1] = {vld1q_f32(mw + 2 * b0 + 8), vld1q_f32(mw + 2 * b0 + 12)};
     }
-    float scale(int64_t b) const { return sw[b]; }
+    F8 mins4(int64_t b0) const { return {vld1q_f32(mw + 2 * b0), vld1q_f32(mw + 2 * b0 + 4)}; }
+    struct Block {
+        const int16_t* p;
+        float d_, mw_;
+        Span span() const { return {{vld1q_s16(p), vld1q_s16(p + 8), vld1q_s16(p + 16), vld1q_s16(p + 24)}}; }
+        float d() const { return d_; }
+        float mw() const { return mw_; }
+    };
+    Block block(int64_t b) const { return {q + 32 * b, sw[b], kMin ? mw[2 * b] : 0.0f}; }
 };
 
-// Packed rows: a chunk from block b0 starts at byte kBlock b0 with its f16 scales; a block left in
-// natural order is the GGUF block there.
-template <int kBlock>
+// Packed rows of GGUF block Blk: a chunk from block b0 starts at byte sizeof(Blk) b0 with its
+// f16 scales, then (kMin) its f16 minima, then its quants; a block left in natural order is the
+// GGUF block there.
+template <class Blk>
 struct PackedRow {
+    static constexpr int kBlock = sizeof(Blk);
+    static constexpr bool kMin = LegacyBlock<Blk>::kMin;
+    static constexpr int kScales = kMin ? 32 : 16;  // bytes of a chunk's scales (a chunk of 4: half)
     const uint8_t* p;
     const uint8_t* at(int64_t b0) const { return p + kBlock * b0; }
+    const uint8_t* quants(int64_t b0, int vectors) const { return at(b0) + (vectors == 16 ? kScales : kScales / 2); }
     F8 scales(int64_t b0) const { return {f16x4_at(at(b0)), f16x4_at(at(b0) + 8)}; }
     float32x4_t scales4(int64_t b0) const { return f16x4_at(at(b0)); }
-    float scale(int64_t b) const { return f16_at(at(b)); }
+    void mins(int64_t b0, F8 (&m)[2]) const {
+        m[0] = pairs_of(vnegq_f32(f16x4_at(at(b0) + 16)));
+        m[1] = pairs_of(vnegq_f32(f16x4_at(at(b0) + 24)));
+    }
+    F8 mins4(int64_t b0) const { return pairs_of(vnegq_f32(f16x4_at(at(b0) + 8))); }
+    LegacyBlock<Blk> block(int64_t b) const { return LegacyBlock<Blk>(at(b)); }
 };
 
-struct PackedQ8 : PackedRow<34> {
+struct PackedQ8 : PackedRow<block_q8_0> {
     template <class Fn>
     void chunk(int64_t b0, int vectors, Fn&& fn) const {
-        const uint8_t* w = at(b0) + (vectors == 16 ? 16 : 8);
+        const uint8_t* w = quants(b0, vectors);
         for (int v = 0; v < vectors; ++v) {
             const int8x16_t x = vld1q_s8(reinterpret_cast<const int8_t*>(w + 16 * v));
             fn(v, vmovl_s8(vget_low_s8(x)), vmovl_high_s8(x));
         }
     }
-    Span block(int64_t b) const {
-        const int8x16_t x0 = vld1q_s8(reinterpret_cast<const int8_t*>(at(b) + 2));
-        const int8x16_t x1 = vld1q_s8(reinterpret_cast<const int8_t*>(at(b) + 18));
-        return {{vmovl_s8(vget_low_s8(x0)), vmovl_high_s8(x0), vmovl_s8(vget_low_s8(x1)), vmovl_high_s8(x1)}};
+};
+
+// Q4_0 / Q4_1: group g of a chunk of B blocks holds vectors g and g + B (low and high nibbles).
+template <class Blk>
+struct PackedQ4 : PackedRow<Blk> {
+    template <class Fn>
+    void chunk(int64_t b0, int vectors, Fn&& fn) const {
+        const uint8_t* w = this->quants(b0, vectors);
+        const int B = vectors / 2;
+        const int16x8_t off = vdupq_n_s16(PackedRow<Blk>::kMin ? 0 : 8);
+        for (int g = 0; g < B; ++g) {
+            const uint8x16_t x = vld1q_u8(w + 16 * g);
+            const uint8x16_t lo = vandq_u8(x, vdupq_n_u8(0x0F)), hi = vshrq_n_u8(x, 4);
+            fn(g, vsubq_s16(u8_lo(lo), off), vsubq_s16(u8_hi(lo), off));
+            fn(g + B, vsubq_s16(u8_lo(hi), off), vsubq_s16(u8_hi(hi), off));
+        }
     }
 };
 
-// Q5_0 words: 16 uint16 lanes as two int16x8.
+// Q5_0 / Q5_1 words: 16 uint16 lanes as two int16x8.
 struct Word {
     int16x8_t lo, hi;
 };
 inline Word load_word(const uint8_t* w, int k) {
     return {vreinterpretq_s16_u8(vld1q_u8(w + 32 * k)), vreinterpretq_s16_u8(vld1q_u8(w + 32 * k + 16))};
 }
-// The 5-bit field at bit Lo of each lane, sign-extended.
-template <int Lo>
-inline int16x8_t field5(int16x8_t x) {
-    return vshrq_n_s16(vshlq_n_s16(x, 11 - Lo), 11);
-}
 // Bit 15 of each lane moved to bit K, the others clear.
 template <int K>
 inline int16x8_t top_bit(int16x8_t x) {
     return vandq_s16(vreinterpretq_s16_u16(vshrq_n_u16(vreinterpretq_u16_s16(x), 15 - K)), vdupq_n_s16(1 << K));
 }
-inline int16x8_t sign_of(int16x8_t x) { return vandq_s16(vshrq_n_s16(x, 15), vdupq_n_s16(-16)); }
+// The 5-bit field at bit Lo of each lane: sign-extended (Q5_0) or not (Q5_1).
+template <bool kSigned, int Lo>
+inline int16x8_t field5(int16x8_t x) {
+    if constexpr (kSigned) return vshrq_n_s16(vshlq_n_s16(x, 11 - Lo), 11);
+    return vandq_s16(vreinterpretq_s16_u16(vshrq_n_u16(vreinterpretq_u16_s16(x), Lo)), vdupq_n_s16(31));
+}
+// Bit 15 of each lane as bit 4 of a 5-bit value: its sign (Q5_0) or 16 (Q5_1).
+template <bool kSigned>
+inline int16x8_t bit4_of(int16x8_t x) {
+    if constexpr (kSigned) return vandq_s16(vshrq_n_s16(x, 15), vdupq_n_s16(-16));
+    return top_bit<4>(x);
+}
 
-struct PackedQ5 : PackedRow<22> {
+template <class Blk>
+struct PackedQ5 : PackedRow<Blk> {
+    static constexpr bool kSigned = !PackedRow<Blk>::kMin;
     template <class Fn>
     static void words(const uint8_t* w, int n, Fn& fn) {
         for (int k = 0; k < n; ++k) {
             const Word x = load_word(w, k);
-            fn(3 * k, field5<0>(x.lo), field5<0>(x.hi));
-            fn(3 * k + 1, field5<5>(x.lo), field5<5>(x.hi));
-            fn(3 * k + 2, field5<10>(x.lo), field5<10>(x.hi));
+            fn(3 * k, field5<kSigned, 0>(x.lo), field5<kSigned, 0>(x.hi));
+            fn(3 * k + 1, field5<kSigned, 5>(x.lo), field5<kSigned, 5>(x.hi));
+            fn(3 * k + 2, field5<kSigned, 10>(x.lo), field5<kSigned, 10>(x.hi));
         }
     }
     template <class Fn>
     void chunk(int64_t b0, int vectors, Fn&& fn) const {
+        const uint8_t* w = this->quants(b0, vectors);
         if (vectors == 16) {
-            const uint8_t* w = at(b0) + 16;
             words(w, 5, fn);
-            // vector 15: bit k of the value in bit 15 of word k; bit 4 is the sign
+            // vector 15: bit k of the value in bit 15 of word k
             const Word w0 = load_word(w, 0), w1 = load_word(w, 1), w2 = load_word(w, 2), w3 = load_word(w, 3),
                        w4 = load_word(w, 4);
             const auto last = [](int16x8_t a, int16x8_t b, int16x8_t c, int16x8_t d, int16x8_t e) {
-                return vorrq_s16(vorrq_s16(sign_of(e), top_bit<0>(a)),
+                return vorrq_s16(vorrq_s16(bit4_of<kSigned>(e), top_bit<0>(a)),
                                  vorrq_s16(top_bit<1>(b), vorrq_s16(top_bit<2>(c), top_bit<3>(d))));
             };
             fn(15, last(w0.lo, w1.lo, w2.lo, w3.lo, w4.lo), last(w0.hi, w1.hi, w2.hi, w3.hi, w4.hi));
             return;
         }
-        const uint8_t* w = at(b0) + 8;
         words(w, 2, fn);
-        // vectors 6 and 7: the nibbles of 16 bytes, bit 4 (the sign) in bit 15 of words 0 and 1
+        // vectors 6 and 7: the nibbles of 16 bytes, bit 4 in bit 15 of words 0 and 1
         const uint8x16_t nib = vld1q_u8(w + 64);
         const uint8x16_t n6 = vandq_u8(nib, vdupq_n_u8(0x0F)), n7 = vshrq_n_u8(nib, 4);
         const Word w0 = load_word(w, 0), w1 = load_word(w, 1);
-        const auto widen = [](uint8x8_t x) { return vreinterpretq_s16_u16(vmovl_u8(x)); };
-        fn(6, vorrq_s16(widen(vget_low_u8(n6)), sign_of(w0.lo)), vorrq_s16(widen(vget_high_u8(n6)), sign_of(w0.hi)));
-        fn(7, vorrq_s16(widen(vget_low_u8(n7)), sign_of(w1.lo)), vorrq_s16(widen(vget_high_u8(n7)), sign_of(w1.hi)));
-    }
-    Span block(int64_t b) const {  // a GGUF Q5_0 block: q - 16
-        const auto& blk = *reinterpret_cast<const block_q5_0*>(at(b));
-        alignas(16) int16_t q[32];
-        const uint32_t qh = ref::load_u32_le(blk.qh);
-        for (int l = 0; l < 16; ++l) {
-            q[l] = static_cast<int16_t>(((blk.qs[l] & 0x0F) | ((qh >> l) & 1) << 4) - 16);
-            q[l + 16] = static_cast<int16_t>(((blk.qs[l] >> 4) | ((qh >> (l + 16)) & 1) << 4) - 16);
-        }
-        return {{vld1q_s16(q), vld1q_s16(q + 8), vld1q_s16(q + 16), vld1q_s16(q + 24)}};
+        fn(6, vorrq_s16(u8_lo(n6), bit4_of<kSigned>(w0.lo)), vorrq_s16(u8_hi(n6), bit4_of<kSigned>(w0.hi)));
+        fn(7, vorrq_s16(u8_lo(n7), bit4_of<kSigned>(w1.lo)), vorrq_s16(u8_hi(n7), bit4_of<kSigned>(w1.hi)));
     }
 };
 
-// y[r * ldy] for R activation rows (a, da: rows of n and of n / 32).
+// y[r * ldy] for R activation rows (a, da, xs: rows of n, n / 32 and n / 16).
 template <int R, class W>
-void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float* y, int64_t ldy) {
+void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, const float* xs, float* y, int64_t ldy) {
     const BlockLanes bl(n);
-    F8 acc[R];
-    for (F8& v : acc) v = zero8();
+    const int64_t halves = n / kHalf;
+    F8 acc[R], c[R];
+    for (int r = 0; r < R; ++r) acc[r] = c[r] = zero8();
     Pos S[R];
     const auto mac = [&S, n](const int16_t* ac) {
         return [&S, ac, n](int v, int16x8_t lo, int16x8_t hi) {
             for (int r = 0; r < R; ++r) mac16(S[r], lo, hi, ac + r * act_stride(n) + 16 * v);
         };
+    };
+    // the minimum terms of halves h0 .. h0 + 7
+    const auto minima = [&](int64_t h0, const F8& m) {
+        for (int r = 0; r < R; ++r) {
+            const float* x = xs + r * halves + h0;
+            c[r].lo = vfmaq_f32(c[r].lo, m.lo, vld1q_f32(x));
+            c[r].hi = vfmaq_f32(c[r].hi, m.hi, vld1q_f32(x + 4));
+        }
     };
     for (int64_t b0 = 0; b0 < bl.full; b0 += BlockLanes::kChunk) {
         for (Pos& s : S) clear(s);
@@ -255,6 +333,12 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
         for (int r = 0; r < R; ++r) {
             const float* dr = da + r * bl.nb + b0;
             fma_lanes(acc[r], S[r], vmulq_f32(d.lo, vld1q_f32(dr)), vmulq_f32(d.hi, vld1q_f32(dr + 4)));
+        }
+        if constexpr (W::kMin) {
+            F8 m[2];
+            w.mins(b0, m);
+            minima(2 * b0, m[0]);
+            minima(2 * b0 + 8, m[1]);
         }
     }
     if (bl.tail4()) {  // lanes l and l + 4 hold block l: added exactly, then into lanes 0..3
@@ -266,81 +350,58 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, float*
             const int32x4_t T = vaddq_s32(vpaddq_s32(S[r].p[0], S[r].p[1]), vpaddq_s32(S[r].p[2], S[r].p[3]));
             acc[r].lo = vfmaq_f32(acc[r].lo, vcvtq_f32_s32(T), vmulq_f32(d, vld1q_f32(da + r * bl.nb + b0)));
         }
+        if constexpr (W::kMin) minima(2 * b0, w.mins4(b0));
     } else if (bl.tail > 0) {  // natural order: a block's products summed exactly, one fma per block;
         // the blocks decoded once for all activation rows
         Span q[BlockLanes::kChunk - 1];
-        float sw[BlockLanes::kChunk - 1];
-        for (int64_t b = bl.full; b < bl.nb; ++b) q[b - bl.full] = w.block(b), sw[b - bl.full] = w.scale(b);
+        float sw[BlockLanes::kChunk - 1], mw[BlockLanes::kChunk - 1];
+        for (int64_t b = bl.full; b < bl.nb; ++b) {
+            const auto blk = w.block(b);
+            q[b - bl.full] = blk.span(), sw[b - bl.full] = blk.d(), mw[b - bl.full] = blk.mw();
+        }
         for (int r = 0; r < R; ++r) {
-            float lanes[8];
+            float lanes[8], cl[8];
             vst1q_f32(lanes, acc[r].lo);
             vst1q_f32(lanes + 4, acc[r].hi);
+            vst1q_f32(cl, c[r].lo);
+            vst1q_f32(cl + 4, c[r].hi);
             for (int64_t b = bl.full; b < bl.nb; ++b) {
                 Pos s;
                 clear(s);
                 mac32(s, q[b - bl.full], a + r * act_stride(n) + 32 * b);
                 lanes[b % 8] = std::fma(static_cast<float>(total(s)), sw[b - bl.full] * da[r * bl.nb + b], lanes[b % 8]);
+                if constexpr (W::kMin) {
+                    for (int64_t h = 2 * b; h < 2 * b + 2; ++h) cl[h % 8] = std::fma(mw[b - bl.full], xs[r * halves + h], cl[h % 8]);
+                }
             }
             acc[r] = {vld1q_f32(lanes), vld1q_f32(lanes + 4)};
+            c[r] = {vld1q_f32(cl), vld1q_f32(cl + 4)};
         }
     }
-    for (int r = 0; r < R; ++r) y[r * ldy] = hsum(acc[r]);
+    for (int r = 0; r < R; ++r) y[r * ldy] = W::kMin ? hsum(acc[r]) - hsum(c[r]) : hsum(acc[r]);
 }
 
 template <class W>
-void block_rows_any(const W& w, int64_t n, const int16_t* a, const float* da, int nx, float* y, int64_t ldy) {
-    using Fn = void (*)(const W&, int64_t, const int16_t*, const float*, float*, int64_t);
+void block_rows_any(const W& w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
+                    int64_t ldy) {
+    using Fn = void (*)(const W&, int64_t, const int16_t*, const float*, const float*, float*, int64_t);
     static constexpr Fn fns[kBlockRowsMax] = {&block_rows<1, W>, &block_rows<2, W>, &block_rows<3, W>,
                                               &block_rows<4, W>};
-    fns[nx - 1](w, n, a, da, y, ldy);
+    fns[nx - 1](w, n, a, da, xs, y, ldy);
 }
 
 template <class W>
-void rows_packed_blocks(const void* row, int64_t n, const int16_t* a, const float* da, const float*, int nx, float* y,
-                        int64_t ldy) {
-    block_rows_any(W{{static_cast<const uint8_t*>(row)}}, n, a, da, nx, y, ldy);
+void rows_packed_blocks(const void* row, int64_t n, const int16_t* a, const float* da, const float* xs, int nx,
+                        float* y, int64_t ldy) {
+    W w;
+    w.p = static_cast<const uint8_t*>(row);
+    block_rows_any(w, n, a, da, xs, nx, y, ldy);
 }
 
-// ---- the natural-order formats, decoded from their GGUF blocks ---------------------------------
-
-inline int16x8_t u8_lo(uint8x16_t x) { return vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(x))); }
-inline int16x8_t u8_hi(uint8x16_t x) { return vreinterpretq_s16_u16(vmovl_high_u8(x)); }
-
-// The 32-element legacy formats: byte j of qs holds element j (low nibble) and j + 16 (high).
-template <class Blk, bool kFifth, bool kHasMin>
-struct Legacy {
-    static constexpr bool kSuper = false;
-    static constexpr bool kMin = kHasMin;
-    static constexpr int kBytes = sizeof(Blk);
-    const Blk& b;
-    explicit Legacy(const uint8_t* p) : b(*reinterpret_cast<const Blk*>(p)) {}
-    float d() const { return ref::fp16(b.d); }
-    float mw() const {
-        if constexpr (kHasMin) return -ref::fp16(b.m);
-        return 0.0f;
-    }
-    Span span() const {
-        static_assert(!kFifth || kHasMin, "Q5_0 takes the block lanes");
-        const uint8x16_t x = vld1q_u8(b.qs);
-        const uint8x16_t lo = vandq_u8(x, vdupq_n_u8(0x0F)), hi = vshrq_n_u8(x, 4);
-        Span v{{u8_lo(lo), u8_hi(lo), u8_lo(hi), u8_hi(hi)}};
-        if constexpr (kFifth) {  // q | 16 where bit e of qh is set
-            static const uint8_t bits[8] = {1, 2, 4, 8, 16, 32, 64, 128};
-            const uint8x8_t bit = vld1_u8(bits);
-            for (int i = 0; i < 4; ++i) {
-                const uint8x8_t set = vtst_u8(vdup_n_u8(b.qh[i]), bit);
-                v.w[i] = vorrq_s16(v.w[i], vandq_s16(vreinterpretq_s16_u16(vmovl_u8(set)), vdupq_n_s16(16)));
-            }
-        } else if constexpr (!kHasMin) {
-            for (int16x8_t& w : v.w) w = vsubq_s16(w, vdupq_n_s16(8));
-        }
-        return v;
-    }
-};
+// ---- the K-quants, decoded from their GGUF blocks ----------------------------------------------
 
 // Q4_K: element 32 j + l is nibble j % 2 of qs[32 (j / 2) + l] times the 6-bit scale of j.
 struct Q4K {
-    static constexpr bool kSuper = true;
     static constexpr bool kMin = true;
     static constexpr int kBytes = sizeof(block_q4_K);
     const block_q4_K& b;
@@ -371,7 +432,6 @@ struct Q4K {
 // Q6_K: in half h, element 32 g + l takes nibble g / 2 of ql[64 h + 32 (g % 2) + l] and bits 2 g
 // of qh[32 h + l]; value q - 32, times scales[(32 g + l) / 16 + 8 h].
 struct Q6K {
-    static constexpr bool kSuper = true;
     static constexpr bool kMin = false;
     static constexpr int kBytes = sizeof(block_q6_K);
     const block_q6_K& b;
@@ -396,65 +456,39 @@ struct Q6K {
 };
 
 // y[r * ldy] for R activation rows against one GGUF row of format F: the integer lane sums and the
-// fma per group as the GEMM takes them; for the formats with a minimum, the blocks' minimum per
-// half (as decode_row writes it) gathered eight at a time into their own accumulators, in the
-// reference's order (half h into lane h % 8).
+// fma per group as the GEMM takes them; for the formats with a minimum, the minimum per half (as
+// decode_row writes it) in its own accumulators, in the reference's order (half h into lane h % 8).
 template <class F, int R>
 void rows(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, float* y, int64_t ldy) {
     const auto* p = static_cast<const uint8_t*>(w);
-    constexpr int64_t kB = F::kSuper ? QK_K : kSpan;
-    const int64_t nb = n / kB, halves = n / kHalf;
+    const int64_t nb = n / QK_K, halves = n / kHalf;
     F8 acc[R], c[R];
     for (int r = 0; r < R; ++r) acc[r] = c[r] = zero8();
-    float mw[8];   // minimums of the halves h0 .. h0 + fill - 1
-    int64_t h0 = 0;
-    int fill = 0;
-    const auto push = [&](float m) {
-        mw[fill++] = m;
-        if (fill < 8) return;
-        const float32x4_t m0 = vld1q_f32(mw), m1 = vld1q_f32(mw + 4);
-        for (int r = 0; r < R; ++r) {
-            c[r].lo = vfmaq_f32(c[r].lo, m0, vld1q_f32(xs + r * halves + h0));
-            c[r].hi = vfmaq_f32(c[r].hi, m1, vld1q_f32(xs + r * halves + h0 + 4));
-        }
-        h0 += 8;
-        fill = 0;
-    };
     for (int64_t bi = 0; bi < nb; ++bi) {
         const F f(p + bi * F::kBytes);
         Pos S[R];
         for (Pos& s : S) clear(s);
-        if constexpr (F::kSuper) {
-            for (int k = 0; k < 8; ++k) {
-                const Span v = f.span(k);
-                for (int r = 0; r < R; ++r) mac32(S[r], v, a + r * act_stride(n) + bi * kB + 32 * k);
-            }
-        } else {
-            const Span v = f.span();
-            for (int r = 0; r < R; ++r) mac32(S[r], v, a + r * act_stride(n) + bi * kB);
+        for (int k = 0; k < 8; ++k) {
+            const Span v = f.span(k);
+            for (int r = 0; r < R; ++r) mac32(S[r], v, a + r * act_stride(n) + bi * QK_K + 32 * k);
         }
         const float d = f.d();
         for (int r = 0; r < R; ++r) {
             const float32x4_t scale = vdupq_n_f32(d * da[r * nb + bi]);
             fma_lanes(acc[r], S[r], scale, scale);
         }
-        if constexpr (F::kMin && F::kSuper) {
-            for (int j = 0; j < 16; ++j) push(f.mw[j / 2]);
-        } else if constexpr (F::kMin) {
-            push(f.mw());
-            push(f.mw());
+        if constexpr (F::kMin) {  // halves 16 bi + 8 i .. + 7: sub-blocks 4 i .. 4 i + 3, two each
+            for (int i = 0; i < 2; ++i) {
+                const F8 m = pairs_of(vld1q_f32(f.mw + 4 * i));
+                for (int r = 0; r < R; ++r) {
+                    const float* x = xs + r * halves + 16 * bi + 8 * i;
+                    c[r].lo = vfmaq_f32(c[r].lo, m.lo, vld1q_f32(x));
+                    c[r].hi = vfmaq_f32(c[r].hi, m.hi, vld1q_f32(x + 4));
+                }
+            }
         }
     }
-    for (int r = 0; r < R; ++r) {
-        y[r * ldy] = hsum(acc[r]);
-        if constexpr (F::kMin) {
-            float cl[8];
-            vst1q_f32(cl, c[r].lo);
-            vst1q_f32(cl + 4, c[r].hi);
-            for (int j = 0; j < fill; ++j) cl[j] = std::fma(mw[j], xs[r * halves + h0 + j], cl[j]);
-            y[r * ldy] -= hsum({vld1q_f32(cl), vld1q_f32(cl + 4)});
-        }
-    }
+    for (int r = 0; r < R; ++r) y[r * ldy] = F::kMin ? hsum(acc[r]) - hsum(c[r]) : hsum(acc[r]);
 }
 
 template <class F>
@@ -523,20 +557,25 @@ void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, 
         for (int o = 0; o < nw; ++o) y[r * ldy + o] -= min_term(mw + o * halves, xs + r * halves, halves);
 }
 
-void gemm_i16_blocks(const int16_t* q, const float* sw, const float*, bool, int, int nw, const int16_t* a,
-                     const float* da, const float*, int nx, int64_t n, float* y, int64_t ldy) {
-    const int64_t nb = n / kSpan;
+void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, bool has_min, int, int nw, const int16_t* a,
+                     const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
+    const int64_t nb = n / kSpan, halves = n / kHalf;
     for (int r = 0; r < nx; r += kBlockRowsMax) {
         const int m = nx - r < kBlockRowsMax ? nx - r : kBlockRowsMax;
-        for (int o = 0; o < nw; ++o) block_rows_any(Decoded{q + o * n, sw + o * nb}, n, a + r * act_stride(n), da + r * nb, m, y + r * ldy + o, ldy);
+        const int16_t* ar = a + r * act_stride(n);
+        for (int o = 0; o < nw; ++o) {
+            float* yo = y + r * ldy + o;
+            if (has_min) {
+                block_rows_any(Decoded<true>{q + o * n, sw + o * nb, mw + o * halves}, n, ar, da + r * nb, xs + r * halves, m, yo, ldy);
+            } else {
+                block_rows_any(Decoded<false>{q + o * n, sw + o * nb, mw}, n, ar, da + r * nb, xs, m, yo, ldy);
+            }
+        }
     }
 }
 
 RowsI16Fn rows_i16(Type type) {
     switch (type) {
-        case Type::Q4_0: return &rows_any<Legacy<block_q4_0, false, false>>;
-        case Type::Q4_1: return &rows_any<Legacy<block_q4_1, false, true>>;
-        case Type::Q5_1: return &rows_any<Legacy<block_q5_1, true, true>>;
         case Type::Q4_K: return &rows_any<Q4K>;
         case Type::Q6_K: return &rows_any<Q6K>;
         default: return nullptr;
@@ -545,8 +584,11 @@ RowsI16Fn rows_i16(Type type) {
 
 RowsPackedFn rows_packed(Type type) {
     switch (type) {
+        case Type::Q4_0: return &rows_packed_blocks<PackedQ4<block_q4_0>>;
+        case Type::Q4_1: return &rows_packed_blocks<PackedQ4<block_q4_1>>;
+        case Type::Q5_0: return &rows_packed_blocks<PackedQ5<block_q5_0>>;
+        case Type::Q5_1: return &rows_packed_blocks<PackedQ5<block_q5_1>>;
         case Type::Q8_0: return &rows_packed_blocks<PackedQ8>;
-        case Type::Q5_0: return &rows_packed_blocks<PackedQ5>;
         default: return nullptr;
     }
 }

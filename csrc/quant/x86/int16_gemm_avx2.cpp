@@ -25,10 +25,13 @@ int32_t hsum_epi32(__m256i v) {
     return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1)));
 }
 
-// One weight row x X activation rows over every group of G spans: per span the weight vectors
+// One weight row x X activation rows over every group of G spans (the K-quants' super-block: the
+// legacy formats take the block lanes, x86/int16_blocks_avx2.cpp): per span the weight vectors
 // are loaded once for the X rows; the X integer lane sums of a group stay in registers, and the
 // float accumulators take one conversion and one fma per group.
-template <int X, int G>
+constexpr int G = 8;
+
+template <int X>
 void tile(const int16_t* q, const float* sw, const int16_t* a, const float* da, int64_t n, float* y, int64_t ldy) {
     const int64_t groups = n / (kSpan * G);
     __m256 acc[X];
@@ -43,7 +46,7 @@ void tile(const int16_t* q, const float* sw, const int16_t* a, const float* da, 
             for (int r = 0; r < X; ++r) {
                 const auto* ap = reinterpret_cast<const __m256i*>(a + r * act_stride(n) + e0);
                 const __m256i p = madd2(q0, _mm256_loadu_si256(ap), q1, _mm256_loadu_si256(ap + 1));
-                S[r] = G == 1 ? p : _mm256_add_epi32(S[r], p);
+                S[r] = _mm256_add_epi32(S[r], p);
             }
         }
         for (int r = 0; r < X; ++r) {
@@ -99,16 +102,16 @@ void min_terms(const float* mw, int nw, const float* xs, int nx, int64_t halves,
 using TileFn = void (*)(const int16_t*, const float*, const int16_t*, const float*, int64_t, float*, int64_t);
 
 // Activation rows per tile, measured on Zen 3 (24 weight rows x 36 activation rows, n = 640 /
-// 2048, best of 6 alternating runs, GMAC/s per thread, G = 1): 1 x 6 36 / 30, 2 x 3 33 / 30,
-// 2 x 4 33 / 22, 1 x 8 28 / 21.
+// 2048, best of 6 alternating runs, GMAC/s per thread, groups of one span): 1 x 6 36 / 30, 2 x 3
+// 33 / 30, 2 x 4 33 / 22, 1 x 8 28 / 21.
 constexpr int kX = 6;
 
-template <int G, int X>
+template <int X>
 TileFn pick(int x) {
     if constexpr (X > 1) {
-        if (x < X) return pick<G, X - 1>(x);
+        if (x < X) return pick<X - 1>(x);
     }
-    return &tile<X, G>;
+    return &tile<X>;
 }
 
 }  // namespace
@@ -159,12 +162,12 @@ void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t
     }
 }
 
-void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans, int nw,
-              const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
-    const int64_t groups = n / (int64_t{kSpan} * group_spans), halves = n / kHalf;
+void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int, int nw, const int16_t* a,
+              const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
+    const int64_t groups = n / (int64_t{kSpan} * G), halves = n / kHalf;
     for (int r = 0; r < nx; r += kX) {
         const int xr = nx - r < kX ? nx - r : kX;
-        const TileFn fn = group_spans == 1 ? pick<1, kX>(xr) : pick<8, kX>(xr);
+        const TileFn fn = pick<kX>(xr);
         for (int o = 0; o < nw; ++o) fn(q + o * n, sw + o * groups, a + r * act_stride(n), da + r * groups, n, y + r * ldy + o, ldy);
     }
     if (has_min) min_terms(mw, nw, xs, nx, halves, y, ldy);

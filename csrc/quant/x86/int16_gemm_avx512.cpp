@@ -1,5 +1,6 @@
 // AVX-512 GEMM of the int16 prefill path (int16_gemm.h) for the formats in the natural order
-// (the legacy 32-element formats but Q8_0 / Q5_0, and the K-quants), two weight rows at a time.
+// (the K-quants; the legacy formats take the block lanes, x86/int16_blocks_avx512.cpp), two
+// weight rows at a time.
 // Every lane does the AVX2 tile's arithmetic (x86/int16_gemm_avx2.cpp: the same integer group
 // sums, scale products, one fma per group, the same final lane tree and minimum terms), so the
 // floats are its floats, bit for bit.
@@ -10,15 +11,11 @@
 //     145 GMAC/s against 118 for the fold layout at 1,536 columns, 142 against 98 at 8,960, where
 //     6 activation rows leave L1). An odd last row: a zmm of 32 consecutive weights against one
 //     plain activation load, lanes j and j + 8 folded at a group's end (avx512_pairs.h).
-//   - Legacy formats (one span per group, where a fold per span would cost more than it saves):
-//     the two rows' span halves joined in one zmm (row o low, o + 1 high) against activations
-//     broadcast to both halves. 12 activation rows per tile.
-//   - The minimum terms (Q4_K, Q5_K, Q2_K, Q4_1, Q5_1): two rows' c_j in the halves of one zmm,
+//   - The minimum terms (Q4_K, Q5_K, Q2_K): two rows' c_j in the halves of one zmm,
 //     8 weight rows per pass so that each loaded activation vector serves four instructions.
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <utility>
 
 #include "quant/int16_gemm.h"
@@ -30,7 +27,6 @@ namespace {
 
 constexpr int kXSuper = 6;    // activation rows per K-quant tile ...
 constexpr int kPairs = 3;     // ... and weight-row pairs: 18 sums, 3 weight vectors, 1 activation
-constexpr int kXLegacy = 12;  // activation rows per legacy tile
 constexpr int kMinX = 6;      // activation rows per pass of the minimum terms ...
 constexpr int kMinPairs = 4;  // ... and weight-row pairs: 24 sums, 4 weight vectors, 1 activation
 
@@ -113,28 +109,6 @@ void tile_pairs(const int16_t* q, const float* sw, const int16_t* a, const float
     for (int p = 0; p < P; ++p) store_hsums(acc[p], 2, y + 2 * p, ldy);
 }
 
-// The same for the legacy formats: one span per group.
-template <int X>
-void tile_legacy(const int16_t* q0, const int16_t* q1, const float* sw0, const float* sw1, int nw, const int16_t* a,
-                 const float* da, int64_t n, float* y, int64_t ldy) {
-    const int64_t groups = n / kSpan;
-    __m512 acc[X];
-    for (int r = 0; r < X; ++r) acc[r] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < groups; ++g) {
-        const int64_t e0 = g * kSpan;
-        const __m512i w0 = join(q0 + e0, q1 + e0), w1 = join(q0 + e0 + kHalf, q1 + e0 + kHalf);
-        const __m512 sw = join(_mm256_set1_ps(sw0[g]), _mm256_set1_ps(sw1[g]));
-        for (int r = 0; r < X; ++r) {
-            const int16_t* ap = a + r * act_stride(n) + e0;
-            const __m512i S = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), w0, bcast(ap)), w1,
-                                                  bcast(ap + kHalf));
-            const __m512 scale = _mm512_mul_ps(sw, _mm512_set1_ps(da[r * groups + g]));
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), scale, acc[r]);
-        }
-    }
-    store_hsums(acc, nw, y, ldy);
-}
-
 // The minimum terms of `rows` (2P - 1 or 2P) weight rows and X activation rows, subtracted from
 // y: each pair's c_j in the halves of one zmm, every lane the AVX2 min_terms' fmas in its order.
 template <int P, int X>
@@ -144,8 +118,7 @@ void min_block(const float* mw, int rows, const float* xs, int64_t halves, float
     __m512 c[P][X];
     for (int p = 0; p < P; ++p)
         for (int r = 0; r < X; ++r) c[p][r] = _mm512_setzero_ps();
-    int64_t h = 0;
-    for (; h + 8 <= halves; h += 8) {
+    for (int64_t h = 0; h < halves; h += 8) {  // a K-quant row: 16 halves per super-block
         __m512 mp[P];
         for (int p = 0; p < P; ++p) mp[p] = join(_mm256_loadu_ps(m[2 * p] + h), _mm256_loadu_ps(m[2 * p + 1] + h));
         for (int r = 0; r < X; ++r) {
@@ -153,20 +126,7 @@ void min_block(const float* mw, int rows, const float* xs, int64_t halves, float
             for (int p = 0; p < P; ++p) c[p][r] = _mm512_fmadd_ps(mp[p], x, c[p][r]);
         }
     }
-    for (int p = 0; p < P; ++p) {
-        if (h < halves) {  // legacy rows of an odd number of 128 elements: lanes j < halves - h take one more
-            for (int r = 0; r < X; ++r) {
-                alignas(64) float cl[16];
-                _mm512_store_ps(cl, c[p][r]);
-                for (int64_t t = h, j = 0; t < halves; ++t, ++j) {
-                    cl[j] = std::fma(m[2 * p][t], xs[r * halves + t], cl[j]);
-                    cl[8 + j] = std::fma(m[2 * p + 1][t], xs[r * halves + t], cl[8 + j]);
-                }
-                c[p][r] = _mm512_load_ps(cl);
-            }
-        }
-        store_hsums<true>(c[p], rows - 2 * p >= 2 ? 2 : 1, y + 2 * p, ldy);
-    }
+    for (int p = 0; p < P; ++p) store_hsums<true>(c[p], rows - 2 * p >= 2 ? 2 : 1, y + 2 * p, ldy);
 }
 
 using MinFn = void (*)(const float*, int, const float*, int64_t, float*, int64_t);
@@ -183,10 +143,6 @@ constexpr std::array<PairsFn, sizeof...(I)> pairs_row(std::index_sequence<I...>)
 template <size_t... P>
 constexpr std::array<std::array<PairsFn, kXSuper>, sizeof...(P)> pairs_tiles(std::index_sequence<P...>) {
     return {pairs_row<static_cast<int>(P) + 1>(std::make_index_sequence<kXSuper>())...};
-}
-template <size_t... I>
-constexpr std::array<TileFn, sizeof...(I)> legacy_tiles(std::index_sequence<I...>) {
-    return {&tile_legacy<static_cast<int>(I) + 1>...};
 }
 template <int P, size_t... I>
 constexpr std::array<MinFn, sizeof...(I)> min_row(std::index_sequence<I...>) {
@@ -216,25 +172,20 @@ void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, 
               const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
     static constexpr auto super = super_tiles(std::make_index_sequence<kXSuper>());
     static constexpr auto pairs = pairs_tiles(std::make_index_sequence<kPairs>());
-    static constexpr auto legacy = legacy_tiles(std::make_index_sequence<kXLegacy>());
-    const bool one = group_spans == 1;
-    const int most = one ? kXLegacy : kXSuper;
     const int64_t groups = n / (int64_t{kSpan} * group_spans);
     for (int r = 0; r < nx;) {
-        const int xr = even_rows(nx - r, most);
+        const int xr = even_rows(nx - r, kXSuper);
         const int16_t* ar = a + r * act_stride(n);
         const float* dr = da + r * groups;
         float* yr = y + r * ldy;
         int o = 0;
-        if (!one) {  // the paired layout: pairs, then an odd last row alone
-            for (; o + 1 < nw;) {
-                const int p = std::min(kPairs, (nw - o) / 2);
-                pairs[static_cast<size_t>(p - 1)][static_cast<size_t>(xr - 1)](q + o * n, sw + o * groups, ar, dr, n,
-                                                                              yr + o, ldy);
-                o += 2 * p;
-            }
+        for (; o + 1 < nw;) {  // the paired layout: pairs, then an odd last row alone
+            const int p = std::min(kPairs, (nw - o) / 2);
+            pairs[static_cast<size_t>(p - 1)][static_cast<size_t>(xr - 1)](q + o * n, sw + o * groups, ar, dr, n,
+                                                                          yr + o, ldy);
+            o += 2 * p;
         }
-        const TileFn fn = (one ? legacy.data() : super.data())[xr - 1];
+        const TileFn fn = super[static_cast<size_t>(xr - 1)];
         for (; o < nw; o += 2) {
             const int two = nw - o >= 2 ? 2 : 1, last = o + two - 1;
             fn(q + o * n, q + last * n, sw + o * groups, sw + last * groups, two, ar, dr, n, yr + o, ldy);

@@ -1,16 +1,12 @@
-// AVX-512 int16-path kernels of the natural-order formats (Q4_0, Q4_1, Q5_1, Q4_K, Q6_K) for a few
-// activation rows (verify blocks), one or two weight rows at a time. The K-quants: a span of 32
-// weights of one row in a zmm (Q4KWide, Q6KWide), one plain activation load per span and
-// activation row shared by both weight rows, and lanes j and j + 8 folded at the super-block's
-// end into the AVX2 kernel's lane j. The legacy formats: each span decoded per row as the AVX2
-// kernel decodes it (x86/int16_spans.h), the two rows' vectors joined in one zmm (row o low, row
-// o + 1 high) and each activation vector broadcast to both halves. Either way every lane ends in
-// the AVX2 kernel's arithmetic (x86/int16_rows_avx2.cpp: the same integer sums per group, scale
-// products, fmas, minimum terms and final lane trees), so the floats are its floats, bit for bit.
-// Up to 8 activation rows per pass (AVX2: 4).
+// AVX-512 int16-path kernels of the K-quants Q4_K and Q6_K for a few activation rows (decode,
+// verify blocks), one or two weight rows at a time: a span of 32 weights of one row in a zmm
+// (Q4KWide, Q6KWide), one plain activation load per span and activation row shared by both weight
+// rows, and lanes j and j + 8 folded at the super-block's end into the AVX2 kernel's lane j, from
+// where every lane does the AVX2 kernel's arithmetic (x86/int16_rows_avx2.cpp: the same integer
+// sums per group, scale products, fmas, minimum terms and final lane trees), so the floats are its
+// floats, bit for bit. Up to 8 activation rows per pass (AVX2: 4).
 
 #include <array>
-#include <cmath>
 #include <utility>
 
 #include "quant/int16_gemm.h"
@@ -38,7 +34,6 @@ inline void store(const __m512 (&acc)[R], const __m512 (&c)[R], int nw, float* y
 // Span k's scale is one broadcast load of s2[k] (the scale in both words of a dword: a load-port
 // broadcast, where a shuffle per span took the shuffle port from the decoding and the sums).
 struct Q4KWide : BlockRef<block_q4_K> {
-    static constexpr bool kSuper = true;
     static constexpr bool kMin = true;
     alignas(32) int32_t s2[8];
     __m256 mf;  // dmin * m per sub-block
@@ -121,77 +116,13 @@ void rows_super(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const i
     store<F::kMin>(acc, c, nw, y, ldy);
 }
 
-// The legacy formats (Q4_0, Q4_1, Q5_1): one group per block, as the AVX2 kernel's rows_legacy,
-// the minimum term four blocks (eight halves) per vector fma and a last partial four lane by lane.
-template <class F, int R>
-void rows_legacy(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const int16_t* a, const float* da,
-                 const float* xs, float* y, int64_t ldy) {
-    const int64_t nb = n / kSpan, halves = n / kHalf;
-    __m512 acc[R], c[R];
-    for (int r = 0; r < R; ++r) acc[r] = c[r] = _mm512_setzero_ps();
-    const auto block = [&](int64_t bi, float (&m)[2]) {
-        prefetch_block<F::kBytes>(p0 + bi * F::kBytes);
-        prefetch_block<F::kBytes>(p1 + bi * F::kBytes);
-        const F f0(p0 + bi * F::kBytes), f1(p1 + bi * F::kBytes);
-        __m256i v0[2], v1[2];
-        f0.span(v0);
-        f1.span(v1);
-        const __m512i q0 = join(v0[0], v1[0]), q1 = join(v0[1], v1[1]);
-        const __m512 d = join(_mm256_set1_ps(f0.d()), _mm256_set1_ps(f1.d()));
-        for (int r = 0; r < R; ++r) {
-            const int16_t* ap = a + r * act_stride(n) + bi * kSpan;
-            const __m512i S = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), q0, bcast(ap)), q1,
-                                                  bcast(ap + kHalf));
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, _mm512_set1_ps(da[r * nb + bi])), acc[r]);
-        }
-        m[0] = f0.mw();
-        m[1] = f1.mw();
-    };
-    int64_t bi = 0;
-    float m[4][2];
-    if constexpr (F::kMin) {
-        for (; bi + 4 <= nb; bi += 4) {
-            for (int j = 0; j < 4; ++j) block(bi + j, m[j]);
-            const auto pairs = [&](int i) {
-                return _mm256_setr_ps(m[0][i], m[0][i], m[1][i], m[1][i], m[2][i], m[2][i], m[3][i], m[3][i]);
-            };
-            const __m512 mv = join(pairs(0), pairs(1));
-            for (int r = 0; r < R; ++r)
-                c[r] = _mm512_fmadd_ps(mv, _mm512_broadcast_f32x8(_mm256_loadu_ps(xs + r * halves + 2 * bi)), c[r]);
-        }
-    }
-    alignas(64) float cl[R][16];
-    for (int r = 0; r < R; ++r) _mm512_store_ps(cl[r], c[r]);
-    for (; bi < nb; ++bi) {
-        block(bi, m[0]);
-        if constexpr (F::kMin) {
-            for (int r = 0; r < R; ++r)
-                for (int i = 0; i < nw; ++i)
-                    for (int64_t h = 2 * bi; h < 2 * bi + 2; ++h)
-                        cl[r][8 * i + h % 8] = std::fma(m[0][i], xs[r * halves + h], cl[r][8 * i + h % 8]);
-        }
-    }
-    for (int r = 0; r < R; ++r) c[r] = _mm512_load_ps(cl[r]);
-    store<F::kMin>(acc, c, nw, y, ldy);
-}
-
-template <class F, int R>
-void rows_of(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const int16_t* a, const float* da,
-             const float* xs, float* y, int64_t ldy) {
-    if constexpr (F::kSuper) {
-        rows_super<F, R>(p0, p1, nw, n, a, da, xs, y, ldy);
-    } else {
-        rows_legacy<F, R>(p0, p1, nw, n, a, da, xs, y, ldy);
-    }
-}
-
 template <class F>
 using RowsFn = void (*)(const uint8_t*, const uint8_t*, int, int64_t, const int16_t*, const float*, const float*,
                         float*, int64_t);
 
 template <class F, size_t... I>
 constexpr std::array<RowsFn<F>, sizeof...(I)> rows_table(std::index_sequence<I...>) {
-    return {&rows_of<F, static_cast<int>(I) + 1>...};
+    return {&rows_super<F, static_cast<int>(I) + 1>...};
 }
 
 template <class F>
@@ -235,16 +166,6 @@ void rows1_wide(const void* w, int64_t n, const int16_t* a, const float* da, con
                 int64_t ldy) {
     static constexpr auto fns = wide_table<F>(std::make_index_sequence<kRowsMax>());
     fns[static_cast<size_t>(nx - 1)](w, n, a, da, xs, y, ldy);
-}
-
-// One row of the legacy formats: the AVX2 kernel as far as it goes (a decode step), past it the
-// pairs kernel over the row twice.
-template <class F, Type T>
-void rows1(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
-           int64_t ldy) {
-    if (nx <= kDotRowsMax) return avx2::rows_i16(T)(w, n, a, da, xs, nx, y, ldy);
-    const auto* p = static_cast<const uint8_t*>(w);
-    rows_any<F>(p, p, 1, n, a, da, xs, nx, y, ldy);
 }
 
 template <class F>
@@ -306,15 +227,8 @@ void decode_pair_wide(const void* w, size_t row_bytes, int64_t n, int16_t* q, fl
 
 }  // namespace
 
-using Q4_0 = Legacy<block_q4_0, false, false>;
-using Q4_1 = Legacy<block_q4_1, false, true>;
-using Q5_1 = Legacy<block_q5_1, true, true>;
-
 RowsI16Fn rows_i16(Type type) {
     switch (type) {
-        case Type::Q4_0: return &rows1<Q4_0, Type::Q4_0>;
-        case Type::Q4_1: return &rows1<Q4_1, Type::Q4_1>;
-        case Type::Q5_1: return &rows1<Q5_1, Type::Q5_1>;
         case Type::Q4_K: return &rows1_wide<Q4KWide>;
         case Type::Q6_K: return &rows1_wide<Q6KWide>;
         default: return nullptr;
@@ -339,9 +253,6 @@ DecodePairI16Fn decode_pair_i16(Type type) {
 
 RowsPacked2Fn rows2_i16(Type type) {
     switch (type) {
-        case Type::Q4_0: return &rows2<Q4_0>;
-        case Type::Q4_1: return &rows2<Q4_1>;
-        case Type::Q5_1: return &rows2<Q5_1>;
         case Type::Q4_K: return &rows2<Q4KWide>;
         case Type::Q6_K: return &rows2<Q6KWide>;
         default: return nullptr;

@@ -1,7 +1,8 @@
-// The natural-order formats' blocks decoded for the int16 path (int16_gemm.h) 32 weights at a time
-// into two 16-lane int16 vectors (the K-quants' sub-block scales folded in), as decode_row defines
-// them: shared by the AVX2 rows kernels (x86/int16_rows_avx2.cpp) and the AVX-512 ones
-// (x86/int16_rows_avx512.cpp).
+// Blocks decoded for the int16 path (int16_gemm.h) 32 weights at a time into two 16-lane int16
+// vectors, as decode_row defines them: the K-quants' (sub-block scales folded in) for the rows
+// kernels (x86/int16_rows_avx2.cpp, x86/int16_rows_avx512.cpp), the legacy formats' GGUF blocks
+// for the block-lane kernels' natural-order last blocks (x86/int16_blocks_*.cpp), and those
+// kernels' TailBlocks.
 // Include only from files compiled with AVX2 (or wider) flags; everything is in an unnamed
 // namespace, so each translation unit has its own copy, compiled for its own ISA.
 #pragma once
@@ -10,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "quant/blocks.h"
 #include "quant/x86/madd.h"
@@ -43,7 +45,6 @@ inline __m256i word(__m256i v, int k) {
 // and 32k+16 .. 32k+31 as int16 (sub-block scale applied); mw(i) the minimum per half (halves
 // 0..7, 8..15).
 struct Q4K : BlockRef<block_q4_K> {
-    static constexpr bool kSuper = true;
     static constexpr bool kMin = true;
     __m256i sc;  // the 6-bit sub-block scales (blocks.h: scale_min_k4) as int16, in both lanes
     __m256 mw_[2];
@@ -93,7 +94,6 @@ struct Q4K : BlockRef<block_q4_K> {
 // Q6_K: element 128 h + 32 g + l: nibble g / 2 of ql[64 h + 32 (g % 2) + l], bits 2 g of
 // qh[32 h + l], value q - 32, scale scales[(32 g + l) / 16 + 8 h].
 struct Q6K : BlockRef<block_q6_K> {
-    static constexpr bool kSuper = true;
     static constexpr bool kMin = false;
     __m256i sc[2];  // the 16 int8 scales as int16: 0..7 and 8..15, each in both lanes
     explicit Q6K(const uint8_t* p) : BlockRef(p) {
@@ -121,12 +121,6 @@ struct Q6K : BlockRef<block_q6_K> {
     }
 };
 
-// The 32-element legacy formats: span(p, v) sets v[0], v[1] to elements 0..15 and 16..31.
-inline void nibbles(const uint8_t* qs, __m256i (&v)[2]) {
-    const __m256i x = load_u8x16(qs);  // byte j: element j (low nibble) and j + 16 (high)
-    v[0] = _mm256_and_si256(x, _mm256_set1_epi16(0x0F));
-    v[1] = _mm256_srli_epi16(x, 4);
-}
 // -1 in the lanes of elements 16 i .. 16 i + 15 whose fifth bit (bit e of qh) is set.
 inline __m256i fifth_bits(const uint8_t* qh, int i) {
     uint16_t h;
@@ -135,37 +129,41 @@ inline __m256i fifth_bits(const uint8_t* qh, int i) {
                                           static_cast<int16_t>(0x8000));
     return _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(static_cast<int16_t>(h)), bit), bit);
 }
-template <class Blk, bool kFifth, bool kHasMin>
-struct Legacy : BlockRef<Blk> {
-    static constexpr bool kSuper = false;
-    static constexpr bool kMin = kHasMin;
+// A GGUF block of a legacy format (Blk) read in place, for the blocks a block-lane row keeps in
+// the natural order: half(h) its elements 16 h .. 16 h + 15 as int16 q (int16_gemm.h: Q4_0 the
+// nibble - 8, Q5_0 the 5-bit quant - 16), mw() its minimum term's weight (-m; 0 without one).
+template <class Blk>
+struct LegacyBlock : BlockRef<Blk> {
+    static constexpr bool kQ8 = std::is_same_v<Blk, block_q8_0>;
+    static constexpr bool kFifth = std::is_same_v<Blk, block_q5_0> || std::is_same_v<Blk, block_q5_1>;
+    static constexpr bool kMin = std::is_same_v<Blk, block_q4_1> || std::is_same_v<Blk, block_q5_1>;
     using BlockRef<Blk>::b;
-    explicit Legacy(const uint8_t* p) : BlockRef<Blk>(p) {}
-    float mw() const {
-        if constexpr (kHasMin) return -f16_to_f32(b.m);
-        return 0.0f;
-    }
-    void span(__m256i (&v)[2]) const {
-        nibbles(b.qs, v);
-        for (int i = 0; i < 2; ++i) {
-            static_assert(!kFifth || kHasMin, "Q5_0 takes the block lanes (x86/int16_blocks_avx2.cpp)");
-            if constexpr (kFifth) {  // q | 16 where the bit is set
-                v[i] = _mm256_or_si256(v[i], _mm256_and_si256(fifth_bits(b.qh, i), _mm256_set1_epi16(16)));
-            } else if constexpr (!kHasMin) {
-                v[i] = _mm256_sub_epi16(v[i], _mm256_set1_epi16(8));
-            }
+    explicit LegacyBlock(const uint8_t* p) : BlockRef<Blk>(p) {}
+    __m256i half(int h) const {
+        if constexpr (kQ8) {
+            return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * h)));
+        } else {
+            const __m256i x = load_u8x16(b.qs);  // byte j: element j (low nibble) and j + 16 (high)
+            __m256i q = h ? _mm256_srli_epi16(x, 4) : _mm256_and_si256(x, _mm256_set1_epi16(0x0F));
+            if constexpr (kFifth) q = _mm256_or_si256(q, _mm256_and_si256(fifth_bits(b.qh, h), _mm256_set1_epi16(16)));
+            if constexpr (!kMin) q = _mm256_sub_epi16(q, _mm256_set1_epi16(kFifth ? 16 : 8));
+            return q;
         }
     }
+    float mw() const {
+        if constexpr (kMin) return -f16_to_f32(b.m);
+        return 0.0f;
+    }
 };
-// Elements 16 h .. 16 h + 15 of a GGUF Q5_0 block (nibbles, then the fifth bits) as int16 q - 16:
-// the block-lane kernels' last blocks in the natural order.
-inline __m256i q5_0_half(const uint8_t* p, int h) {
-    const auto& blk = *reinterpret_cast<const block_q5_0*>(p);
-    const __m256i x = load_u8x16(blk.qs);
-    const __m256i nib = h ? _mm256_srli_epi16(x, 4) : _mm256_and_si256(x, _mm256_set1_epi16(0x0F));
-    const __m256i q = _mm256_or_si256(nib, _mm256_and_si256(fifth_bits(blk.qh, h), _mm256_set1_epi16(16)));
-    return _mm256_sub_epi16(q, _mm256_set1_epi16(16));
-}
+
+// The same interface over a block of a decoded block-lane row kept in the natural order.
+struct DecodedBlock {
+    const int16_t* q;
+    float d_, mw_;
+    __m256i half(int h) const { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 16 * h)); }
+    float d() const { return d_; }
+    float mw() const { return mw_; }
+};
 
 // Lane i < t: the exact sum of the eight lanes of v[i] (lanes from t on: zero, or v[i]'s sum).
 inline __m256i lane_sums(const __m256i (&v)[8], int t) {
@@ -180,22 +178,30 @@ inline __m256i lane_sums(const __m256i (&v)[8], int t) {
 // acc_i = fma((float)T, sw * da, acc_i), T its exact sum, as the reference does; a block at a
 // time per activation row (a scalar sum, fma and store of the lanes) cost a Q8_0 row of 18
 // blocks 40 % of its rate on 8 rows (Intel Xeon), a Q5_0 row more (its halves decoded per row).
+// The minimum term's halves 2 i and 2 i + 1 go to lanes 2 i % 8 and (2 i + 1) % 8, in order.
 struct TailBlocks {
     int t;
     __m256i q[7][2];
-    __m256 sw;
-    __m256i live;  // -1 in lanes i < t
-    // half(i, h): half h of block full + i as int16; scale(i): its scale.
-    template <class Half, class Scale>
-    TailBlocks(int tail, Half&& half, Scale&& scale)
+    __m256 sw, mw[2];      // mw: the halves' weights, 8 per vector
+    __m256i live, hlive[2];  // -1 in lanes i < t, and in the lanes of halves < 2 t
+    // blk(i): block full + i (LegacyBlock, or a packed row's block of the same interface).
+    template <class Block>
+    TailBlocks(int tail, Block&& blk)
         : t(tail), live(_mm256_cmpgt_epi32(_mm256_set1_epi32(tail), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))) {
-        alignas(32) float s[8] = {};
+        alignas(32) float s[8] = {}, m[16] = {};
         for (int i = 0; i < t; ++i) {
-            q[i][0] = half(i, 0);
-            q[i][1] = half(i, 1);
-            s[i] = scale(i);
+            const auto bi = blk(i);
+            q[i][0] = bi.half(0);
+            q[i][1] = bi.half(1);
+            s[i] = bi.d();
+            m[2 * i] = m[2 * i + 1] = bi.mw();
         }
         sw = _mm256_load_ps(s);
+        mw[0] = _mm256_load_ps(m);
+        mw[1] = _mm256_load_ps(m + 8);
+        const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        hlive[0] = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * tail), iota);
+        hlive[1] = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * tail - 8), iota);
     }
     // acc with the blocks of one activation row added: a, da at the row's first tail element and scale.
     __m256 add(__m256 acc, const int16_t* a, const float* da) const {
@@ -206,6 +212,14 @@ struct TailBlocks {
         }
         const __m256 scale = _mm256_mul_ps(sw, _mm256_maskload_ps(da, live));
         return _mm256_blendv_ps(acc, _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums(v, t)), scale, acc), _mm256_castsi256_ps(live));
+    }
+    // c with the minimum terms of one activation row added: xs at the row's first tail half.
+    __m256 add_min(__m256 c, const float* xs) const {
+        for (int k = 0; k < (t > 4 ? 2 : 1); ++k) {
+            const __m256 x = _mm256_maskload_ps(xs + 8 * k, hlive[k]);
+            c = _mm256_blendv_ps(c, _mm256_fmadd_ps(mw[k], x, c), _mm256_castsi256_ps(hlive[k]));
+        }
+        return c;
     }
 };
 
