@@ -180,8 +180,11 @@ template <int R, class W>
 void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, const float* xs, float* y, int64_t ldy) {
     const BlockLanes bl(n);
     const int64_t halves = n / kHalf;
-    __m256 acc[R], c[R];
-    for (int r = 0; r < R; ++r) acc[r] = c[r] = _mm256_setzero_ps();
+    __m256 acc[R], c[W::kMin ? R : 1];  // c: the minimum terms (kMin)
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    if constexpr (W::kMin) {
+        for (int r = 0; r < R; ++r) c[r] = _mm256_setzero_ps();
+    }
     __m256i S[R];
     const auto mac = [&](const int16_t* ac) {
         return [&S, ac, n](int v, __m256i q) {
@@ -192,7 +195,7 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, const 
         };
     };
     // the minimum terms of halves 2 b0 .. 2 b0 + 8 k - 1, k vectors of weights
-    const auto minima = [&](int64_t b0, const __m256* m, int k) {
+    const auto minima = [&](int64_t b0, const __m256* m, auto k) {
         for (int r = 0; r < R; ++r)
             for (int i = 0; i < k; ++i) c[r] = _mm256_fmadd_ps(m[i], _mm256_loadu_ps(xs + r * halves + 2 * b0 + 8 * i), c[r]);
     };
@@ -233,7 +236,13 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, const 
             if constexpr (W::kMin) c[r] = tail.add_min(c[r], xs + r * halves + 2 * bl.full);
         }
     }
-    for (int r = 0; r < R; ++r) y[r * ldy] = W::kMin ? hsum(acc[r]) - hsum(c[r]) : hsum(acc[r]);
+    for (int r = 0; r < R; ++r) {
+        if constexpr (W::kMin) {
+            y[r * ldy] = hsum(acc[r]) - hsum(c[r]);
+        } else {
+            y[r * ldy] = hsum(acc[r]);
+        }
+    }
 }
 
 template <class W>
