@@ -137,13 +137,24 @@ unsigned chunk_get(const Format& f, const uint8_t* quants, int blocks, int p) {
     }
 }
 
-// A chunk of 8 5-bit blocks' quants with each 16-bit word assembled at once (q5_fields' layout:
-// word k of lane i holds vectors 3k, 3k + 1 and 3k + 2 in bits 0..14 and bit k of vector 15 in
-// bit 15), what q5_set builds a field at a time; the load packs ~76M Gemma weights this way.
-void q5_chunk8(const Format& f, const uint8_t* g, uint8_t* quants) {
+// A chunk of 8 5-bit blocks' quants (Blk: block_q5_0 or block_q5_1, flip: 16 or 0) with each
+// 16-bit word assembled at once (q5_fields' layout: word k of lane i holds vectors 3k, 3k + 1 and
+// 3k + 2 in bits 0..14 and bit k of vector 15 in bit 15), what q5_set builds a field at a time;
+// the load packs ~76M Gemma weights this way.
+template <class Blk>
+void q5_chunk8(const uint8_t* src, unsigned flip, uint8_t* quants) {
+    const auto* g = reinterpret_cast<const Blk*>(src);
     unsigned s[16][16];  // [v][i]: element k of block j is lane 2 j + k % 2 of vector k / 2
-    for (int j = 0; j < BlockLanes::kChunk; ++j)
-        for (int k = 0; k < 32; ++k) s[k / 2][2 * j + k % 2] = stored_of(f, g + f.block_bytes * j, k);
+    for (int j = 0; j < BlockLanes::kChunk; ++j) {
+        uint32_t h;
+        std::memcpy(&h, g[j].qh, sizeof h);
+        for (int k = 0; k < 16; ++k) {
+            const unsigned lo = (g[j].qs[k] & 0x0Fu) | ((h >> k) & 1u) << 4;
+            const unsigned hi = (g[j].qs[k] >> 4) | ((h >> (k + 16)) & 1u) << 4;
+            s[k / 2][2 * j + k % 2] = lo ^ flip;
+            s[(k + 16) / 2][2 * j + k % 2] = hi ^ flip;
+        }
+    }
     for (int k = 0; k < 5; ++k) {
         for (int i = 0; i < 16; ++i) {
             const auto w = static_cast<uint16_t>(s[3 * k][i] | s[3 * k + 1][i] << 5 | s[3 * k + 2][i] << 10 |
@@ -182,21 +193,23 @@ void pack_row(const Format& f, const uint8_t* src, int64_t n_in, uint8_t* dst) {
             }
             uint8_t* quants = at + scale_bytes(f, blocks);
             const size_t qs = fields_of(f).qs;
-            if (f.bits == 8) {
-                // Positions 2m and 2m + 1 are consecutive elements of one block: a pair at a time.
-                for (int p = 0; p < 32 * blocks; p += 2) {
-                    const Element e = element_at(blocks, p);
-                    std::memcpy(quants + p, g + bytes * e.j + qs + e.k, 2);
-                }
-            } else if (f.bits == 4) {
-                // GGUF byte k (k < 16) holds elements k and k + 16, whose positions are p and p +
-                // 16 blocks: byte p of the chunk is that byte.
-                for (int p = 0; p < 16 * blocks; p += 2) {
-                    const Element e = element_at(blocks, p);
-                    std::memcpy(quants + p, g + bytes * e.j + qs + e.k, 2);
+            if (f.bits != 5) {
+                // Positions 2m and 2m + 1 are consecutive elements of one block: a pair at a time
+                // (the 4-bit formats: GGUF byte k < 16 holds elements k and k + 16, whose positions
+                // are p and p + 16 blocks, so byte p of the chunk is that byte). A chunk of 8:
+                // vector v's lane pair j is block j's pair v.
+                const int pairs = f.bits == 8 ? 16 * blocks : 8 * blocks;
+                if (blocks == BlockLanes::kChunk) {
+                    for (int v = 0; v < pairs / 8; ++v)
+                        for (int j = 0; j < 8; ++j) std::memcpy(quants + 16 * v + 2 * j, g + bytes * j + qs + 2 * v, 2);
+                } else {
+                    for (int p = 0; p < 2 * pairs; p += 2) {
+                        const Element e = element_at(blocks, p);
+                        std::memcpy(quants + p, g + bytes * e.j + qs + e.k, 2);
+                    }
                 }
             } else if (blocks == BlockLanes::kChunk) {
-                q5_chunk8(f, g, quants);
+                f.has_min ? q5_chunk8<block_q5_1>(g, 0, quants) : q5_chunk8<block_q5_0>(g, 16, quants);
             } else {
                 std::memset(quants, 0, static_cast<size_t>(20 * blocks));
                 for (int p = 0; p < 32 * blocks; ++p) {
