@@ -9,7 +9,7 @@
 // position 16 v + 2 j + t of the chunk, element 2 v + t of block c + j (v < 16, j < 8, t < 2).
 // A last chunk of exactly 4 blocks holds at 16 v + 2 l + t element 2 p + t of block l % 4, where
 // p = 2 v + l / 4 (v < 8, l < 8): each block in two lanes. A last chunk of 1..3 or 5..7 blocks
-// keeps the natural order.
+// keeps the natural order, and the natural order's arithmetic (int16_gemm.h).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +22,8 @@ struct BlockLanes {
     int64_t nb, full, tail;           // blocks, blocks in whole chunks, blocks after them
     explicit BlockLanes(int64_t n) : nb(n / 32), full(nb / kChunk * kChunk), tail(nb - full) {}
     bool tail4() const { return tail == 4; }
+    // Whether block b is one of a last chunk kept in the natural order.
+    bool natural(int64_t b) const { return b >= full && !tail4(); }
 
     // Position of element k (< 32) of block b.
     int64_t position(int64_t b, int k) const {

@@ -36,7 +36,10 @@
 // land in one lane, summed exactly (T_b, in int32), and block b goes to lane b mod 8:
 // acc_{b mod 8} = fma((float)T_b, sw_b * da_b, acc_{b mod 8}), in block order, then y = hsum(acc)
 // and, for Q4_1 / Q5_1, the same minimum term as above (over the halves in the natural order,
-// whatever the lanes). Their kernels need ~1.7x fewer ops per multiply-add than the lane sums
+// whatever the lanes). The blocks a row keeps in the natural order (a last 1..3 or 5..7) take the
+// lane sums above, a block per group: acc_j = fma((float)S_j, sw_b * da_b, acc_j) for every j,
+// which costs no reduction across lanes (a block's sum into one lane took ~3x the ops of its
+// products). Their kernels need ~1.7x fewer ops per multiply-add than the lane sums
 // above (one conversion and fma per 8 blocks instead of per block); the head of a tied-embedding
 // model (Gemma's 262k x 640 Q8_0) is ~40 % of a verify pass, and Q5_0 most of Gemma's layers.
 //

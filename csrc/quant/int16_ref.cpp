@@ -285,12 +285,23 @@ void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, bool ha
             const int16_t* qo = q + o * n;
             float acc[8] = {};
             for (int64_t b = 0; b < bl.nb; ++b) {
+                const float scale = sw[o * bl.nb + b] * da[r * bl.nb + b];
+                if (bl.natural(b)) {  // the natural order's lane sums
+                    const int16_t* qs = qo + 32 * b;
+                    const int16_t* as = ar + 32 * b;
+                    for (int j = 0; j < 8; ++j) {
+                        const int32_t S = qs[2 * j] * as[2 * j] + qs[2 * j + 1] * as[2 * j + 1] +
+                                          (qs[16 + 2 * j] * as[16 + 2 * j] + qs[17 + 2 * j] * as[17 + 2 * j]);
+                        acc[j] = std::fma(static_cast<float>(S), scale, acc[j]);
+                    }
+                    continue;
+                }
                 int32_t T = 0;
                 for (int k = 0; k < 32; ++k) {
                     const int64_t p = bl.position(b, k);
                     T += qo[p] * ar[p];
                 }
-                acc[b % 8] = std::fma(static_cast<float>(T), sw[o * bl.nb + b] * da[r * bl.nb + b], acc[b % 8]);
+                acc[b % 8] = std::fma(static_cast<float>(T), scale, acc[b % 8]);
             }
             y[r * ldy + o] = has_min ? tree(acc) - min_term(mw + o * halves, xs + r * halves, halves) : tree(acc);
         }

@@ -171,7 +171,8 @@ def _tree(v):
 def _block_lanes(t, data, n_rows, n, x):
     """The block-lane arithmetic of int16_gemm.h in numpy: activations quantised per block
     (round half to even), each block's integer sum exact, lane b % 8 takes
-    fma(float(T_b), d_b * da_b) in block order (float32), then the AVX2 tree; Q4_1 / Q5_1 less
+    fma(float(T_b), d_b * da_b) in block order (float32; a last 1..3 or 5..7 blocks: each lane
+    its share of the block's products), then the AVX2 tree; Q4_1 / Q5_1 less
     the minimum term, c_j = fma(-m_b, xs_h, c_j) over the halves h = 2 b + i in order (lane h % 8),
     xs_h = da_b * the half's integer sum."""
     nb = n // 32
@@ -187,10 +188,17 @@ def _block_lanes(t, data, n_rows, n, x):
     inv = np.where(amax > 0, np.float32(32767) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
     a = np.rint((xb * inv[:, :, None]).astype(np.float32)).astype(np.int64)
     T = np.einsum("obk,rbk->rob", q, a)  # exact
+    # a last 1..3 or 5..7 blocks: the natural order's lane sums, lane j of elements 2j, 2j+1, 2j+16, 2j+17
+    lane = np.arange(32) // 2 % 8
+    S = np.stack([np.einsum("obk,rbk->rob", q[:, :, lane == j], a[:, :, lane == j]) for j in range(8)], axis=-1)
+    natural = nb % 8 not in (0, 4)
     scale = (d[None, :, :] * da[:, None, :]).astype(np.float32)
     acc = np.zeros((len(x), n_rows, 8), dtype=np.float32)
     for b in range(nb):
-        acc[:, :, b % 8] = _fma32(T[:, :, b].astype(np.float32), scale[:, :, b], acc[:, :, b % 8])
+        if natural and b >= nb // 8 * 8:
+            acc = _fma32(S[:, :, b].astype(np.float32), scale[:, :, b, None], acc)
+        else:
+            acc[:, :, b % 8] = _fma32(T[:, :, b].astype(np.float32), scale[:, :, b], acc[:, :, b % 8])
     y = _tree(acc)
     if t not in ("Q4_1", "Q5_1"):
         return y

@@ -65,9 +65,6 @@ inline void fma_lanes(F8& acc, const Pos& s, float32x4_t scale_lo, float32x4_t s
     acc.lo = vfmaq_f32(acc.lo, vcvtq_f32_s32(vpaddq_s32(s.p[0], s.p[1])), scale_lo);
     acc.hi = vfmaq_f32(acc.hi, vcvtq_f32_s32(vpaddq_s32(s.p[2], s.p[3])), scale_hi);
 }
-inline int32_t total(const Pos& s) {
-    return vaddvq_s32(vaddq_s32(vaddq_s32(s.p[0], s.p[1]), vaddq_s32(s.p[2], s.p[3])));
-}
 
 inline float f16_at(const uint8_t* p) {
     uint16_t h;
@@ -351,8 +348,8 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, const 
             acc[r].lo = vfmaq_f32(acc[r].lo, vcvtq_f32_s32(T), vmulq_f32(d, vld1q_f32(da + r * bl.nb + b0)));
         }
         if constexpr (W::kMin) minima(2 * b0, w.mins4(b0));
-    } else if (bl.tail > 0) {  // natural order: a block's products summed exactly, one fma per block;
-        // the blocks decoded once for all activation rows
+    } else if (bl.tail > 0) {  // natural order, and its arithmetic (int16_gemm.h): each block's lane
+        // sums, one fma per lane; the blocks decoded once for all activation rows
         Span q[BlockLanes::kChunk - 1];
         float sw[BlockLanes::kChunk - 1], mw[BlockLanes::kChunk - 1];
         for (int64_t b = bl.full; b < bl.nb; ++b) {
@@ -360,22 +357,20 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, const 
             q[b - bl.full] = blk.span(), sw[b - bl.full] = blk.d(), mw[b - bl.full] = blk.mw();
         }
         for (int r = 0; r < R; ++r) {
-            float lanes[8], cl[8];
-            vst1q_f32(lanes, acc[r].lo);
-            vst1q_f32(lanes + 4, acc[r].hi);
-            vst1q_f32(cl, c[r].lo);
-            vst1q_f32(cl + 4, c[r].hi);
             for (int64_t b = bl.full; b < bl.nb; ++b) {
                 Pos s;
                 clear(s);
                 mac32(s, q[b - bl.full], a + r * act_stride(n) + 32 * b);
-                lanes[b % 8] = std::fma(static_cast<float>(total(s)), sw[b - bl.full] * da[r * bl.nb + b], lanes[b % 8]);
-                if constexpr (W::kMin) {
-                    for (int64_t h = 2 * b; h < 2 * b + 2; ++h) cl[h % 8] = std::fma(mw[b - bl.full], xs[r * halves + h], cl[h % 8]);
-                }
+                const float32x4_t scale = vdupq_n_f32(sw[b - bl.full] * da[r * bl.nb + b]);
+                fma_lanes(acc[r], s, scale, scale);
             }
-            acc[r] = {vld1q_f32(lanes), vld1q_f32(lanes + 4)};
-            c[r] = {vld1q_f32(cl), vld1q_f32(cl + 4)};
+            if constexpr (W::kMin) {
+                float cl[8];
+                vst1q_f32(cl, c[r].lo);
+                vst1q_f32(cl + 4, c[r].hi);
+                for (int64_t h = 2 * bl.full; h < 2 * bl.nb; ++h) cl[h % 8] = std::fma(mw[h / 2 - bl.full], xs[r * halves + h], cl[h % 8]);
+                c[r] = {vld1q_f32(cl), vld1q_f32(cl + 4)};
+            }
         }
     }
     for (int r = 0; r < R; ++r) y[r * ldy] = W::kMin ? hsum(acc[r]) - hsum(c[r]) : hsum(acc[r]);

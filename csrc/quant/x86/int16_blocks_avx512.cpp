@@ -183,6 +183,60 @@ struct PackedQ5 : PackedRows<Blk>, OneStep<PackedQ5<Blk>> {
     }
 };
 
+// The last 1..3 or 5..7 blocks of one or two weight rows (block_lanes.h: the natural order and its
+// arithmetic), decoded once for all activation rows: a half block of both rows in one zmm (row w
+// in lanes 8 w ..) against the activation half broadcast to both, so that two vpdpwssd give both
+// rows' eight lane sums of a block, each the AVX2 kernel's (x86/int16_spans.h: TailBlocks), and
+// one fma takes both into the accumulators (row w's lanes 8 w ..).
+struct TailPairs {
+    int t;
+    __m512i q[7][2];
+    __m512 sw[7];      // a block's scale of row w in lanes 8 w ..
+    __m512 mw[2];      // the weights of halves j and 8 + j of row w in lane 8 w + j
+    __mmask8 hlive8[2];
+    __mmask16 hlive[2];
+    // blk(w, i): block full + i of row w (LegacyBlock's interface); with one row, row 1 is row 0.
+    template <class Block>
+    TailPairs(int tail, int nw, Block&& blk) : t(tail) {
+        alignas(64) float m[2][16] = {};
+        for (int i = 0; i < t; ++i) {
+            const auto b0 = blk(0, i);
+            const auto b1 = blk(nw - 1, i);
+            q[i][0] = join(b0.half(0), b1.half(0));
+            q[i][1] = join(b0.half(1), b1.half(1));
+            sw[i] = join(_mm256_set1_ps(b0.d()), _mm256_set1_ps(b1.d()));
+            m[i / 4][2 * (i % 4)] = m[i / 4][2 * (i % 4) + 1] = b0.mw();
+            m[i / 4][8 + 2 * (i % 4)] = m[i / 4][8 + 2 * (i % 4) + 1] = b1.mw();
+        }
+        mw[0] = _mm512_load_ps(m[0]);
+        mw[1] = _mm512_load_ps(m[1]);
+        hlive8[0] = static_cast<__mmask8>(t >= 4 ? 0xFF : (1u << (2 * t)) - 1);
+        hlive8[1] = static_cast<__mmask8>(t > 4 ? (1u << (2 * t - 8)) - 1 : 0);
+        hlive[0] = static_cast<__mmask16>(hlive8[0] | hlive8[0] << 8);
+        hlive[1] = static_cast<__mmask16>(hlive8[1] | hlive8[1] << 8);
+    }
+    // acc[0..16) with the blocks of one activation row added: a, da at the row's first tail
+    // element and scale.
+    void add(float* acc, const int16_t* a, const float* da) const {
+        __m512 v = _mm512_load_ps(acc);
+        for (int i = 0; i < t; ++i) {
+            const __m512i S = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), q[i][0], bcast(a + 32 * i)),
+                                                  q[i][1], bcast(a + 32 * i + kHalf));
+            v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(sw[i], _mm512_set1_ps(da[i])), v);
+        }
+        _mm512_store_ps(acc, v);
+    }
+    // c[0..16) with the minimum terms of one activation row added: xs at the row's first tail half.
+    void add_min(float* c, const float* xs) const {
+        __m512 v = _mm512_load_ps(c);
+        for (int k = 0; k < (t > 4 ? 2 : 1); ++k) {
+            const __m512 x = _mm512_broadcast_f32x8(_mm256_maskz_loadu_ps(hlive8[k], xs + 8 * k));
+            v = _mm512_mask3_fmadd_ps(mw[k], x, v, hlive[k]);
+        }
+        _mm512_store_ps(c, v);
+    }
+};
+
 // y[r * ldy] (row 0) and, when NW == 2, y[r * ldy + 1] (row 1) for R activation rows (a, da,
 // xs: rows of n, n / 32 and n / 16).
 template <int R, int NW, class W>
@@ -248,18 +302,11 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, const 
             _mm512_store_ps(acc[r], _mm512_mask_blend_ps(0x0F0F, sum, _mm512_fmadd_ps(_mm512_cvtepi32_ps(T), scale, sum)));
         }
         if constexpr (W::kMin) minima(b0, 0, w.mins4(b0));
-    } else if (bl.tail > 0) {  // natural order: one fma per block, lane b % 8 of each row's half
-        for (int i = 0; i < NW; ++i) {
-            const TailBlocks tail(static_cast<int>(bl.tail), [&](int j) { return w.block(i, bl.full + j); });
-            for (int r = 0; r < R; ++r) {
-                float* lanes = acc[r] + 8 * i;
-                _mm256_store_ps(lanes, tail.add(_mm256_load_ps(lanes), a + r * act_stride(n) + 32 * bl.full,
-                                                da + r * bl.nb + bl.full));
-                if constexpr (W::kMin) {
-                    float* cl = c[r] + 8 * i;
-                    _mm256_store_ps(cl, tail.add_min(_mm256_load_ps(cl), xs + r * halves + 2 * bl.full));
-                }
-            }
+    } else if (bl.tail > 0) {  // natural order: the natural order's lane sums, both rows at once
+        const TailPairs tail(static_cast<int>(bl.tail), NW, [&](int i, int j) { return w.block(i, bl.full + j); });
+        for (int r = 0; r < R; ++r) {
+            tail.add(acc[r], a + r * act_stride(n) + 32 * bl.full, da + r * bl.nb + bl.full);
+            if constexpr (W::kMin) tail.add_min(c[r], xs + r * halves + 2 * bl.full);
         }
     }
     __m512 sums_of[R];

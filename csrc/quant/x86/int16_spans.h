@@ -165,38 +165,27 @@ struct DecodedBlock {
     float mw() const { return mw_; }
 };
 
-// Lane i < t: the exact sum of the eight lanes of v[i] (lanes from t on: zero, or v[i]'s sum).
-inline __m256i lane_sums(const __m256i (&v)[8], int t) {
-    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-    if (t <= 4) return _mm256_zextsi128_si256(_mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)));
-    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-}
-
-// The last 1..3 or 5..7 blocks of a block-lane row (block_lanes.h: they keep the natural order),
-// decoded once for all activation rows. Block full + i (full a multiple of 8) goes to lane i:
-// acc_i = fma((float)T, sw * da, acc_i), T its exact sum, as the reference does; a block at a
-// time per activation row (a scalar sum, fma and store of the lanes) cost a Q8_0 row of 18
-// blocks 40 % of its rate on 8 rows (Intel Xeon), a Q5_0 row more (its halves decoded per row).
-// The minimum term's halves 2 i and 2 i + 1 go to lanes 2 i % 8 and (2 i + 1) % 8, in order.
+// The last 1..3 or 5..7 blocks of a block-lane row (block_lanes.h: they keep the natural order
+// and its arithmetic, int16_gemm.h), decoded once for all activation rows: per block and
+// activation row one pair of madds, a conversion and an fma into all eight lanes. The minimum
+// term's halves 2 i and 2 i + 1 go to lanes 2 i % 8 and (2 i + 1) % 8, in order.
 struct TailBlocks {
     int t;
     __m256i q[7][2];
-    __m256 sw, mw[2];      // mw: the halves' weights, 8 per vector
-    __m256i live, hlive[2];  // -1 in lanes i < t, and in the lanes of halves < 2 t
+    float sw[7];
+    __m256 mw[2];       // the halves' weights, 8 per vector
+    __m256i hlive[2];   // -1 in the lanes of halves < 2 t
     // blk(i): block full + i (LegacyBlock, or a packed row's block of the same interface).
     template <class Block>
-    TailBlocks(int tail, Block&& blk)
-        : t(tail), live(_mm256_cmpgt_epi32(_mm256_set1_epi32(tail), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))) {
-        alignas(32) float s[8] = {}, m[16] = {};
+    TailBlocks(int tail, Block&& blk) : t(tail) {
+        alignas(32) float m[16] = {};
         for (int i = 0; i < t; ++i) {
             const auto bi = blk(i);
             q[i][0] = bi.half(0);
             q[i][1] = bi.half(1);
-            s[i] = bi.d();
+            sw[i] = bi.d();
             m[2 * i] = m[2 * i + 1] = bi.mw();
         }
-        sw = _mm256_load_ps(s);
         mw[0] = _mm256_load_ps(m);
         mw[1] = _mm256_load_ps(m + 8);
         const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -205,13 +194,12 @@ struct TailBlocks {
     }
     // acc with the blocks of one activation row added: a, da at the row's first tail element and scale.
     __m256 add(__m256 acc, const int16_t* a, const float* da) const {
-        __m256i v[8];
-        for (int i = 0; i < (t <= 4 ? 4 : 8); ++i) {
+        for (int i = 0; i < t; ++i) {
             const auto* ap = reinterpret_cast<const __m256i*>(a + 32 * i);
-            v[i] = i < t ? madd2(q[i][0], _mm256_loadu_si256(ap), q[i][1], _mm256_loadu_si256(ap + 1)) : _mm256_setzero_si256();
+            const __m256i S = madd2(q[i][0], _mm256_loadu_si256(ap), q[i][1], _mm256_loadu_si256(ap + 1));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), _mm256_set1_ps(sw[i] * da[i]), acc);
         }
-        const __m256 scale = _mm256_mul_ps(sw, _mm256_maskload_ps(da, live));
-        return _mm256_blendv_ps(acc, _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums(v, t)), scale, acc), _mm256_castsi256_ps(live));
+        return acc;
     }
     // c with the minimum terms of one activation row added: xs at the row's first tail half.
     __m256 add_min(__m256 c, const float* xs) const {
