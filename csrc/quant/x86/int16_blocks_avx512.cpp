@@ -9,6 +9,7 @@
 // there every lane follows that kernel's arithmetic (the same scale products, fmas and final
 // lane tree per weight row): the floats are the AVX2 kernel's, bit for bit.
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <utility>
@@ -193,7 +194,7 @@ struct TailPairs {
     __m512i q[7][2];
     __m512 sw[7];      // a block's scale of row w in lanes 8 w ..
     __m512 mw[2];      // the weights of halves j and 8 + j of row w in lane 8 w + j
-    __mmask8 hlive8[2];
+    __m256i hmask[2];  // -1 in the lanes of halves < 2 t
     __mmask16 hlive[2];
     // blk(w, i): block full + i of row w (LegacyBlock's interface); with one row, row 1 is row 0.
     template <class Block>
@@ -210,10 +211,12 @@ struct TailPairs {
         }
         mw[0] = _mm512_load_ps(m[0]);
         mw[1] = _mm512_load_ps(m[1]);
-        hlive8[0] = static_cast<__mmask8>(t >= 4 ? 0xFF : (1u << (2 * t)) - 1);
-        hlive8[1] = static_cast<__mmask8>(t > 4 ? (1u << (2 * t - 8)) - 1 : 0);
-        hlive[0] = static_cast<__mmask16>(hlive8[0] | hlive8[0] << 8);
-        hlive[1] = static_cast<__mmask16>(hlive8[1] | hlive8[1] << 8);
+        const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        for (int k = 0; k < 2; ++k) {
+            const int live = std::min(8, std::max(0, 2 * t - 8 * k));
+            hmask[k] = _mm256_cmpgt_epi32(_mm256_set1_epi32(live), iota);
+            hlive[k] = static_cast<__mmask16>(((1u << live) - 1) * 0x101u);
+        }
     }
     // acc[0..16) with the blocks of one activation row added: a, da at the row's first tail
     // element and scale.
@@ -230,8 +233,8 @@ struct TailPairs {
     void add_min(float* c, const float* xs) const {
         __m512 v = _mm512_load_ps(c);
         for (int k = 0; k < (t > 4 ? 2 : 1); ++k) {
-            const __m512 x = _mm512_broadcast_f32x8(_mm256_maskz_loadu_ps(hlive8[k], xs + 8 * k));
-            v = _mm512_mask3_fmadd_ps(mw[k], x, v, hlive[k]);
+            const __m512 x = _mm512_broadcast_f32x8(_mm256_maskload_ps(xs + 8 * k, hmask[k]));
+            v = _mm512_mask_blend_ps(hlive[k], v, _mm512_fmadd_ps(mw[k], x, v));
         }
         _mm512_store_ps(c, v);
     }
