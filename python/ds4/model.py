@@ -37,11 +37,11 @@ class Model:
         defaults, Gemma 3 270M's logits are within ~2e-3 (mean) of transformers', >100x closer
         than llama.cpp's; with both set to ``"f32"``, within ~1e-5. Whatever the options, decoding one token
         at a time and verifying blocks of up to 31 tokens give bit-identical logits, which is
-        what speculative decoding needs. ``repack``: with int16 activations, rewrite the Q5_0
-        matrices at load into a layout of the same size that decodes in fewer instructions
-        (their mapped pages are released, so memory stays the same; the logits are identical
-        bit for bit, ~1.4x faster Q5_0 matmuls on a 2-core Zen 3); ``False`` reads every weight
-        from the mapped file. ``huge_pages`` (Linux, with ``repack``): copy every matrix of 2 MiB
+        what speculative decoding needs. ``repack``: with int16 activations, rewrite the Q4_0,
+        Q4_1, Q5_0, Q5_1 and Q8_0 matrices at load into a layout of the same size whose kernels
+        take each 32-value block in one vector lane (their mapped pages are released, so memory
+        stays the same; the logits are identical bit for bit); ``False`` reads every weight from
+        the mapped file (those formats' matmuls then decode their rows at every call: slower). ``huge_pages`` (Linux, with ``repack``): copy every matrix of 2 MiB
         or more onto transparent huge pages at load (a MoE's expert stacks stay mapped), the same
         logits: a model larger than the CPU's caches decodes faster (Qwen2.5-Coder 1.5B
         +12-19 % on an Intel Xeon) for a longer load, the choice for a long-running

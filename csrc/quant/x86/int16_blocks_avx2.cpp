@@ -11,7 +11,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "quant/blocks.h"
 #include "quant/int16_gemm.h"
