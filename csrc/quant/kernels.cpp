@@ -38,11 +38,14 @@ struct X86Features {
     bool avx512 = false;  // F + BW + VL + DQ + VNNI + BF16: what x86/float_avx512.cpp is compiled with
     bool avx512vbmi = false;  // avx512 + VBMI: what the *_avx512vbmi.cpp kernels add
     bool avxvnni = false;     // avx2 + AVX-VNNI: what the *_avxvnni.cpp kernels add
+    bool intel = false;       // CPUID's vendor is GenuineIntel
 };
 
 X86Features detect_x86() {
     X86Features f;
     unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
+    f.intel = b == 0x756E6547u && d == 0x49656E69u && c == 0x6C65746Eu;  // "Genu" "ineI" "ntel"
     if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
     const bool osxsave = c & (1u << 27), avx = c & (1u << 28);
     const bool fma = c & (1u << 12), f16c = c & (1u << 29);
@@ -93,6 +96,7 @@ TableFn table_of(Isa isa) {
 struct Dispatch {
     std::vector<Isa> available;                                 // lowest first
     bool vbmi = false;                                          // the CPU has AVX-512 VBMI (and avx512)
+    bool intel = false;                                         // an Intel CPU
     std::array<std::array<Kernels, kMaxTypeId>, kNumIsa> exact{};     // one ISA, no fallback
     std::array<std::array<Kernels, kMaxTypeId>, kNumIsa> resolved{};  // with fallback
     std::atomic<int> active{0};
@@ -115,6 +119,7 @@ Dispatch* make_dispatch() {
     if (f.avxvnni) d->available.push_back(Isa::avxvnni);
     if (f.avx512) d->available.push_back(Isa::avx512);
     d->vbmi = f.avx512vbmi;
+    d->intel = f.intel;
 #endif
 #if defined(DS4_ARM64)
     d->available.push_back(Isa::neon);  // Advanced SIMD is mandatory on AArch64
@@ -214,6 +219,8 @@ bool active_avx512_vbmi() {
     Dispatch& d = dispatch();
     return d.vbmi && d.active.load() == static_cast<int>(Isa::avx512);
 }
+
+bool intel_cpu() { return dispatch().intel; }
 
 void set_isa(Isa isa) {
     Dispatch& d = dispatch();

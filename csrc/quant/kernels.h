@@ -65,6 +65,8 @@ std::vector<Isa> available_isas();
 Isa active_isa();
 // Whether the active ISA is avx512 on a CPU that also has AVX-512 VBMI (the *_avx512vbmi.cpp kernels).
 bool active_avx512_vbmi();
+// Whether CPUID names an Intel CPU: for the tunings that measured differently on Intel and AMD.
+bool intel_cpu();
 // Throws std::invalid_argument if the ISA is not available here.
 void set_isa(Isa isa);
 Isa parse_isa(const std::string& name);  // throws std::invalid_argument
