@@ -129,8 +129,9 @@ struct I16Kernels {
     // rows_packed, and rows, over two consecutive rows at once, where the ISA has such kernels.
     RowsPacked2Fn rows_packed2 = nullptr;
     RowsPacked2Fn rows2 = nullptr;
-    // rows2 for one activation row as well (a decode step): the K-quants' pairs kernels on
-    // AVX-512, whose group-end work serves both rows at once.
+    // rows2 (rows_packed2) for one activation row as well (a decode step): the K-quants' pairs
+    // kernels on AVX-512, whose group-end work serves both rows at once, and the block-lane ones
+    // on Intel CPUs (x86/int16_blocks_avx512.cpp).
     bool rows2_one_row = false;
     // quantize then the block-lane order in one pass, where the ISA has it (xs written for the
     // formats with a minimum).
@@ -147,13 +148,10 @@ struct I16Kernels {
 
     int64_t groups(int64_t n) const { return n / (kSpan * group_spans); }
     // The fused kernel of one weight row (GGUF or packed), and of two where the ISA has one and
-    // the call has more than one activation row, or one where rows2_one_row says so (for the
-    // block-lane formats a decode step measured no faster on two rows: Q8_0 / Q5_0 level on an
-    // Intel Xeon).
+    // the call has more than one activation row, or one where rows2_one_row says so.
     RowsI16Fn rows_of(bool packed) const { return packed ? rows_packed : rows; }
     RowsPacked2Fn pairs_of(bool packed, int64_t activation_rows) const {
-        if (packed) return activation_rows > 1 ? rows_packed2 : nullptr;
-        return activation_rows > 1 || rows2_one_row ? rows2 : nullptr;
+        return activation_rows > 1 || rows2_one_row ? (packed ? rows_packed2 : rows2) : nullptr;
     }
     void quantize_row(const float* x, int64_t n, int16_t* a, float* da, float* xs) const {
         if (quantize_lanes) return quantize_lanes(x, n, range, a, da, xs);

@@ -365,6 +365,7 @@ const I16Kernels& table(Isa isa) {
             k.quantize_lanes = avx512::quantize_i16_lanes(F::kMin);
             k.rows_packed = avx512::rows_packed(T);
             k.rows_packed2 = avx512::rows_packed2(T);
+            k.rows2_one_row = intel_cpu();
             k.rows_max = avx512::kBlockRowsMax;
         } else if (avx512::rows2_i16(T)) {
             k.rows = avx512::rows_i16(T);

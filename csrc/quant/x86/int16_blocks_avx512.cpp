@@ -344,13 +344,15 @@ W packed(const uint8_t* p0, const uint8_t* p1) {
     return w;
 }
 
-// One weight row: a decode step's (one activation row) is the AVX2 kernel's, which measured
-// ~10 % faster streaming Q8_0 / Q5_0 rows from DRAM on Zen 4 (the others: a decode step's
-// rows on an Intel Xeon measured the same).
+// One weight row: a decode step's (one activation row) is the AVX2 kernel's but on Intel CPUs:
+// it measured ~10 % faster streaming Q8_0 / Q5_0 rows from DRAM on Zen 4, while on an Intel Xeon
+// this kernel (two rows at a time, I16Kernels::rows2_one_row) made a whole decode step 0.90-0.95x
+// the time (SmolLM2-135M Q4_1, Qwen2.5-Coder 0.5B, Gemma 3 270M).
 template <class W, Type T>
 void rows_packed_blocks(const void* row, int64_t n, const int16_t* a, const float* da, const float* xs, int nx,
                         float* y, int64_t ldy) {
-    if (nx == 1) return avx2::rows_packed(T)(row, n, a, da, xs, nx, y, ldy);
+    static const bool avx2_one_row = !intel_cpu();
+    if (nx == 1 && avx2_one_row) return avx2::rows_packed(T)(row, n, a, da, xs, nx, y, ldy);
     const auto* p = static_cast<const uint8_t*>(row);
     block_rows_any(packed<W>(p, p), 1, n, a, da, xs, nx, y, ldy);
 }
