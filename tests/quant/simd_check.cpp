@@ -158,7 +158,7 @@ int check_i16(const Case& c, const TypeInfo& ti, Isa isa, std::mt19937_64& rng, 
     int failures = 0;
     const int nw = 7;
     const int64_t step = ti.block_size;
-    for (int64_t nblk : {1, 3, 4, 8, 12, 18, 20, 35}) {
+    for (int64_t nblk : {1, 3, 4, 8, 12, 13, 18, 20, 23, 35}) {
         const int64_t n = nblk * step;
         if (n % (kSpan * ik.group_spans) != 0) continue;
         const size_t rb = row_bytes(ti, n);
