@@ -228,7 +228,7 @@ void block_rows(const W& w, int64_t n, const int16_t* a, const float* da, const 
             const __m256 m = w.mins4(b0);
             minima(b0, &m, 1);
         }
-    } else if (bl.tail > 0) {  // natural order: one fma per block, lane b % 8
+    } else if (bl.tail > 0) {  // natural order: its lane sums, one fma per block over the 8 lanes
         const TailBlocks tail(static_cast<int>(bl.tail), [&](int i) { return w.block(bl.full + i); });
         for (int r = 0; r < R; ++r) {
             acc[r] = tail.add(acc[r], a + r * act_stride(n) + 32 * bl.full, da + r * bl.nb + bl.full);
@@ -253,19 +253,24 @@ void block_rows_any(const W& w, int64_t n, const int16_t* a, const float* da, co
     fns[nx - 1](w, n, a, da, xs, y, ldy);
 }
 
+// The packed source W over the row at `row`.
+template <class W>
+W packed(const void* row) {
+    W w;
+    w.p = static_cast<const uint8_t*>(row);
+    return w;
+}
+
 template <class W>
 void rows_packed_blocks(const void* row, int64_t n, const int16_t* a, const float* da, const float* xs, int nx,
                         float* y, int64_t ldy) {
-    W w;
-    w.p = static_cast<const uint8_t*>(row);
-    block_rows_any(w, n, a, da, xs, nx, y, ldy);
+    block_rows_any(packed<W>(row), n, a, da, xs, nx, y, ldy);
 }
 
 // A packed row into the block-lane int16 order, vectors stored as the kernels decode them.
 template <class W>
 void decode_packed_blocks(const void* row, int64_t n, int16_t* q, float* sw, float* mw) {
-    W w;
-    w.p = static_cast<const uint8_t*>(row);
+    const W w = packed<W>(row);
     const BlockLanes bl(n);
     std::fill(mw, mw + n / kHalf, 0.0f);
     const auto store = [q](int64_t b0) {
