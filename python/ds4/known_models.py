@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from ds4.default_model import cache_dir, default_model_path
+from ds4.page_cache import drop_written
 
 NAMES = ("gemma", "smollm", "qwen05", "qwen15")
 
@@ -37,6 +38,7 @@ def _concatenate(target: Path, parts: list[Path]) -> Path:
                 with open(part, "rb") as f:
                     while block := f.read(1 << 22):
                         out.write(block)
+        drop_written(tmp)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -46,7 +46,10 @@ class Model:
         logits: a model larger than the CPU's caches decodes faster (Qwen2.5-Coder 1.5B
         +12-19 % on an Intel Xeon) for a longer load, the choice for a long-running
         process; in VMs that hand freed memory back to the host each new
-        process pays the memory's first touch again (seconds per GB measured)."""
+        process pays the memory's first touch again (seconds per GB measured). Without it the
+        file's own pages serve, mapped for 2 MiB pages: as fast once the page cache holds the
+        file in 2 MiB folios, as a first read (after a reboot, or ds4's own downloads and
+        conversions: ds4.page_cache) fills it."""
         if threads is not None and not 1 <= threads <= 1024:
             raise ValueError(f"threads must be in [1, 1024], got {threads}")
         if n_ctx is not None and n_ctx < 1:

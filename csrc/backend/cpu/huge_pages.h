@@ -5,8 +5,9 @@
 // Why: a decode step reads every weight once, and the one-row kernels read 8.4-9.5 GB/s per core
 // from DRAM on scattered 4 KiB pages where the same bytes on 2 MiB pages read 11.1-11.7 (Q4_K /
 // Q6_K, Intel Xeon): a TLB miss every 64 lines, and the hardware prefetchers stop at each page's
-// end. A file's pages in the page cache are contiguous only as far as the kernel's folios go,
-// which is why the CPU backend can copy large weights here (CpuBackend::pack).
+// end. The file's mapping (gguf.cpp, map_file) gets 2 MiB pages only where the page cache holds
+// 2 MiB folios, which a file just written does not; so the CPU backend can copy large weights
+// here (CpuBackend::pack) whatever the cache holds.
 // Why not always: fresh memory costs its first touch, and in VMs that hand freed memory back to
 // the host (free page reporting) every new process pays it again: seconds per GB measured.
 #pragma once
