@@ -35,6 +35,12 @@ when the model has a separate output matrix: a lookup reads one row of it) plus 
 engines read, f16 keys and values of every layer at the mean context of the decode window
 (prompt + half the decoded tokens; a Gemma 3 sliding layer reads at most its window).
 
+**Page cache**: a decode step of a model larger than the CPU's caches reads its file's pages, and
+how many of them the page cache holds on 2 MiB pages moves decode by 5-15 % (BENCHMARKS.md,
+"Weights on huge pages"). Before the rounds the file is read once through a mapping like ds4's
+loader's (``ds4.page_cache.cache_state``), and the table says how much of it was cached before and
+how much the mapping got on 2 MiB pages; both engines read the file in that state.
+
 The machine may be shared: the load average is printed with every table; treat ratios from one
 table as the result, absolute figures as noisy.
 
@@ -54,6 +60,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from ds4.page_cache import CacheState, cache_state
 
 VERIFY_KS = (1, 2, 4, 8, 16)
 ENGINES = ("ds4", "llama.cpp")
@@ -308,6 +316,7 @@ def bench_model(name: str, args: argparse.Namespace, bandwidth: list[float]) -> 
     spec = {"path": str(path), "ids": ids, "block": block, "decode_tokens": args.decode_tokens,
             "verify_reps": args.verify_reps}
     loads = [load_avg()]
+    cache = cache_state(path)  # both engines then read the file as ds4's loader leaves it
     results: dict[str, list[dict]] = {e: [] for e in ENGINES}
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
         json.dump(spec, f)
@@ -323,7 +332,7 @@ def bench_model(name: str, args: argparse.Namespace, bandwidth: list[float]) -> 
                       f"{res['prefill_tok_s']:.1f} tok/s, decode {res['decode_tok_s']:.1f} tok/s, "
                       f"bandwidth {before:.1f} -> {bandwidth[-1]:.1f} GB/s (load {load_avg()})", file=sys.stderr)
             loads.append(load_avg())
-    print_table(name, path, args, bandwidth, results, loads)
+    print_table(name, path, args, bandwidth, results, loads, cache)
 
 
 def median_of(runs: list[dict], key: str, sub: str | None = None) -> float:
@@ -331,7 +340,7 @@ def median_of(runs: list[dict], key: str, sub: str | None = None) -> float:
 
 
 def print_table(name: str, path: Path, args: argparse.Namespace, bandwidths: list[float],
-                results: dict[str, list[dict]], loads: list[str]) -> None:
+                results: dict[str, list[dict]], loads: list[str], cache: CacheState) -> None:
     bandwidth = max(bandwidths)
     ds, lc = results["ds4"], results["llama.cpp"]
     weights = bytes_per_token(path)
@@ -359,7 +368,8 @@ def print_table(name: str, path: Path, args: argparse.Namespace, bandwidths: lis
           f"{args.decode_tokens} greedy tokens; read per token: weights {weights / 1e6:.1f} MB + KV cache "
           f"{kv / 1e6:.1f} MB (f16, mean context); read bandwidth "
           f"{bandwidth:.1f} GB/s ({args.threads} threads; the best of {', '.join(f'{b:.1f}' for b in bandwidths)}); load average (1/5/15 min) at start and after each "
-          f"round: {', '.join(loads)}.\n")
+          f"round: {', '.join(loads)}; the file in the page cache: {100 * cache.resident:.0f} % of its pages before "
+          f"the run, {100 * cache.huge:.0f} % on 2 MiB pages (ds4.page_cache.cache_state).\n")
     print("| measure | ds4 | llama.cpp | ds4 / llama.cpp |")
     print("|---|---:|---:|---:|")
     for label, a, b, fmt in rows:
