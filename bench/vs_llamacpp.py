@@ -39,13 +39,15 @@ engines read, f16 keys and values of every layer at the mean context of the deco
 how many of them the page cache holds on 2 MiB pages moves decode by 5-15 % (BENCHMARKS.md,
 "Weights on huge pages"). Before the rounds the file is read once through a mapping like ds4's
 loader's (``ds4.page_cache.cache_state``), and the table says how much of it was cached before and
-how much the mapping got on 2 MiB pages; both engines read the file in that state.
+how much the mapping got on 2 MiB pages; both engines read the file in that state. With
+``--drop-cache`` the file's pages are dropped first, so that it is read back as after a reboot or
+ds4's own download (on 2 MiB pages where the kernel gives a file such folios).
 
 The machine may be shared: the load average is printed with every table; treat ratios from one
 table as the result, absolute figures as noisy.
 
 Usage: PYTHONPATH=python python bench/vs_llamacpp.py [--model gemma|smollm|qwen05|qwen15|FILE.gguf[,...]]
-       [--threads 2] [--rounds 3] [--prompt-tokens 512] [--decode-tokens 128] [--quick]
+       [--threads 2] [--rounds 3] [--prompt-tokens 512] [--decode-tokens 128] [--quick] [--drop-cache]
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ds4.page_cache import CacheState, cache_state
+from ds4.page_cache import CacheState, drop_written
 
 VERIFY_KS = (1, 2, 4, 8, 16)
 ENGINES = ("ds4", "llama.cpp")
@@ -240,6 +242,15 @@ def worker(args: argparse.Namespace) -> None:
     }))
 
 
+def file_cache_state(path: Path) -> CacheState:
+    """ds4.page_cache.cache_state in a process of its own: reading the file raises this process's
+    peak RSS (ru_maxrss), which the workers it starts inherit."""
+    code = "import sys; from ds4.page_cache import cache_state; s = cache_state(sys.argv[1]); print(s.resident, s.huge)"
+    out = subprocess.run([sys.executable, "-c", code, str(path)], check=True, capture_output=True, text=True)
+    resident, huge = map(float, out.stdout.split())
+    return CacheState(resident, huge)
+
+
 def run_worker(engine: str, spec_file: str, threads: int) -> dict:
     cmd = [sys.executable, __file__, "--worker", engine, "--spec", spec_file, "--threads", str(threads)]
     # numpy's OpenBLAS would start its own spinning thread pool in each worker (~2 % of a profile);
@@ -316,7 +327,9 @@ def bench_model(name: str, args: argparse.Namespace, bandwidth: list[float]) -> 
     spec = {"path": str(path), "ids": ids, "block": block, "decode_tokens": args.decode_tokens,
             "verify_reps": args.verify_reps}
     loads = [load_avg()]
-    cache = cache_state(path)  # both engines then read the file as ds4's loader leaves it
+    if args.drop_cache:
+        drop_written(path)
+    cache = file_cache_state(path)  # both engines then read the file as ds4's loader leaves it
     results: dict[str, list[dict]] = {e: [] for e in ENGINES}
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
         json.dump(spec, f)
@@ -398,6 +411,9 @@ def main() -> None:
     ap.add_argument("--decode-tokens", type=int, default=128)
     ap.add_argument("--verify-reps", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="smoke test: 64-token prompt, 16 decode tokens, 1 round")
+    ap.add_argument("--drop-cache", action="store_true",
+                    help="drop each model file's cached pages first (ds4.page_cache.drop_written), so that it is "
+                         "read back as after a reboot or ds4's own download")
     ap.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
     args = ap.parse_args()
