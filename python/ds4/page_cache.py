@@ -71,7 +71,8 @@ def cache_state(path: Path | str) -> CacheState:
         try:
             libc.madvise(addr, size, _MADV_HUGEPAGE)
             vec = ctypes.create_string_buffer(pages)
-            libc.mincore(addr, size, vec)
+            if libc.mincore(addr, size, vec) != 0:
+                raise OSError(ctypes.get_errno(), f"mincore of {path}: {os.strerror(ctypes.get_errno())}")
             resident = sum(b & 1 for b in vec.raw) / pages
             buf = (ctypes.c_char * size).from_address(addr)
             for off in range(0, size, page):
