@@ -86,3 +86,20 @@ def test_interactive_chat_keeps_history(gemma_path):
 def test_bad_sampling_flag_is_a_clear_error(gemma_path):
     r = run_cli("-m", str(gemma_path), "-p", "x", "--top-p", "0")
     assert r.returncode == 1 and "top_p" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_huge_pages_flag_reaches_the_model(gemma_path):
+    import ds4
+    from ds4 import cli_generate
+    from huge_pages import anon_huge_kib, thp_available
+
+    args = cli_generate.build_parser().parse_args(["-m", str(gemma_path), "-p", "x", "-t", "2", "-c", "256",
+                                                    "--huge-pages"])
+    before = anon_huge_kib()
+    model, _ = cli_generate._load(args)
+    if thp_available():
+        assert anon_huge_kib() - before >= 100_000  # most of the embedded Gemma's 178 MB packed head
+    tokens = model.session().generate("The capital of France is", max_tokens=6).tokens
+    del model
+    plain = ds4.Model(str(gemma_path), threads=2, n_ctx=256).session().generate("The capital of France is", max_tokens=6)
+    assert tokens == plain.tokens

@@ -3,6 +3,7 @@
     ds4 -p "The capital of France is" -n 64 --temp 0.7 --seed 1
     ds4                                  interactive chat, history kept, /exit to leave
     ds4 -p "..." --json                  one JSON object: text, tokens, stats
+    ds4 -m big.gguf --huge-pages         weights copied onto huge pages at load (a long chat)
 
 Load time, prefill and decode speed go to stderr at the end, so stdout holds only the text. The
 decode rate counts the forward passes and sampling; the end-to-end rate everything after the
@@ -17,6 +18,9 @@ import sys
 import time
 from typing import Any, Sequence
 
+HUGE_PAGES_HELP = ("copy the weights onto transparent huge pages at load (Linux): a model larger than the CPU's caches "
+                   "decodes faster when its file's cached pages are small (Qwen2.5-Coder 1.5B +12-19 %% on an Intel "
+                   "Xeon), for a longer start")
 SUBCOMMANDS_HELP = "subcommands: ds4 inspect FILE | ds4 tokenize TEXT | ds4 convert HF_DIR OUT.gguf (each with -h)"
 
 
@@ -42,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     p.add_argument("--ignore-eos", action="store_true", help="keep going past end-of-generation tokens")
     p.add_argument("--json", action="store_true", help="print the generation and its stats as one JSON object")
+    p.add_argument("--huge-pages", action="store_true", help=HUGE_PAGES_HELP)
     add_spec_arguments(p)
     return p
 
@@ -158,7 +163,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, float]:
 
     t0 = time.perf_counter()
     # The KV cache grows with use, so the model's full trained context costs nothing up front.
-    model = Model(args.model, threads=args.threads, n_ctx=args.ctx_size)
+    model = Model(args.model, threads=args.threads, n_ctx=args.ctx_size, huge_pages=args.huge_pages)
     return model, time.perf_counter() - t0
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ds4.cli_generate import add_spec_arguments
+    from ds4.cli_generate import HUGE_PAGES_HELP, add_spec_arguments
 
     p = argparse.ArgumentParser(prog="ds4-server", description="ds4's OpenAI-compatible HTTP server")
     p.add_argument("-m", "--model", help="GGUF file (default: the embedded Gemma 3 270M)")
@@ -38,9 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="save states of at least this many positions (default 256)")
     p.add_argument("--max-body-mb", type=float, default=8.0, help="largest request body (default 8 MB)")
     p.add_argument("--alias", help="the model name /v1/models reports (default: the file's name)")
-    p.add_argument("--huge-pages", action="store_true",
-                   help="copy the weights onto transparent huge pages at load (Linux): a model larger than the CPU's "
-                        "caches decodes faster (Qwen2.5-Coder 1.5B +12-19 %% on an Intel Xeon) for a longer start")
+    p.add_argument("--huge-pages", action="store_true", help=HUGE_PAGES_HELP)
     add_spec_arguments(p)
     return p
 
