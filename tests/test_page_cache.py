@@ -64,3 +64,8 @@ def test_empty_file(tmp_path: Path) -> None:
     path = tmp_path / "empty"
     path.write_bytes(b"")
     assert cache_state(path).resident == 0.0
+
+
+def test_missing_file_is_an_os_error(tmp_path: Path) -> None:
+    with pytest.raises(OSError, match="missing"):
+        cache_state(tmp_path / "missing")

@@ -2,9 +2,11 @@
 #include <pybind11/pybind11.h>
 
 #include <string>
+#include <system_error>
 
 #include "bindings/register.h"
 #include "gguf/gguf.h"
+#include "platform/huge_map.h"
 #include "quant/types.h"
 
 namespace py = pybind11;
@@ -80,6 +82,24 @@ py::dict inspect(const std::string& path) {
 void register_gguf(py::module_& m) {
     m.def("inspect", &inspect, py::arg("path"),
           "Metadata and tensor directory of a GGUF file; raises GGUFError if it is malformed.");
+    m.def(
+        "file_cache_state",
+        [](const std::string& path) {
+            try {
+                platform::CacheState s;
+                {
+                    py::gil_scoped_release release;
+                    s = platform::file_cache_state(path);
+                }
+                return py::make_tuple(s.resident, s.huge);
+            } catch (const std::system_error& e) {
+                PyErr_SetString(PyExc_OSError, e.what());
+                throw py::error_already_set();
+            }
+        },
+        py::arg("path"),
+        "(resident, huge): the fractions of a file's pages cached before the call and mapped on 2 MiB pages by "
+        "the loader's mapping once read (ds4.page_cache.cache_state).");
 }
 
 }  // namespace ds4::bindings

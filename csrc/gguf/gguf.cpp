@@ -23,6 +23,7 @@
 #include <limits>
 #include <unordered_set>
 
+#include "platform/huge_map.h"
 #include "quant/types.h"
 
 namespace ds4::gguf {
@@ -454,35 +455,15 @@ void File::release(const void* p, size_t n) const {
 
 namespace {
 
-// The whole file, read-only, at an address on a 2 MiB boundary with MADV_HUGEPAGE where Linux
-// has it: the page cache's 2 MiB folios then map whole (one TLB entry instead of 512), and a read
-// of pages not yet cached fills 2 MiB folios. A decode step streams every weight once: on a
-// Xeon VM the one-row Q4_K kernel read 9.0 GB/s from 4 KiB pages against 14 from 2 MiB ones.
-// Elsewhere, or if the alignment fails, a plain mapping.
+// The whole file, read-only, on a 2 MiB boundary with MADV_HUGEPAGE where Linux has it
+// (platform/huge_map.h): the page cache's 2 MiB folios then map whole, and a read of pages not
+// yet cached fills 2 MiB folios. A decode step streams every weight once: on a Xeon VM the
+// one-row Q4_K kernel read 9.0 GB/s from 4 KiB pages against 14 from 2 MiB ones. Elsewhere, for
+// a file under 2 MiB, or if that mapping fails, a plain one (whose error is the one reported).
 void* map_file(int fd, uint64_t size) {
-#if defined(MADV_HUGEPAGE)
-    constexpr uint64_t kHuge = uint64_t{2} << 20;
-    if (size >= kHuge) {
-        void* r = mmap(nullptr, size + kHuge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (r != MAP_FAILED) {
-            const auto lo = reinterpret_cast<uintptr_t>(r), hi = lo + size + kHuge;
-            const uintptr_t at = (lo + kHuge - 1) & ~uintptr_t{kHuge - 1};
-            void* p = mmap(reinterpret_cast<void*>(at), size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
-            if (p == MAP_FAILED) {
-                const int e = errno;
-                munmap(r, size + kHuge);
-                errno = e;
-                return p;
-            }
-            const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-            const uintptr_t end = (at + size + page - 1) / page * page;
-            if (at > lo) munmap(r, at - lo);
-            if (hi > end) munmap(reinterpret_cast<void*>(end), hi - end);
-            madvise(p, size, MADV_HUGEPAGE);  // advice only: without it the pages stay 4 KiB
-            return p;
-        }
+    if (size >= platform::kHugePage) {
+        if (void* p = platform::map_huge_aligned(size, PROT_READ, MAP_PRIVATE, fd); p != MAP_FAILED) return p;
     }
-#endif
     return mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
 }
 

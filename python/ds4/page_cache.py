@@ -10,12 +10,11 @@ their pages to the disk and drop them, so that the first load reads the file tha
 
 from __future__ import annotations
 
-import ctypes
-import mmap
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from ds4 import _core
 
 
 def drop_written(path: Path | str) -> None:
@@ -42,64 +41,9 @@ class CacheState:
 
 
 def cache_state(path: Path | str) -> CacheState:
-    """The page cache's hold on ``path`` (Linux; elsewhere zeros), read through a mapping like the
-    loader's (2 MiB-aligned, MADV_HUGEPAGE): pages not yet cached are read in, at the disk's speed,
-    as a load would read them. Decode speed of a model larger than the caches depends on it: the
-    benches print it beside their figures."""
-    size = os.path.getsize(path)
-    if not sys.platform.startswith("linux") or size == 0:
-        return CacheState(0.0, 0.0)
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-    page = mmap.PAGESIZE
-    pages = (size + page - 1) // page
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        span = libc.mmap(None, size + _HUGE, _PROT_NONE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
-        if span in (None, _FAILED):
-            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
-        at = (span + _HUGE - 1) // _HUGE * _HUGE
-        addr = libc.mmap(at, size, mmap.PROT_READ, mmap.MAP_PRIVATE | _MAP_FIXED, fd, 0)
-        if addr in (None, _FAILED):
-            err = ctypes.get_errno()
-            libc.munmap(span, size + _HUGE)
-            raise OSError(err, os.strerror(err))
-        try:
-            libc.madvise(addr, size, _MADV_HUGEPAGE)
-            vec = ctypes.create_string_buffer(pages)
-            if libc.mincore(addr, size, vec) != 0:
-                raise OSError(ctypes.get_errno(), f"mincore of {path}: {os.strerror(ctypes.get_errno())}")
-            resident = sum(b & 1 for b in vec.raw) / pages
-            buf = (ctypes.c_char * size).from_address(addr)
-            for off in range(0, size, page):
-                buf[off]  # noqa: B018 - the read is the point
-            huge = _pmd_mapped_bytes(addr) / (pages * page)
-        finally:
-            libc.munmap(span, size + _HUGE)
-    finally:
-        os.close(fd)
-    return CacheState(resident, huge)
-
-
-def _pmd_mapped_bytes(addr: int) -> int:
-    """FilePmdMapped of this process's mapping that starts at ``addr`` (/proc/self/smaps)."""
-    start = f"{addr:x}-"
-    inside = False
-    with open("/proc/self/smaps") as f:
-        for line in f:
-            if not line[0].isupper() or ":" not in line.split()[0]:
-                inside = line.startswith(start)
-            elif inside and line.startswith("FilePmdMapped:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-_HUGE = 2 << 20
-_PROT_NONE = 0
-_FAILED = ctypes.c_void_p(-1).value
-_MAP_FIXED = 0x10
-_MADV_HUGEPAGE = 14
+    """The page cache's hold on ``path`` (Linux; elsewhere zeros), read through the loader's own
+    mapping (2 MiB-aligned, MADV_HUGEPAGE; csrc/platform/huge_map.h): pages not yet cached are
+    read in, at the disk's speed, as a load would read them. Decode speed of a model larger than
+    the caches depends on it: the benches print it beside their figures. OSError if the file
+    cannot be read."""
+    return CacheState(*_core.file_cache_state(os.fspath(path)))

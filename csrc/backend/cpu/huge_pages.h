@@ -16,9 +16,11 @@
 #include <cstdint>
 #include <memory>
 
+#include "platform/huge_map.h"
+
 namespace ds4::backend::cpu {
 
-inline constexpr size_t kHugePage = size_t{2} << 20;
+inline constexpr size_t kHugePage = platform::kHugePage;
 
 // Frees what huge_bytes() gave: unmaps `mapped` bytes, or (0) deletes a 64-byte aligned block.
 struct HugeDelete {
@@ -28,8 +30,8 @@ struct HugeDelete {
 using HugeBytes = std::unique_ptr<uint8_t[], HugeDelete>;
 
 // n bytes, uninitialised (pages are touched only when written), on 64-byte lines; with `huge`,
-// from kHugePage on (Linux), a mapping of their own on a 2 MiB boundary with MADV_HUGEPAGE: its
-// last partial 2 MiB takes 4 KiB pages, so nothing past n is made resident. Throws std::bad_alloc.
+// from kHugePage on (Linux), a mapping of their own (platform::map_huge_aligned): its last
+// partial 2 MiB takes 4 KiB pages, so nothing past n is made resident. Throws std::bad_alloc.
 HugeBytes huge_bytes(size_t n, bool huge);
 
 }  // namespace ds4::backend::cpu
