@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from ds4.page_cache import cache_state, drop_written
+from huge_pages import thp_available
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux page cache")
 
@@ -23,11 +24,6 @@ def mount_of(path: Path) -> tuple[str, str]:
 def kernel_at_least(major: int, minor: int) -> bool:
     release = os.uname().release.split(".")
     return (int(release[0]), int("".join(c for c in release[1] if c.isdigit()))) >= (major, minor)
-
-
-def thp_enabled() -> bool:
-    p = Path("/sys/kernel/mm/transparent_hugepage/enabled")
-    return p.exists() and "[never]" not in p.read_text()
 
 
 @pytest.fixture
@@ -51,7 +47,7 @@ def test_drop_written_leaves_the_pages_to_the_next_read(written: tuple[Path, byt
     assert path.read_bytes() == data
 
 
-@pytest.mark.skipif(not thp_enabled(), reason="transparent huge pages are off")
+@pytest.mark.skipif(not thp_available(), reason="transparent huge pages are off")
 def test_a_dropped_file_comes_back_on_huge_pages(written: tuple[Path, bytes]) -> None:
     path, _ = written
     if mount_of(path)[1] != "ext4" or not kernel_at_least(6, 16):
