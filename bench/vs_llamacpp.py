@@ -37,8 +37,8 @@ engines read, f16 keys and values of every layer at the mean context of the deco
 
 **Page cache**: a decode step of a model larger than the CPU's caches reads its file's pages, and
 how many of them the page cache holds on 2 MiB pages moves decode by 5-15 % (BENCHMARKS.md,
-"Weights on huge pages"). Before the rounds the file is read once through a mapping like ds4's
-loader's (``ds4.page_cache.cache_state``), and the table says how much of it was cached before and
+"Weights on huge pages"). Before the rounds the file is read once through ds4's loader's
+mapping (``ds4.page_cache.cache_state``), and the table says how much of it was cached before and
 how much the mapping got on 2 MiB pages; both engines read the file in that state. With
 ``--drop-cache`` the file's pages are dropped first, so that it is read back as after a reboot or
 ds4's own download (on 2 MiB pages where the kernel gives a file such folios).

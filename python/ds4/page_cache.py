@@ -34,7 +34,7 @@ def drop_written(path: Path | str) -> None:
 @dataclass(frozen=True)
 class CacheState:
     """A file in the page cache, as fractions of its pages: ``resident``, those cached before
-    cache_state read it; ``huge``, those a mapping like the loader's got on 2 MiB pages once read."""
+    cache_state read it; ``huge``, those the loader's mapping got on 2 MiB pages once read."""
 
     resident: float
     huge: float
