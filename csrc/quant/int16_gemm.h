@@ -10,38 +10,44 @@
 // well inside the oracle's criteria, greedy output unchanged.
 //
 // Spans and groups.  A row of n elements (n % 32 == 0) is cut into spans of 32, each split into
-// two halves of 16 (the unit of the minimum terms), and the spans into groups of G spans that
-// share one float scale per weight row and per activation row: G = 1 for the 32-element legacy
-// formats, G = 8 (one 256-element super-block) for the K-quants, whose integer sub-block scales
-// are folded into the integer weights so that a whole super-block accumulates in int32.
+// two halves of 16, and the spans into groups of G spans that share one float scale per weight
+// row and per activation row: G = 1 for the 32-element legacy formats, G = 8 (one 256-element
+// super-block) for the K-quants, whose integer sub-block scales are folded into the integer
+// weights so that a whole super-block accumulates in int32. A format with a minimum has one per
+// unit of L elements (min_len): L = 32 for Q4_K and Q5_K (their sub-blocks), 16 for Q2_K (its
+// sub-blocks) and for Q4_1 / Q5_1 (halves: their block-lane kernels' unit).
 //   - A weight row is decoded (exactly) into integers q_e (|q_e| <= 4096), one scale sw_g per
-//     group and a minimum mw_h per half, such that w_e = sw_g q_e - mw_h as the format defines
+//     group and a minimum mw_u per unit, such that w_e = sw_g q_e - mw_u as the format defines
 //     it (mw = 0 for formats without a minimum). Q8_0: q = the quant, sw = d; Q4_K: q = sc q4,
 //     sw = d, mw = dmin m; Q6_K: q = sc (q6 - 32), sw = d; and so on (int16_ref.cpp).
 //   - An activation row is quantised per group: da = max|x_e| / R, a_e = round-to-nearest-even
-//     (x_e / da) (|a_e| <= R; an all-zero group has da = 0), xs_h = da * Σ_{e in h} a_e. R =
-//     32767, or 16383 for Q6_K, whichever keeps a group's integer sums below 2^31.
+//     (x_e / da) (|a_e| <= R; an all-zero group has da = 0), xs_u = da * Σ_{e in u} a_e (the
+//     integer sum, then one product; L = 0: no xs). R = 32767, or 16383 for Q6_K, whichever
+//     keeps a group's integer sums below 2^31.
 // Spans keep the natural element order: the sum of the vpmaddwd of elements 0..15 and of
 // 16..31 has in lane j the products of elements 2j, 2j+1, 2j+16 and 2j+17.
 //
 // Arithmetic (one order, shared by the scalar reference and every SIMD kernel, so that the int16
 // path gives the same floats on every ISA that has it): per (weight row, activation row), eight
 // float lanes acc_j, from zero; per group, S_j = the lane's integer products over the group's
-// spans, summed exactly in int32; acc_j = fma((float)S_j, sw_g * da_g, acc_j); then
-// y = hsum(acc) (the AVX2 tree ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))) and, for formats with a
-// minimum, y -= hsum(c) where c_j = fma(mw_h, xs_h, c_j) over the halves h = 8 i + j in order.
+// spans, summed exactly in int32; acc_j = fma((float)S_j, sw_g * da_g, acc_j), then, for formats
+// with a minimum, acc_{u mod 8} = fma(-mw_u, xs_u, acc_{u mod 8}) over the group's units u in order
+// (Q4_K: its eight sub-blocks in the eight lanes, one fma per lane and super-block); finally
+// y = hsum(acc) (the AVX2 tree ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))). The minima ride in the
+// tiles' own accumulators: a separate pass over the halves with its own lanes and tree took ~11 %
+// of a Qwen2.5-Coder 1.5B prefill.
 //
-// The 32-element legacy formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) take another order, the block
-// lanes (block_lanes.h): weights and activations are stored so that each block's 32 products
-// land in one lane, summed exactly (T_b, in int32), and block b goes to lane b mod 8:
-// acc_{b mod 8} = fma((float)T_b, sw_b * da_b, acc_{b mod 8}), in block order, then y = hsum(acc)
-// and, for Q4_1 / Q5_1, the same minimum term as above (over the halves in the natural order,
-// whatever the lanes). The blocks a row keeps in the natural order (a last 1..3 or 5..7) take the
-// lane sums above, a block per group: acc_j = fma((float)S_j, sw_b * da_b, acc_j) for every j,
+// The 32-element legacy formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) take another order, the block lanes
+// (block_lanes.h): weights and activations are stored so that each block's 32 products land in one
+// lane, summed exactly (T_b, in int32), and block b goes to lane b mod 8: acc_{b mod 8} =
+// fma((float)T_b, sw_b * da_b, acc_{b mod 8}), in block order, then y = hsum(acc) and, for Q4_1 /
+// Q5_1, y -= hsum(c) where c_j = fma(mw_h, xs_h, c_j) over the halves h = 8 i + j in the natural
+// order, whatever the lanes. The blocks a row keeps in the natural order (a last 1..3 or 5..7) take
+// the lane sums above, a block per group: acc_j = fma((float)S_j, sw_b * da_b, acc_j) for every j,
 // which costs no reduction across lanes (a block's sum into one lane took ~3x the ops of its
-// products). Their kernels need ~1.7x fewer ops per multiply-add than the lane sums
-// above (one conversion and fma per 8 blocks instead of per block); the head of a tied-embedding
-// model (Gemma's 262k x 640 Q8_0) is ~40 % of a verify pass, and Q5_0 most of Gemma's layers.
+// products). Their kernels need ~1.7x fewer ops per multiply-add than the lane sums above (one
+// conversion and fma per 8 blocks instead of per block); the head of a tied-embedding model
+// (Gemma's 262k x 640 Q8_0) is ~40 % of a verify pass, and Q5_0 most of Gemma's layers.
 //
 // Against the exact Σ w_e x_e, the result differs by the activation rounding, at most
 // Σ_e |w_e| da_g/2, plus float rounding (x86/simd.h); tests/quant/test_int16_gemm.py checks both,
@@ -75,22 +81,25 @@ constexpr int even_rows(int64_t left, int most) {
     return static_cast<int>((left + passes - 1) / passes);
 }
 
-// One weight row of n elements: q[n], sw[n / (32 G)], mw[n / 16].
+// One weight row of n elements: q[n], sw[n / (32 G)], mw[n / L] (callers give every row n / 16
+// floats of mw and xs, the most any L needs).
 using DecodeI16Fn = void (*)(const void* w, int64_t n, int16_t* q, float* sw, float* mw);
-// One activation row of n floats, groups of `group_spans` spans, range R: a[n],
-// da[n / (32 G)], xs[n / 16].
-using QuantizeI16Fn = void (*)(const float* x, int64_t n, int group_spans, int range, int16_t* a, float* da,
-                               float* xs);
+// One activation row of n floats, groups of `group_spans` spans, range R, minimum unit L
+// (min_len; 0: xs not written): a[n], da[n / (32 G)], xs[n / L].
+using QuantizeI16Fn = void (*)(const float* x, int64_t n, int group_spans, int range, int min_len, int16_t* a,
+                               float* da, float* xs);
 // The same for a block-lane format (groups of one span), a[n] in the block-lane order; xs (the
 // half sums, in the natural order) written only by the quantisers of formats with a minimum.
 using QuantizeLanesFn = void (*)(const float* x, int64_t n, int range, int16_t* a, float* da, float* xs);
 // Rows o and o + 1 at w and w + row_bytes decoded as decode does, into the paired layout
-// (I16Kernels::decode_pair): q[2n], sw[2 n / (32 G)] and mw[2 n / 16] (row o's, then row o + 1's).
+// (I16Kernels::decode_pair): q[2n], sw[2 n / (32 G)] and mw (row o's at mw, row o + 1's at
+// mw + n / 16).
 using DecodePairI16Fn = void (*)(const void* w, size_t row_bytes, int64_t n, int16_t* q, float* sw, float* mw);
 // For o < nw, r < nx: y[r * ldy + o] = the int16-path dot of decoded weight row o and quantised
 // activation row r (weight rows of n elements in the layout decode_rows writes, activation rows
-// act_stride(n) apart, the per-group / per-half arrays consecutive).
-using GemmI16Fn = void (*)(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans, int nw,
+// act_stride(n) apart, the per-group arrays consecutive, mw and xs n / 16 apart per row; min_len:
+// the format's L, 0 without a minimum).
+using GemmI16Fn = void (*)(const int16_t* q, const float* sw, const float* mw, int min_len, int group_spans, int nw,
                            const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y,
                            int64_t ldy);
 
@@ -102,7 +111,7 @@ using RowsI16Fn = void (*)(const void* w, int64_t n, const int16_t* a, const flo
 
 struct I16Kernels {
     DecodeI16Fn decode = nullptr;  // per format (scalar: decoding is amortised over many rows)
-    bool has_min = false;
+    int min_len = 0;               // L (0: no minimum)
     int group_spans = 1;           // G
     int range = 32767;             // R
     QuantizeI16Fn quantize = nullptr;
@@ -155,7 +164,7 @@ struct I16Kernels {
     }
     void quantize_row(const float* x, int64_t n, int16_t* a, float* da, float* xs) const {
         if (quantize_lanes) return quantize_lanes(x, n, range, a, da, xs);
-        quantize(x, n, group_spans, range, a, da, xs);
+        quantize(x, n, group_spans, range, min_len, a, da, xs);
         if (block_lanes) BlockLanes(n).to_lanes_in_place(a);
     }
     // Weight rows 0 .. nw - 1 (row_bytes apart, GGUF or packed) decoded into the GEMM's tile.
@@ -170,7 +179,7 @@ struct I16Kernels {
     }
     void gemm_rows(const int16_t* q, const float* sw, const float* mw, int nw, const int16_t* a, const float* da,
                    const float* xs, int nx, int64_t n, float* y, int64_t ldy) const {
-        gemm(q, sw, mw, has_min, group_spans, nw, a, da, xs, nx, n, y, ldy);
+        gemm(q, sw, mw, min_len, group_spans, nw, a, da, xs, nx, n, y, ldy);
     }
 };
 
@@ -180,11 +189,12 @@ const I16Kernels& i16_kernels(Type type, Isa isa);
 const I16Kernels& i16_kernels(Type type);  // for the active ISA
 
 #define DS4_I16_DECLARE                                                                                        \
-    void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t* a, float* da, float* xs); \
-    void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans, int nw,   \
+    void quantize_i16(const float* x, int64_t n, int group_spans, int range, int min_len, int16_t* a, float* da, \
+                      float* xs);                                                                               \
+    void gemm_i16(const int16_t* q, const float* sw, const float* mw, int min_len, int group_spans, int nw,    \
                   const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy);
 #define DS4_I16_BLOCKS_DECLARE                                                                                 \
-    void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans,     \
+    void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, int min_len, int group_spans,      \
                          int nw, const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y, \
                          int64_t ldy);
 namespace ref {
@@ -209,7 +219,7 @@ DS4_I16_YMM_DECLARE
 }  // namespace avxvnni
 namespace avx512 {
 DS4_I16_BLOCKS_DECLARE
-void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans, int nw, const int16_t* a,
+void gemm_i16(const int16_t* q, const float* sw, const float* mw, int min_len, int group_spans, int nw, const int16_t* a,
               const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy);
 // Activation rows per pass of the block-lane kernels: the sums of two weight rows and 8
 // activation rows take 16 of the 32 registers; more rows spill, and their activations leave L1

@@ -24,9 +24,10 @@ namespace {
 // ---- weights: one block -> q, scale and minimum per half ---------------------------------------
 //
 // Each decoder writes the block's integers t[0..B) in natural order (simple loops over the
-// packed fields, which the compiler vectorises), its one group scale sw[0] and mw[0..B/16) such
-// that the reference weight (kernels_ref / ggml) is sw * t - mw exactly as a real number: the
-// K-quants fold their small integer sub-block scales into t (d * sc * q = d * (sc * q)). kRange:
+// packed fields, which the compiler vectorises), its one group scale sw[0] and, for the formats
+// with a minimum, mw[0..B/L) (L = kMinLen, int16_gemm.h) such that the reference weight
+// (kernels_ref / ggml) is sw * t - mw exactly as a real number: the K-quants fold their small
+// integer sub-block scales into t (d * sc * q = d * (sc * q)). kRange:
 // the activation range R (int16_gemm.h) that keeps a group's lane sums (32 products of |t| R for
 // a 256-element group) below 2^31.
 
@@ -53,7 +54,7 @@ template <class Blk, bool kFifth, bool kHasMin>
 struct Legacy {
     using Block = Blk;
     static constexpr int B = 32;
-    static constexpr bool kMin = kHasMin;
+    static constexpr int kMinLen = kHasMin ? kHalf : 0;  // halves: the block-lane kernels' unit
     static constexpr bool kBlockLanes = true;
     static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
@@ -75,7 +76,7 @@ using Q5_1 = Legacy<block_q5_1, true, true>;
 struct Q8_0 {
     using Block = block_q8_0;
     static constexpr int B = 32;
-    static constexpr bool kMin = false;
+    static constexpr int kMinLen = 0;
     static constexpr bool kBlockLanes = true;
     static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
@@ -93,7 +94,7 @@ void k_crumbs(const uint8_t* qs, int16_t* t) {
 struct Q2K {
     using Block = block_q2_K;
     static constexpr int B = QK_K;
-    static constexpr bool kMin = true;
+    static constexpr int kMinLen = kHalf;
     static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
         const auto& b = *reinterpret_cast<const Block*>(p);
@@ -109,7 +110,7 @@ struct Q2K {
 struct Q3K {
     using Block = block_q3_K;
     static constexpr int B = QK_K;
-    static constexpr bool kMin = false;
+    static constexpr int kMinLen = 0;
     static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const Block*>(p);
@@ -129,7 +130,7 @@ template <bool kFive>
 struct Q45K {
     using Block = std::conditional_t<kFive, block_q5_K, block_q4_K>;
     static constexpr int B = QK_K;
-    static constexpr bool kMin = true;
+    static constexpr int kMinLen = kSpan;  // a minimum per sub-block of 32
     static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
         const auto& b = *reinterpret_cast<const Block*>(p);
@@ -137,7 +138,7 @@ struct Q45K {
         for (int j = 0; j < B / 32; ++j) {
             int sc, m;
             scale_min_k4(j, b.scales, &sc, &m);
-            mw[2 * j] = mw[2 * j + 1] = dmin * static_cast<float>(m);
+            mw[j] = dmin * static_cast<float>(m);
             const uint8_t* qs = b.qs + 32 * (j / 2);
             const int shift = 4 * (j % 2);
             for (int l = 0; l < 32; ++l) t[32 * j + l] = static_cast<int16_t>((qs[l] >> shift) & 0x0F);
@@ -154,7 +155,7 @@ struct Q45K {
 struct Q6K {
     using Block = block_q6_K;
     static constexpr int B = QK_K;
-    static constexpr bool kMin = false;
+    static constexpr int kMinLen = 0;
     static constexpr int kRange = 16383;  // |t| <= 32 * 128: 32 * 4096 * 16383 < 2^31
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const Block*>(p);
@@ -182,10 +183,11 @@ template <class F>
 void decode_row(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
     const auto* p = static_cast<const uint8_t*>(w);
     for (int64_t i = 0; i < n; i += F::B, p += sizeof(typename F::Block)) {
-        float* swb = sw + i / F::B;
-        float* mwb = mw + i / kHalf;
-        if constexpr (!F::kMin) std::fill(mwb, mwb + F::B / kHalf, 0.0f);
-        F::block(p, q + i, swb, mwb);
+        if constexpr (F::kMinLen > 0) {
+            F::block(p, q + i, sw + i / F::B, mw + i / F::kMinLen);
+        } else {
+            F::block(p, q + i, sw + i / F::B, nullptr);
+        }
     }
     if constexpr (HasBlockLanes<F>::value) BlockLanes(n).to_lanes_in_place(q);
 }
@@ -208,7 +210,8 @@ void decode_pair_row(const void* w, size_t row_bytes, int64_t n, int16_t* q, flo
 
 namespace ref {
 
-void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t* a, float* da, float* xs) {
+void quantize_i16(const float* x, int64_t n, int group_spans, int range, int min_len, int16_t* a, float* da,
+                  float* xs) {
     const int64_t len = int64_t{kSpan} * group_spans;
     for (int64_t g = 0; g < n / len; ++g) {
         const float* xp = x + g * len;
@@ -232,16 +235,21 @@ void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t
                 as[e] = v;
                 sum[e / kHalf] += v;
             }
-            const int64_t h = (g * len + e0) / kHalf;
-            xs[h] = d * static_cast<float>(sum[0]);
-            xs[h + 1] = d * static_cast<float>(sum[1]);
+            const int64_t e = g * len + e0;
+            if (min_len == kSpan) {
+                xs[e / kSpan] = d * static_cast<float>(sum[0] + sum[1]);
+            } else if (min_len == kHalf) {
+                xs[e / kHalf] = d * static_cast<float>(sum[0]);
+                xs[e / kHalf + 1] = d * static_cast<float>(sum[1]);
+            }
         }
     }
 }
 
 namespace {
 float tree(const float* v) { return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7])); }
-// hsum(c), c_j = fma(mw_h, xs_h, c_j) over the halves h = 8 i + j in order (int16_gemm.h).
+// The block lanes' minimum term: hsum(c), c_j = fma(mw_h, xs_h, c_j) over the halves h = 8 i + j
+// in order (int16_gemm.h).
 float min_term(const float* mw, const float* xs, int64_t halves) {
     float c[8] = {};
     for (int64_t h = 0; h < halves; ++h) c[h % 8] = std::fma(mw[h], xs[h], c[h % 8]);
@@ -249,9 +257,10 @@ float min_term(const float* mw, const float* xs, int64_t halves) {
 }
 }  // namespace
 
-void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans, int nw,
+void gemm_i16(const int16_t* q, const float* sw, const float* mw, int min_len, int group_spans, int nw,
               const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
     const int64_t len = int64_t{kSpan} * group_spans, groups = n / len, halves = n / kHalf;
+    const int64_t per_group = min_len ? len / min_len : 0;  // minimum units per group
     for (int r = 0; r < nx; ++r) {
         const int16_t* ar = a + r * act_stride(n);
         for (int o = 0; o < nw; ++o) {
@@ -269,13 +278,15 @@ void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, 
                 }
                 const float scale = sw[o * groups + g] * da[r * groups + g];
                 for (int j = 0; j < 8; ++j) acc[j] = std::fma(static_cast<float>(S[j]), scale, acc[j]);
+                for (int64_t u = g * per_group; u < (g + 1) * per_group; ++u)
+                    acc[u % 8] = std::fma(-mw[o * halves + u], xs[r * halves + u], acc[u % 8]);
             }
-            y[r * ldy + o] = has_min ? tree(acc) - min_term(mw + o * halves, xs + r * halves, halves) : tree(acc);
+            y[r * ldy + o] = tree(acc);
         }
     }
 }
 
-void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, bool has_min, int, int nw, const int16_t* a,
+void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, int min_len, int, int nw, const int16_t* a,
                      const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
     const BlockLanes bl(n);
     const int64_t halves = n / kHalf;
@@ -303,7 +314,7 @@ void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, bool ha
                 }
                 acc[b % 8] = std::fma(static_cast<float>(T), scale, acc[b % 8]);
             }
-            y[r * ldy + o] = has_min ? tree(acc) - min_term(mw + o * halves, xs + r * halves, halves) : tree(acc);
+            y[r * ldy + o] = min_len ? tree(acc) - min_term(mw + o * halves, xs + r * halves, halves) : tree(acc);
         }
     }
 }
@@ -328,13 +339,13 @@ template <class F, Type T>
 const I16Kernels& table(Isa isa) {
     static const I16Kernels none{};
     constexpr bool lanes = HasBlockLanes<F>::value;
-    static const I16Kernels scalar{&decode_row<F>,     F::kMin, F::B / kSpan, F::kRange, &ref::quantize_i16,
+    static const I16Kernels scalar{&decode_row<F>,     F::kMinLen, F::B / kSpan, F::kRange, &ref::quantize_i16,
                                    lanes ? &ref::gemm_i16_blocks : &ref::gemm_i16,
                                    nullptr,           nullptr, all_batches(T),       lanes,
                                    kDotRowsMax,       packed_ref<T>()};
 #if defined(DS4_X86)
     static const I16Kernels simd{&decode_row<F>,
-                                 F::kMin,
+                                 F::kMinLen,
                                  F::B / kSpan,
                                  F::kRange,
                                  &avx2::quantize_i16,
@@ -362,7 +373,7 @@ const I16Kernels& table(Isa isa) {
         I16Kernels k = simd;
         k.gemm = lanes ? &avx512::gemm_i16_blocks : &avx512::gemm_i16;
         if (lanes) {
-            k.quantize_lanes = avx512::quantize_i16_lanes(F::kMin);
+            k.quantize_lanes = avx512::quantize_i16_lanes(F::kMinLen > 0);
             k.rows_packed = avx512::rows_packed(T);
             k.rows_packed2 = avx512::rows_packed2(T);
             k.rows2_one_row = intel_cpu();
@@ -386,7 +397,7 @@ const I16Kernels& table(Isa isa) {
     if (isa == Isa::avx512) return wide;
 #elif defined(DS4_ARM64)
     static const I16Kernels simd{&decode_row<F>,
-                                 F::kMin,
+                                 F::kMinLen,
                                  F::B / kSpan,
                                  F::kRange,
                                  &neon::quantize_i16,

@@ -786,18 +786,18 @@ private:
     struct Prepared {
         quant::QuantizeI16Fn quantize = nullptr;
         quant::QuantizeLanesFn lanes = nullptr;
-        int group_spans = 0, range = 0;
+        int group_spans = 0, range = 0, min_len = 0;
         bool block_lanes = false;
         int64_t n_in = 0;
         bool operator==(const Prepared& o) const {
             return quantize == o.quantize && lanes == o.lanes && group_spans == o.group_spans && range == o.range &&
-                   block_lanes == o.block_lanes && n_in == o.n_in;
+                   min_len == o.min_len && block_lanes == o.block_lanes && n_in == o.n_in;
         }
     };
     static Prepared prepared(Path path, const Weight& w) {
         if (path != Path::int16_rows && path != Path::int16_gemm) return {};
         const quant::I16Kernels& ik = quant::i16_kernels(w.type);
-        return {ik.quantize, ik.quantize_lanes, ik.group_spans, ik.range, ik.block_lanes, w.n_in};
+        return {ik.quantize, ik.quantize_lanes, ik.group_spans, ik.range, ik.min_len, ik.block_lanes, w.n_in};
     }
     // The int16 path quantises the activation rows once per call, threads splitting the rows.
     void prepare(Path path, const Weight& w, const float* x, int64_t n) {

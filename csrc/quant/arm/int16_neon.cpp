@@ -76,11 +76,12 @@ inline float32x4_t f16x4_at(const uint8_t* p) { return vcvt_f32_f16(vreinterpret
 
 // ---- the GEMMs over decoded rows ---------------------------------------------------------------
 
-// One weight row x X activation rows over every group of G spans.
+// One weight row x X activation rows over every group of G spans; U: the minimum units per group
+// (int16_gemm.h; mw and xs rows n / 16 apart).
 template <int X>
-void tile(const int16_t* q, const float* sw, int group_spans, const int16_t* a, const float* da, int64_t n, float* y,
-          int64_t ldy) {
-    const int64_t groups = n / (kSpan * group_spans);
+void tile(const int16_t* q, const float* sw, const float* mw, int group_spans, int U, const int16_t* a, const float* da,
+          const float* xs, int64_t n, float* y, int64_t ldy) {
+    const int64_t groups = n / (kSpan * group_spans), ms = n / kHalf;
     F8 acc[X];
     for (F8& v : acc) v = zero8();
     for (int64_t g = 0; g < groups; ++g) {
@@ -95,19 +96,15 @@ void tile(const int16_t* q, const float* sw, int group_spans, const int16_t* a, 
             const float32x4_t scale = vdupq_n_f32(sw[g] * da[r * groups + g]);
             fma_lanes(acc[r], S[r], scale, scale);
         }
+        for (int64_t u = g * U; u < (g + 1) * U; u += 8) {
+            const float32x4_t lo = vld1q_f32(mw + u), hi = vld1q_f32(mw + u + 4);
+            for (int r = 0; r < X; ++r) {
+                acc[r].lo = vfmsq_f32(acc[r].lo, lo, vld1q_f32(xs + r * ms + u));
+                acc[r].hi = vfmsq_f32(acc[r].hi, hi, vld1q_f32(xs + r * ms + u + 4));
+            }
+        }
     }
     for (int r = 0; r < X; ++r) y[r * ldy] = hsum(acc[r]);
-}
-
-// y -= the minimum terms of one weight row and one activation row: c_j = fma(mw_h, xs_h, c_j)
-// over the halves h = 8 i + j in order, then hsum(c) (halves: a multiple of 8, the K-quants').
-inline float min_term(const float* mw, const float* xs, int64_t halves) {
-    F8 c = zero8();
-    for (int64_t h = 0; h < halves; h += 8) {
-        c.lo = vfmaq_f32(c.lo, vld1q_f32(mw + h), vld1q_f32(xs + h));
-        c.hi = vfmaq_f32(c.hi, vld1q_f32(mw + h + 4), vld1q_f32(xs + h + 4));
-    }
-    return hsum(c);
 }
 
 constexpr int kX = 4;  // activation rows per tile: 16 integer and 8 float accumulators
@@ -401,7 +398,7 @@ struct Q4K {
     static constexpr int kBytes = sizeof(block_q4_K);
     const block_q4_K& b;
     int sc[8];
-    float mw[8];  // dmin * m per sub-block of 32 (both its halves)
+    float mw[8];  // dmin * m per sub-block of 32 (the int16 path's unit for Q4_K)
     explicit Q4K(const uint8_t* p) : b(*reinterpret_cast<const block_q4_K*>(p)) {
         const float dmin = ref::fp16(b.dmin);
         for (int j = 0; j < 8; ++j) {
@@ -451,14 +448,14 @@ struct Q6K {
 };
 
 // y[r * ldy] for R activation rows against one GGUF row of format F: the integer lane sums and the
-// fma per group as the GEMM takes them; for the formats with a minimum, the minimum per half (as
-// decode_row writes it) in its own accumulators, in the reference's order (half h into lane h % 8).
+// fma per group as the GEMM takes them, then for the formats with a minimum the super-block's
+// eight sub-blocks' minima (as decode_row writes them) out of the same lanes.
 template <class F, int R>
 void rows(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, float* y, int64_t ldy) {
     const auto* p = static_cast<const uint8_t*>(w);
-    const int64_t nb = n / QK_K, halves = n / kHalf;
-    F8 acc[R], c[R];
-    for (int r = 0; r < R; ++r) acc[r] = c[r] = zero8();
+    const int64_t nb = n / QK_K, stride = n / kHalf;
+    F8 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = zero8();
     for (int64_t bi = 0; bi < nb; ++bi) {
         const F f(p + bi * F::kBytes);
         Pos S[R];
@@ -472,18 +469,16 @@ void rows(const void* w, int64_t n, const int16_t* a, const float* da, const flo
             const float32x4_t scale = vdupq_n_f32(d * da[r * nb + bi]);
             fma_lanes(acc[r], S[r], scale, scale);
         }
-        if constexpr (F::kMin) {  // halves 16 bi + 8 i .. + 7: sub-blocks 4 i .. 4 i + 3, two each
-            for (int i = 0; i < 2; ++i) {
-                const F8 m = pairs_of(vld1q_f32(f.mw + 4 * i));
-                for (int r = 0; r < R; ++r) {
-                    const float* x = xs + r * halves + 16 * bi + 8 * i;
-                    c[r].lo = vfmaq_f32(c[r].lo, m.lo, vld1q_f32(x));
-                    c[r].hi = vfmaq_f32(c[r].hi, m.hi, vld1q_f32(x + 4));
-                }
+        if constexpr (F::kMin) {  // sub-blocks 8 bi .. 8 bi + 7
+            const float32x4_t lo = vld1q_f32(f.mw), hi = vld1q_f32(f.mw + 4);
+            for (int r = 0; r < R; ++r) {
+                const float* x = xs + r * stride + 8 * bi;
+                acc[r].lo = vfmsq_f32(acc[r].lo, lo, vld1q_f32(x));
+                acc[r].hi = vfmsq_f32(acc[r].hi, hi, vld1q_f32(x + 4));
             }
         }
     }
-    for (int r = 0; r < R; ++r) y[r * ldy] = F::kMin ? hsum(acc[r]) - hsum(c[r]) : hsum(acc[r]);
+    for (int r = 0; r < R; ++r) y[r * ldy] = hsum(acc[r]);
 }
 
 template <class F>
@@ -496,7 +491,8 @@ void rows_any(const void* w, int64_t n, const int16_t* a, const float* da, const
 
 }  // namespace
 
-void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t* a, float* da, float* xs) {
+void quantize_i16(const float* x, int64_t n, int group_spans, int range, int min_len, int16_t* a, float* da,
+                  float* xs) {
     const int64_t len = int64_t{kSpan} * group_spans;
     for (int64_t g = 0; g < n / len; ++g) {
         const float* xg = x + g * len;
@@ -511,7 +507,8 @@ void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t
         if (vminvq_u32(finite) == 0) {
             std::memset(a + g * len, 0, static_cast<size_t>(len) * sizeof(int16_t));
             da[g] = NAN;
-            for (int64_t h = g * len / kHalf; h < (g + 1) * len / kHalf; ++h) xs[h] = da[g];
+            if (min_len)
+                for (int64_t u = g * len / min_len; u < (g + 1) * len / min_len; ++u) xs[u] = da[g];
             continue;
         }
         const float mx = vmaxvq_f32(amax);
@@ -519,6 +516,7 @@ void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t
         da[g] = d;
         const float32x4_t id = vdupq_n_f32(mx > 0.0f ? static_cast<float>(range) / mx : 0.0f);
         for (int64_t e0 = g * len; e0 < (g + 1) * len; e0 += kSpan) {
+            int32_t sums[2];
             for (int h = 0; h < 2; ++h) {
                 const float* xp = x + e0 + kHalf * h;
                 int16_t* ap = a + e0 + kHalf * h;
@@ -529,30 +527,35 @@ void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t
                 vst1q_s16(ap, p0);
                 vst1q_s16(ap + 8, p1);
                 // the sum of the stored (saturated) values, as the reference takes it
-                const int32_t sum = vaddvq_s32(vaddq_s32(vpaddlq_s16(p0), vpaddlq_s16(p1)));
-                xs[(e0 + kHalf * h) / kHalf] = d * static_cast<float>(sum);
+                sums[h] = vaddvq_s32(vaddq_s32(vpaddlq_s16(p0), vpaddlq_s16(p1)));
+            }
+            if (min_len == kSpan) {
+                xs[e0 / kSpan] = d * static_cast<float>(sums[0] + sums[1]);
+            } else if (min_len == kHalf) {
+                xs[e0 / kHalf] = d * static_cast<float>(sums[0]);
+                xs[e0 / kHalf + 1] = d * static_cast<float>(sums[1]);
             }
         }
     }
 }
 
-void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int group_spans, int nw,
+void gemm_i16(const int16_t* q, const float* sw, const float* mw, int min_len, int group_spans, int nw,
               const int16_t* a, const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
-    using TileFn = void (*)(const int16_t*, const float*, int, const int16_t*, const float*, int64_t, float*, int64_t);
+    using TileFn = void (*)(const int16_t*, const float*, const float*, int, int, const int16_t*, const float*,
+                            const float*, int64_t, float*, int64_t);
     static constexpr TileFn tiles[kX] = {&tile<1>, &tile<2>, &tile<3>, &tile<4>};
-    const int64_t groups = n / (int64_t{kSpan} * group_spans), halves = n / kHalf;
+    const int64_t groups = n / (int64_t{kSpan} * group_spans), ms = n / kHalf;
+    const int units = min_len ? kSpan * group_spans / min_len : 0;
     for (int r = 0; r < nx; r += kX) {
         const int xr = nx - r < kX ? nx - r : kX;
         for (int o = 0; o < nw; ++o) {
-            tiles[xr - 1](q + o * n, sw + o * groups, group_spans, a + r * act_stride(n), da + r * groups, n, y + r * ldy + o, ldy);
+            tiles[xr - 1](q + o * n, sw + o * groups, mw + o * ms, group_spans, units, a + r * act_stride(n),
+                          da + r * groups, xs + r * ms, n, y + r * ldy + o, ldy);
         }
     }
-    if (!has_min) return;
-    for (int r = 0; r < nx; ++r)
-        for (int o = 0; o < nw; ++o) y[r * ldy + o] -= min_term(mw + o * halves, xs + r * halves, halves);
 }
 
-void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, bool has_min, int, int nw, const int16_t* a,
+void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, int min_len, int, int nw, const int16_t* a,
                      const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
     const int64_t nb = n / kSpan, halves = n / kHalf;
     for (int r = 0; r < nx; r += kBlockRowsMax) {
@@ -560,7 +563,7 @@ void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, bool ha
         const int16_t* ar = a + r * act_stride(n);
         for (int o = 0; o < nw; ++o) {
             float* yo = y + r * ldy + o;
-            if (has_min) {
+            if (min_len) {  // Q4_1, Q5_1: per half
                 block_rows_any(Decoded<true>{q + o * n, sw + o * nb, mw + o * halves}, n, ar, da + r * nb, xs + r * halves, m, yo, ldy);
             } else {
                 block_rows_any(Decoded<false>{q + o * n, sw + o * nb, mw}, n, ar, da + r * nb, xs, m, yo, ldy);

@@ -325,7 +325,7 @@ struct RowsOf {
 
 DecodeI16Fn decode_packed(Type type) { return by_format<DecodeOf, DecodeI16Fn>(type); }
 
-void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, bool has_min, int, int nw, const int16_t* a,
+void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, int min_len, int, int nw, const int16_t* a,
                      const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
     const int64_t nb = n / kSpan, halves = n / kHalf;
     for (int r = 0; r < nx; r += kBlockRowsMax) {
@@ -334,7 +334,7 @@ void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, bool ha
         for (int o = 0; o < nw; ++o) {
             const int16_t* qo = q + o * n;
             float* yo = y + r * ldy + o;
-            if (has_min) {
+            if (min_len) {  // Q4_1, Q5_1: per half
                 block_rows_any(Decoded<true>{qo, sw + o * nb, mw + o * halves}, n, ar, da + r * nb, xs + r * halves, m, yo, ldy);
             } else {
                 block_rows_any(Decoded<false>{qo, sw + o * nb, mw}, n, ar, da + r * nb, xs, m, yo, ldy);

@@ -382,9 +382,9 @@ void gemm_blocks(const int16_t* q, const float* sw, const float* mw, int nw, con
 
 }  // namespace
 
-void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, bool has_min, int, int nw, const int16_t* a,
+void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, int min_len, int, int nw, const int16_t* a,
                      const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
-    (has_min ? &gemm_blocks<true> : &gemm_blocks<false>)(q, sw, mw, nw, a, da, xs, nx, n, y, ldy);
+    (min_len ? &gemm_blocks<true> : &gemm_blocks<false>)(q, sw, mw, nw, a, da, xs, nx, n, y, ldy);
 }
 
 RowsPackedFn rows_packed(Type type) {

@@ -28,12 +28,14 @@ int32_t hsum_epi32(__m256i v) {
 // One weight row x X activation rows over every group of G spans (the K-quants' super-block: the
 // legacy formats take the block lanes, x86/int16_blocks_avx2.cpp): per span the weight vectors
 // are loaded once for the X rows; the X integer lane sums of a group stay in registers, and the
-// float accumulators take one conversion and one fma per group.
+// float accumulators take one conversion and one fma per group, then the group's U minimum
+// units (0, 8 or 16; int16_gemm.h), 8 per fma: mw and xs rows n / 16 apart.
 constexpr int G = 8;
 
-template <int X>
-void tile(const int16_t* q, const float* sw, const int16_t* a, const float* da, int64_t n, float* y, int64_t ldy) {
-    const int64_t groups = n / (kSpan * G);
+template <int X, int U>
+void tile(const int16_t* q, const float* sw, const float* mw, const int16_t* a, const float* da, const float* xs,
+          int64_t n, float* y, int64_t ldy) {
+    const int64_t groups = n / (kSpan * G), ms = n / kHalf;
     __m256 acc[X];
     for (int r = 0; r < X; ++r) acc[r] = _mm256_setzero_ps();
     for (int64_t g = 0; g < groups; ++g) {
@@ -53,70 +55,34 @@ void tile(const int16_t* q, const float* sw, const int16_t* a, const float* da, 
             const __m256 scale = _mm256_set1_ps(sw[g] * da[r * groups + g]);
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[r]), scale, acc[r]);
         }
+        for (int k = 0; k < U; k += 8) {
+            const __m256 m = _mm256_loadu_ps(mw + g * U + k);
+            for (int r = 0; r < X; ++r) acc[r] = _mm256_fnmadd_ps(m, _mm256_loadu_ps(xs + r * ms + g * U + k), acc[r]);
+        }
     }
     for (int r = 0; r < X; ++r) y[r * ldy] = hsum(acc[r]);
 }
 
-// The minimum terms of a block of weight rows x activation rows, subtracted from y: per pair,
-// c_j = fma(mw_h, xs_h, c_j) over the halves h = 8 i + j in order, then y -= hsum(c), as the
-// reference does it after hsum(acc). Register-tiled (WR x XR pairs share each loaded vector):
-// inside tile() each pair loaded both of its operands for every fma.
-template <int WR, int XR>
-void min_block(const float* mw, const float* xs, int64_t halves, float* y, int64_t ldy) {
-    __m256 c[WR][XR];
-    for (int o = 0; o < WR; ++o)
-        for (int r = 0; r < XR; ++r) c[o][r] = _mm256_setzero_ps();
-    int64_t h = 0;
-    for (; h + 8 <= halves; h += 8) {
-        __m256 x[XR];
-        for (int r = 0; r < XR; ++r) x[r] = _mm256_loadu_ps(xs + r * halves + h);
-        for (int o = 0; o < WR; ++o) {
-            const __m256 m = _mm256_loadu_ps(mw + o * halves + h);
-            for (int r = 0; r < XR; ++r) c[o][r] = _mm256_fmadd_ps(m, x[r], c[o][r]);
-        }
-    }
-    for (int o = 0; o < WR; ++o) {
-        for (int r = 0; r < XR; ++r) {
-            alignas(32) float cl[8];
-            _mm256_store_ps(cl, c[o][r]);
-            for (int64_t t = h, j = 0; t < halves; ++t, ++j) cl[j] = std::fma(mw[o * halves + t], xs[r * halves + t], cl[j]);
-            y[r * ldy + o] -= hsum(_mm256_load_ps(cl));
-        }
-    }
-}
-
-// y[r * ldy + o] -= the minimum terms of weight rows o < nw and activation rows r < nx (the
-// reference's order).
-void min_terms(const float* mw, int nw, const float* xs, int nx, int64_t halves, float* y, int64_t ldy) {
-    constexpr int kWR = 2, kXR = 4;  // 8 accumulators and 5 operands: no spills
-    int o = 0;
-    for (; o + kWR <= nw; o += kWR) {
-        int r = 0;
-        for (; r + kXR <= nx; r += kXR) min_block<kWR, kXR>(mw + o * halves, xs + r * halves, halves, y + r * ldy + o, ldy);
-        for (; r < nx; ++r) min_block<kWR, 1>(mw + o * halves, xs + r * halves, halves, y + r * ldy + o, ldy);
-    }
-    for (; o < nw; ++o)
-        for (int r = 0; r < nx; ++r) min_block<1, 1>(mw + o * halves, xs + r * halves, halves, y + r * ldy + o, ldy);
-}
-
-using TileFn = void (*)(const int16_t*, const float*, const int16_t*, const float*, int64_t, float*, int64_t);
+using TileFn = void (*)(const int16_t*, const float*, const float*, const int16_t*, const float*, const float*, int64_t,
+                        float*, int64_t);
 
 // Activation rows per tile, measured on Zen 3 (24 weight rows x 36 activation rows, n = 640 /
 // 2048, best of 6 alternating runs, GMAC/s per thread, groups of one span): 1 x 6 36 / 30, 2 x 3
 // 33 / 30, 2 x 4 33 / 22, 1 x 8 28 / 21.
 constexpr int kX = 6;
 
-template <int X>
+template <int X, int U>
 TileFn pick(int x) {
     if constexpr (X > 1) {
-        if (x < X) return pick<X - 1>(x);
+        if (x < X) return pick<X - 1, U>(x);
     }
-    return &tile<X>;
+    return &tile<X, U>;
 }
 
 }  // namespace
 
-void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t* a, float* da, float* xs) {
+void quantize_i16(const float* x, int64_t n, int group_spans, int range, int min_len, int16_t* a, float* da,
+                  float* xs) {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     const int64_t len = int64_t{kSpan} * group_spans;
     for (int64_t g = 0; g < n / len; ++g) {
@@ -132,7 +98,8 @@ void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t
         if (_mm256_movemask_ps(finite) != 0xFF) {
             std::memset(a + g * len, 0, static_cast<size_t>(len) * sizeof(int16_t));
             da[g] = std::numeric_limits<float>::quiet_NaN();
-            for (int64_t h = g * len / kHalf; h < (g + 1) * len / kHalf; ++h) xs[h] = da[g];
+            if (min_len)
+                for (int64_t u = g * len / min_len; u < (g + 1) * len / min_len; ++u) xs[u] = da[g];
             continue;
         }
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
@@ -154,23 +121,30 @@ void quantize_i16(const float* x, int64_t n, int group_spans, int range, int16_t
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(ap), p0);
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(ap) + 1, p1);
             // Sums of the stored (saturated) values, as the reference takes them: p0 is half 0, p1 half 1.
-            const int32_t sum0 = hsum_epi32(_mm256_madd_epi16(p0, _mm256_set1_epi16(1)));
-            const int32_t sum1 = hsum_epi32(_mm256_madd_epi16(p1, _mm256_set1_epi16(1)));
-            xs[e0 / kHalf] = d * static_cast<float>(sum0);
-            xs[e0 / kHalf + 1] = d * static_cast<float>(sum1);
+            const __m256i one = _mm256_set1_epi16(1);
+            if (min_len == kSpan) {
+                xs[e0 / kSpan] =
+                    d * static_cast<float>(hsum_epi32(_mm256_add_epi32(_mm256_madd_epi16(p0, one), _mm256_madd_epi16(p1, one))));
+            } else if (min_len == kHalf) {
+                xs[e0 / kHalf] = d * static_cast<float>(hsum_epi32(_mm256_madd_epi16(p0, one)));
+                xs[e0 / kHalf + 1] = d * static_cast<float>(hsum_epi32(_mm256_madd_epi16(p1, one)));
+            }
         }
     }
 }
 
-void gemm_i16(const int16_t* q, const float* sw, const float* mw, bool has_min, int, int nw, const int16_t* a,
+void gemm_i16(const int16_t* q, const float* sw, const float* mw, int min_len, int, int nw, const int16_t* a,
               const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
-    const int64_t groups = n / (int64_t{kSpan} * G), halves = n / kHalf;
+    const int64_t groups = n / (int64_t{kSpan} * G), ms = n / kHalf;
+    const int units = min_len ? kSpan * G / min_len : 0;
     for (int r = 0; r < nx; r += kX) {
         const int xr = nx - r < kX ? nx - r : kX;
-        const TileFn fn = pick<kX>(xr);
-        for (int o = 0; o < nw; ++o) fn(q + o * n, sw + o * groups, a + r * act_stride(n), da + r * groups, n, y + r * ldy + o, ldy);
+        const TileFn fn = units == 16 ? pick<kX, 16>(xr) : units == 8 ? pick<kX, 8>(xr) : pick<kX, 0>(xr);
+        for (int o = 0; o < nw; ++o) {
+            fn(q + o * n, sw + o * groups, mw + o * ms, a + r * act_stride(n), da + r * groups, xs + r * ms, n,
+               y + r * ldy + o, ldy);
+        }
     }
-    if (has_min) min_terms(mw, nw, xs, nx, halves, y, ldy);
 }
 
 }  // namespace ds4::quant::DS4_AVX2_NAMESPACE

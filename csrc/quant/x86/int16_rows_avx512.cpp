@@ -18,14 +18,6 @@ namespace ds4::quant::avx512 {
 
 namespace {
 
-// y[r * ldy] = row o's sum of acc[r] (less its minimum term c[r], for the formats with one) and,
-// when nw == 2, y[r * ldy + 1] = row o + 1's: hsum_lo(acc) - hsum_lo(c), R rows' trees at once.
-template <bool kMin, int R>
-inline void store(const __m512 (&acc)[R], const __m512 (&c)[R], int nw, float* y, int64_t ldy) {
-    store_hsums(acc, nw, y, ldy);
-    if constexpr (kMin) store_hsums<true>(c, nw, y, ldy);
-}
-
 // One weight row of a K-quant (a decode step, the odd row of a verify block): a span in one zmm,
 // its 32 int16 weights against its 32 activations by one vpdpwssd, lane j of 16 summing elements
 // 2j, 2j + 1 of the span. At the group's end lanes j and j + 8 add into the AVX2 kernel's lane j
@@ -49,14 +41,9 @@ struct Q4KWide : BlockRef<block_q4_K> {
         const __m512i q = k % 2 ? _mm512_srli_epi16(x, 4) : _mm512_and_si512(x, _mm512_set1_epi16(0x0F));
         return _mm512_mullo_epi16(q, broadcast_load(s2 + k));
     }
-    // dmin * m per half of sub-blocks 4 i .. 4 i + 3 (Q4K::mw(i)).
-    __m256 mw(int i) const { return Q4K::halves(mf, i); }
-    // mw(i) of rows f0 (low half) and f1 (high half), one permute for both.
-    static __m512 mw(const Q4KWide& f0, const Q4KWide& f1, int i) {
-        const __m512i pick = i ? _mm512_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7, 12, 12, 13, 13, 14, 14, 15, 15)
-                               : _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 8, 8, 9, 9, 10, 10, 11, 11);
-        return _mm512_permutexvar_ps(pick, join(f0.mf, f1.mf));
-    }
+    __m256 mw() const { return mf; }
+    // mw() of rows f0 (low half) and f1 (high half).
+    static __m512 mw(const Q4KWide& f0, const Q4KWide& f1) { return join(f0.mf, f1.mf); }
 };
 // Q6_K: elements 0..15 of span k take scale 2 (k % 4) of the 8 in sc[k / 4], 16..31 the next.
 struct Q6KWide : Q6K {
@@ -78,9 +65,9 @@ struct Q6KWide : Q6K {
 template <class F, int R>
 void rows_super(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const int16_t* a, const float* da,
                 const float* xs, float* y, int64_t ldy) {
-    const int64_t nb = n / QK_K, halves = n / kHalf;
-    __m512 acc[R], c[R];
-    for (int r = 0; r < R; ++r) acc[r] = c[r] = _mm512_setzero_ps();
+    const int64_t nb = n / QK_K, mstride = n / kHalf;
+    __m512 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
     for (int64_t bi = 0; bi < nb; ++bi, p0 += F::kBytes, p1 += F::kBytes) {
         prefetch_block<F::kBytes>(p0);
         prefetch_block<F::kBytes>(p1);
@@ -101,19 +88,18 @@ void rows_super(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const i
             }
         }
         const __m512 d = join(_mm256_set1_ps(f0.d()), _mm256_set1_ps(f1.d()));
-        __m512 mw[2];
-        if constexpr (F::kMin) mw[0] = F::mw(f0, f1, 0), mw[1] = F::mw(f0, f1, 1);
+        __m512 mw = _mm512_setzero_ps();
+        if constexpr (F::kMin) mw = F::mw(f0, f1);
         for (int r = 0; r < R; ++r) {
             const __m512i T = fold(S[0][r], S[1][r]);
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(T), _mm512_mul_ps(d, _mm512_set1_ps(da[r * nb + bi])), acc[r]);
             if constexpr (F::kMin) {
-                const float* xm = xs + r * halves + 16 * bi;
-                c[r] = _mm512_fmadd_ps(mw[0], _mm512_broadcast_f32x8(_mm256_loadu_ps(xm)), c[r]);
-                c[r] = _mm512_fmadd_ps(mw[1], _mm512_broadcast_f32x8(_mm256_loadu_ps(xm + 8)), c[r]);
+                const __m256 xm = _mm256_loadu_ps(xs + r * mstride + 8 * bi);  // the super-block's sub-blocks
+                acc[r] = _mm512_fnmadd_ps(mw, _mm512_broadcast_f32x8(xm), acc[r]);
             }
         }
     }
-    store<F::kMin>(acc, c, nw, y, ldy);
+    store_hsums(acc, nw, y, ldy);
 }
 
 template <class F>
@@ -175,21 +161,15 @@ void rows2(const void* w, size_t row_bytes, int64_t n, const int16_t* a, const f
     rows_any<F>(p, p + row_bytes, 2, n, a, da, xs, nx, y, ldy);
 }
 
-// Super-block bi's scale sw[bi] and its minima per half (zeros for Q6_K), as decode_row writes them.
+// Super-block bi's scale sw[bi] and its minima per sub-block (Q4_K), as decode_row writes them.
 template <class F>
 void store_scales(const F& f, int64_t bi, float* sw, float* mw) {
     sw[bi] = f.d();
-    float* m = mw + bi * (QK_K / kHalf);
-    if constexpr (F::kMin) {
-        _mm256_storeu_ps(m, f.mw(0));
-        _mm256_storeu_ps(m + 8, f.mw(1));
-    } else {
-        _mm512_storeu_ps(m, _mm512_setzero_ps());
-    }
+    if constexpr (F::kMin) _mm256_storeu_ps(mw + bi * (QK_K / kSpan), f.mw());
 }
 
 // A K-quant row decoded to the GEMM's int16 tile as decode_row writes it (int16_ref.cpp: each
-// span's weights times its sub-block scale, d per super-block, dmin * m per half), a span per
+// span's weights times its sub-block scale, d per super-block, dmin * m per sub-block), a span per
 // store: a pass of I16Kernels::gemm_from rows or more decodes each weight row once for all
 // their activation rows instead of once per pass of the rows kernel.
 template <class F>

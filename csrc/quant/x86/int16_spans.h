@@ -42,27 +42,19 @@ inline __m256i word(__m256i v, int k) {
 }
 
 // The super-block's weights, 32 at a time: span(k, v) sets v[0], v[1] to elements 32k .. 32k+15
-// and 32k+16 .. 32k+31 as int16 (sub-block scale applied); mw(i) the minimum per half (halves
-// 0..7, 8..15).
+// and 32k+16 .. 32k+31 as int16 (sub-block scale applied); mw() the minimum per sub-block (the
+// int16 path's unit for Q4_K, int16_gemm.h).
 struct Q4K : BlockRef<block_q4_K> {
     static constexpr bool kMin = true;
     __m256i sc;  // the 6-bit sub-block scales (blocks.h: scale_min_k4) as int16, in both lanes
-    __m256 mw_[2];
+    __m256 mf;   // dmin * m per sub-block
     explicit Q4K(const uint8_t* p) : BlockRef(p) {
         uint64_t s, m;
         scales_mins(b, s, m);
         sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(s))));
-        const __m256 mf = mins(b, m);
-        mw_[0] = halves(mf, 0);
-        mw_[1] = halves(mf, 1);
+        mf = mins(b, m);
     }
-    // dmin * m per half of sub-blocks 4 i .. 4 i + 3
-    __m256 mw(int i) const { return mw_[i]; }
-    // The same from mins' eight values: each sub-block's twice, for its two halves.
-    static __m256 halves(__m256 mf, int i) {
-        return _mm256_permutevar8x32_ps(mf, i ? _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)
-                                              : _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
-    }
+    __m256 mw() const { return mf; }
     // The 6-bit sub-block scales s and mins m, a byte each (blocks.h: scale_min_k4). Bytes 0..3 of
     // b.scales hold scales 0..3 and the top bits of scales 4..7, bytes 4..7 the mins likewise,
     // bytes 8..11 the low nibbles of scales and mins 4..7. (Scalar: kept apart, the two words stay
@@ -75,7 +67,7 @@ struct Q4K : BlockRef<block_q4_K> {
         s = (lo & 0x3F3F3F3Fu) | uint64_t{(hi & 0x0F0F0F0Fu) | ((lo >> 6) & 0x03030303u) << 4} << 32;
         m = (mid & 0x3F3F3F3Fu) | uint64_t{((hi >> 4) & 0x0F0F0F0Fu) | ((mid >> 6) & 0x03030303u) << 4} << 32;
     }
-    // dmin * m per sub-block (exact: an f16 times a 6-bit integer), as decode_row writes it per half.
+    // dmin * m per sub-block (exact: an f16 times a 6-bit integer), as decode_row writes it.
     static __m256 mins(const block_q4_K& b, uint64_t m) {
         return _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(b.dmin)),
                              _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m)))));
@@ -213,15 +205,15 @@ struct TailBlocks {
 
 // The frame of the K-quants' rows kernels (F: Q4K, Q6K or a wider decoder of theirs) for R
 // activation rows: per super-block, sums(f, bi, S) sets S[r] to row r's 8 exact lane sums, then
-// acc_r += (float)S_r * (d * da_r) and the minimum terms, as int16_gemm.h defines them, and
-// y[r * ldy] = lane_sum(acc_r) - lane_sum(c_r), lane_sum being the ISA's copy of the 8-lane tree.
+// acc_r += (float)S_r * (d * da_r) and acc_r -= the sub-blocks' minima, as int16_gemm.h defines
+// them, and y[r * ldy] = lane_sum(acc_r), lane_sum being the ISA's copy of the 8-lane tree.
 template <class F, int R, class Sums, class LaneSum>
 inline void super_rows(const void* w, int64_t n, const float* da, const float* xs, float* y, int64_t ldy, Sums&& sums,
                        LaneSum&& lane_sum) {
     const auto* p = static_cast<const uint8_t*>(w);
-    const int64_t nb = n / QK_K, halves = n / kHalf;
-    __m256 acc[R], c[R];
-    for (int r = 0; r < R; ++r) acc[r] = c[r] = _mm256_setzero_ps();
+    const int64_t nb = n / QK_K, stride = n / kHalf;
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     for (int64_t bi = 0; bi < nb; ++bi, p += F::kBytes) {
         prefetch_block<F::kBytes>(p);
         const F f(p);
@@ -230,14 +222,11 @@ inline void super_rows(const void* w, int64_t n, const float* da, const float* x
         const float d = f.d();
         for (int r = 0; r < R; ++r) {
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[r]), _mm256_set1_ps(d * da[r * nb + bi]), acc[r]);
-            if constexpr (F::kMin) {
-                const float* x = xs + r * halves + 16 * bi;
-                c[r] = _mm256_fmadd_ps(f.mw(0), _mm256_loadu_ps(x), c[r]);
-                c[r] = _mm256_fmadd_ps(f.mw(1), _mm256_loadu_ps(x + 8), c[r]);
-            }
+            // the super-block's eight sub-blocks' minima in the eight lanes
+            if constexpr (F::kMin) acc[r] = _mm256_fnmadd_ps(f.mw(), _mm256_loadu_ps(xs + r * stride + 8 * bi), acc[r]);
         }
     }
-    for (int r = 0; r < R; ++r) y[r * ldy] = F::kMin ? lane_sum(acc[r]) - lane_sum(c[r]) : lane_sum(acc[r]);
+    for (int r = 0; r < R; ++r) y[r * ldy] = lane_sum(acc[r]);
 }
 
 }  // namespace

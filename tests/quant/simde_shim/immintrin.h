@@ -129,6 +129,14 @@ inline V fused(V a, V b, V c) {
     for (int i = 0; i < N; ++i) z[i] = std::fma(x[i], y[i], w[i]);
     return bits<V>(z);
 }
+// c - a * b rounded once (fnmadd).
+template <class V, int L>
+inline V fused_neg(V a, V b, V c) {
+    const auto x = bits<std::array<float, L>>(a), y = bits<std::array<float, L>>(b), w = bits<std::array<float, L>>(c);
+    std::array<float, L> z;
+    for (int i = 0; i < L; ++i) z[i] = std::fma(-x[i], y[i], w[i]);
+    return bits<V>(z);
+}
 }  // namespace ds4_simde_shim
 #undef _mm512_fmadd_ps
 #define _mm512_fmadd_ps ds4_simde_shim::fused<simde__m512, 16>
@@ -138,6 +146,10 @@ inline V fused(V a, V b, V c) {
 #define _mm_fmadd_ps ds4_simde_shim::fused<simde__m128, 4>
 #undef _mm_fmadd_ss
 #define _mm_fmadd_ss ds4_simde_shim::fused<simde__m128, 4, 1>
+#undef _mm512_fnmadd_ps
+#define _mm512_fnmadd_ps ds4_simde_shim::fused_neg<simde__m512, 16>
+#undef _mm256_fnmadd_ps
+#define _mm256_fnmadd_ps ds4_simde_shim::fused_neg<simde__m256, 8>
 
 // AVX-VNNI's vpdpwssd on ymm (the x86/int16_*_avxvnni.cpp kernels): per 32-bit lane, acc plus the
 // two int16 products of that lane, wrapping.
