@@ -7,7 +7,6 @@
 // path's five per 32 all do), so the integer and conversion pipes carry the rest.
 #include <immintrin.h>
 
-#include <cmath>
 #include <cstring>
 #include <limits>
 
