@@ -73,6 +73,22 @@ constexpr int kHalf = 16;
 // from an 8-way L1 and stream from L2 (Q6_K, 2048 columns, AVX-512 GEMM: 29 GMAC/s, 59 padded).
 constexpr int64_t act_stride(int64_t n) { return (n / kSpan) % 2 ? n : n + kSpan; }
 
+// A quantiser's xs for the span at element e0 whose halves' integer sums are sum0 and sum1, group
+// scale d: one value per minimum unit of min_len elements (none for 0).
+inline void store_unit_sums(float* xs, int64_t e0, int min_len, float d, int32_t sum0, int32_t sum1) {
+    if (min_len == kSpan) {
+        xs[e0 / kSpan] = d * static_cast<float>(sum0 + sum1);
+    } else if (min_len == kHalf) {
+        xs[e0 / kHalf] = d * static_cast<float>(sum0);
+        xs[e0 / kHalf + 1] = d * static_cast<float>(sum1);
+    }
+}
+// xs of the elements [e0, e1) all v (a non-finite group's NaN).
+inline void fill_unit_sums(float* xs, int64_t e0, int64_t e1, int min_len, float v) {
+    if (min_len)
+        for (int64_t u = e0 / min_len; u < e1 / min_len; ++u) xs[u] = v;
+}
+
 // Activation rows of the next pass of at most `most` when `left` remain: the fewest passes, of
 // equal size (12 rows at most 8 per pass are 6 + 6, not 8 + 4: a pass reads its weight rows once
 // whatever its size, and the kernels' rate rises with their activation rows).

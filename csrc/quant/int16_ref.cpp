@@ -235,13 +235,7 @@ void quantize_i16(const float* x, int64_t n, int group_spans, int range, int min
                 as[e] = v;
                 sum[e / kHalf] += v;
             }
-            const int64_t e = g * len + e0;
-            if (min_len == kSpan) {
-                xs[e / kSpan] = d * static_cast<float>(sum[0] + sum[1]);
-            } else if (min_len == kHalf) {
-                xs[e / kHalf] = d * static_cast<float>(sum[0]);
-                xs[e / kHalf + 1] = d * static_cast<float>(sum[1]);
-            }
+            store_unit_sums(xs, g * len + e0, min_len, d, sum[0], sum[1]);
         }
     }
 }

@@ -507,8 +507,7 @@ void quantize_i16(const float* x, int64_t n, int group_spans, int range, int min
         if (vminvq_u32(finite) == 0) {
             std::memset(a + g * len, 0, static_cast<size_t>(len) * sizeof(int16_t));
             da[g] = NAN;
-            if (min_len)
-                for (int64_t u = g * len / min_len; u < (g + 1) * len / min_len; ++u) xs[u] = da[g];
+            fill_unit_sums(xs, g * len, (g + 1) * len, min_len, da[g]);
             continue;
         }
         const float mx = vmaxvq_f32(amax);
@@ -529,12 +528,7 @@ void quantize_i16(const float* x, int64_t n, int group_spans, int range, int min
                 // the sum of the stored (saturated) values, as the reference takes it
                 sums[h] = vaddvq_s32(vaddq_s32(vpaddlq_s16(p0), vpaddlq_s16(p1)));
             }
-            if (min_len == kSpan) {
-                xs[e0 / kSpan] = d * static_cast<float>(sums[0] + sums[1]);
-            } else if (min_len == kHalf) {
-                xs[e0 / kHalf] = d * static_cast<float>(sums[0]);
-                xs[e0 / kHalf + 1] = d * static_cast<float>(sums[1]);
-            }
+            store_unit_sums(xs, e0, min_len, d, sums[0], sums[1]);
         }
     }
 }

@@ -97,8 +97,7 @@ void quantize_i16(const float* x, int64_t n, int group_spans, int range, int min
         if (_mm256_movemask_ps(finite) != 0xFF) {
             std::memset(a + g * len, 0, static_cast<size_t>(len) * sizeof(int16_t));
             da[g] = std::numeric_limits<float>::quiet_NaN();
-            if (min_len)
-                for (int64_t u = g * len / min_len; u < (g + 1) * len / min_len; ++u) xs[u] = da[g];
+            fill_unit_sums(xs, g * len, (g + 1) * len, min_len, da[g]);
             continue;
         }
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
@@ -120,13 +119,10 @@ void quantize_i16(const float* x, int64_t n, int group_spans, int range, int min
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(ap), p0);
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(ap) + 1, p1);
             // Sums of the stored (saturated) values, as the reference takes them: p0 is half 0, p1 half 1.
-            const __m256i one = _mm256_set1_epi16(1);
-            if (min_len == kSpan) {
-                xs[e0 / kSpan] =
-                    d * static_cast<float>(hsum_epi32(_mm256_add_epi32(_mm256_madd_epi16(p0, one), _mm256_madd_epi16(p1, one))));
-            } else if (min_len == kHalf) {
-                xs[e0 / kHalf] = d * static_cast<float>(hsum_epi32(_mm256_madd_epi16(p0, one)));
-                xs[e0 / kHalf + 1] = d * static_cast<float>(hsum_epi32(_mm256_madd_epi16(p1, one)));
+            if (min_len) {
+                const __m256i one = _mm256_set1_epi16(1);
+                store_unit_sums(xs, e0, min_len, d, hsum_epi32(_mm256_madd_epi16(p0, one)),
+                                hsum_epi32(_mm256_madd_epi16(p1, one)));
             }
         }
     }
