@@ -379,14 +379,15 @@ const I16Kernels& table(Isa isa) {
             k.rows_max = avx512::kRowsMax;
             if (const DecodeI16Fn decode = avx512::decode_i16(T)) {
                 k.decode = decode;
-                // Qwen2.5-Coder 1.5B, Intel Xeon, the GEMM against two rows-kernel passes: 12 rows 1.10x the
-                // time, 14 rows 1.09x, 15 rows 1.0x, 16 rows 0.95x
-                k.gemm_from = 15;
+                // Qwen2.5-Coder 1.5B, Intel Xeon, the GEMM (few_rows_tile) against the rows kernels'
+                // passes: 8 rows 1.15x the time, 9 to 12 rows 0.98-1.0x, 13 rows 0.91x, 14 rows 0.94-0.96x
+                k.gemm_from = 13;
             }
         }
         if constexpr (F::B > kSpan) {  // the K-quants' GEMM reads its tile in pairs
             const DecodePairI16Fn pair = avx512::decode_pair_i16(T);
             k.decode_pair = pair ? pair : &decode_pair_row<F>;
+            k.few_rows_tile = avx512::kPairedTileRows;
         }
         return k;
     }();

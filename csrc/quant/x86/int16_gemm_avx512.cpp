@@ -26,7 +26,7 @@ namespace ds4::quant::avx512 {
 namespace {
 
 constexpr int kXSuper = 6;    // activation rows per K-quant tile ...
-constexpr int kPairs = 3;     // ... and weight-row pairs: 18 sums, 3 weight vectors, 1 activation
+constexpr int kPairs = kPairedTileRows / 2;  // ... and weight-row pairs: 18 sums, 3 weight vectors, 1 activation
 
 // Weight rows 0 .. 2P - 1 (mw rows n / 16 apart) against X activation rows (xs rows as far
 // apart): acc[p][r] -= the minima of group g's U units (0, 8 or 16; int16_gemm.h), each pair's
