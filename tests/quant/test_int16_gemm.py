@@ -107,9 +107,9 @@ def test_quantisation_bound(t):
     assert err.max() > 0  # the path really quantises (a float path would pass the bound trivially)
 
 
+@pytest.mark.parametrize("t,n", [("Q8_0", 64), ("Q4_K", 256)])  # the block lanes' quantiser, the natural order's
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_non_finite_activation_gives_nan(bad):
-    t, n = "Q8_0", 64
+def test_non_finite_activation_gives_nan(bad, t, n):
     data, _ = _weights(t, 3, n, 7)
     x = np.ones((2, n), dtype=np.float32)
     x[1, 40] = bad
