@@ -174,8 +174,8 @@ struct I16Kernels {
     // 0: the backend's tile), where set: AVX-512's register tile of the K-quants (3 pairs), whose
     // decoded rows then stay in L1 across the pass's activation rows and are read from there just
     // after they are written (Qwen2.5-Coder 1.5B, Intel Xeon: a 16-row verify pass 0.94x the
-    // time of 48 rows decoded at a time, 32 rows 0.96x; at 96 rows on the activations' reads from
-    // L2 per tile cost more than that).
+    // time of 48 rows decoded at a time, 32 rows 0.96x; from 96 rows on, the activations' reads
+    // from L2 per tile cost more than that).
     int few_rows_tile = 0;
 
     int64_t groups(int64_t n) const { return n / (kSpan * group_spans); }
