@@ -151,7 +151,9 @@ struct I16Kernels {
     // One packed row (packed.h) decoded as `decode` decodes the GGUF row, for the formats with a
     // packed layout.
     DecodeI16Fn decode_packed = nullptr;
-    // rows_packed, and rows, over two consecutive rows at once, where the ISA has such kernels.
+    // rows_packed, and rows, over two rows at once (row_bytes apart: consecutive rows, or rows of
+    // two weight streams), where the ISA has such kernels; at most kPairRowsMax activation rows
+    // per call.
     RowsPacked2Fn rows_packed2 = nullptr;
     RowsPacked2Fn rows2 = nullptr;
     // rows2 (rows_packed2) for one activation row as well (a decode step): the K-quants' pairs
@@ -205,6 +207,9 @@ struct I16Kernels {
         gemm(q, sw, mw, min_len, group_spans, nw, a, da, xs, nx, n, y, ldy);
     }
 };
+
+// The most activation rows per call of any pairs kernel (I16Kernels::rows2, rows_packed2).
+constexpr int kPairRowsMax = 8;
 
 // The int16-path kernels of `type` for `isa`; members null where the format or the ISA has none
 // (then callers use the float path). Formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K.
@@ -261,6 +266,7 @@ DecodeI16Fn decode_i16(Type type);
 DecodePairI16Fn decode_pair_i16(Type type);
 // quantize_lanes, writing the half sums xs (formats with a minimum) or not.
 QuantizeLanesFn quantize_i16_lanes(bool half_sums);
+static_assert(kRowsMax <= kPairRowsMax && kBlockRowsMax <= kPairRowsMax, "the pairs kernels' passes");
 }  // namespace avx512
 namespace neon {
 DS4_I16_DECLARE
