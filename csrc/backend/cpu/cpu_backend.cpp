@@ -87,15 +87,19 @@ constexpr int kNormRows = 8;
 // Weight bytes x activation rows per work unit of the dot_rows path (see unit_rows).
 constexpr size_t kUnitBytes = 64 * 1024;
 // The pairs kernels' weight streams: a thread reads the rows of a unit as kWeightStreams streams,
-// each a contiguous run of the unit's rows, one pair of kernel rows taken from streams s and s + 1
-// while the next pair comes from streams s + 2 and s + 3. A weight stream from DRAM runs at
-// the pace of the requests the hardware prefetcher keeps in flight for it; four streams read at
-// once keep more in flight (Intel Xeon, one thread, Q4_K rows: 6.0 -> 10.4 GB/s; software
-// prefetch or taking the streams' pairs in turn instead of at once gave nothing), and units of
-// kStreamUnitBytes give each stream runs of several pages (Qwen2.5-Coder 1.5B decode at 64 KiB
-// per unit 1.31x, at 256 KiB 1.37-1.39x).
+// each a contiguous run of the unit's rows, a kernel call's two rows from streams s and s + 1,
+// the next call's from s + 2 and s + 3. A weight stream from DRAM runs at the pace of the
+// requests the hardware prefetcher keeps in flight for it, which is too few when DRAM answers
+// slowly (Intel Xeon VM at times: one thread's Q4_K rows 6.0 GB/s from one stream, 10.4 from
+// four read at once; level when it answers fast; software prefetch, or adjacent rows taken from
+// the four streams in turn, gave nothing), and units of kStreamUnitBytes give each stream runs of
+// several pages (Qwen2.5-Coder 1.5B decode then: 64 KiB per unit 1.31x, 256 KiB 1.37-1.39x).
+// Passes of up to kStreamRowsMax activation rows, where the weight stream bounds the kernels
+// (the same VM in another state, in one process: 1 row 1.15x, 2 rows 1.11x, 4 rows 1.07x, 6 rows
+// 1.01x, 8 rows 0.98x).
 constexpr int64_t kWeightStreams = 4;
 constexpr size_t kStreamUnitBytes = 256 * 1024;
+constexpr int64_t kStreamRowsMax = 6;
 // Keys per attention chunk (aligned to absolute positions; see attention()).
 constexpr int64_t kAttnChunk = 128;
 // Most query heads per attention kernel call of the few-rows path (a run of rows times a KV
@@ -848,13 +852,15 @@ private:
         if (path == Path::int16_gemm) return kInt16TileRows;
         if (path == Path::gemm) return kGemmTileRows;
         if (path == Path::reference) return kMatmulTile;
-        // a kernel of two weight rows at a time reads kWeightStreams streams (compute())
+        // a kernel of two weight rows at a time gets whole pairs, or reads kWeightStreams streams
         const bool pairs = path == Path::int16_rows && quant::i16_kernels(w.type).pairs_of(w.packed, n);
-        const size_t bytes = pairs ? kStreamUnitBytes : kUnitBytes / static_cast<size_t>(n);
+        const bool streams = pairs && n <= kStreamRowsMax;
+        const size_t bytes = streams ? kStreamUnitBytes : kUnitBytes / static_cast<size_t>(n);
         const int64_t by_bytes = std::max<int64_t>(1, static_cast<int64_t>(bytes / w.row_bytes));
         const int64_t by_threads = (w.n_out + 4 * pool_.size() - 1) / (4 * pool_.size());
         const int64_t rows = std::max<int64_t>(1, std::min(by_bytes, by_threads));
-        return pairs ? (rows + kWeightStreams - 1) / kWeightStreams * kWeightStreams : rows;
+        const int64_t whole = streams ? kWeightStreams : pairs ? 2 : 1;
+        return (rows + whole - 1) / whole * whole;
     }
     // Floats of per-thread scratch a path needs.
     static size_t path_scratch(Path path, const Weight& w) {
@@ -916,7 +922,7 @@ private:
             const auto* rows = static_cast<const uint8_t*>(w.packed ? w.packed : w.data);
             const quant::RowsI16Fn one = ik.rows_of(w.packed);
             const quant::RowsPacked2Fn pair = ik.pairs_of(w.packed, n);
-            if (pair) {
+            if (pair && n <= kStreamRowsMax) {
                 // kWeightStreams runs of `run` rows: pairs (o, o + run) of runs 0 and 1, then of
                 // runs 2 and 3, each pair's two results written apart through `both`.
                 const int64_t run = (o1 - o0) / kWeightStreams;
