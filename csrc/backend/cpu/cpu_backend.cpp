@@ -846,8 +846,9 @@ private:
     }
 
     // Weight rows per work unit: whole tiles of the tiled paths; for the few-rows kernels, about
-    // kUnitBytes of weights per activation row, so that a unit is a few microseconds of work
-    // and each thread still gets several (a late or slow thread then takes fewer units).
+    // kUnitBytes of weights per activation row (kStreamUnitBytes where they read weight streams),
+    // so that a unit is a few microseconds of work and each thread still gets several (a late or
+    // slow thread then takes fewer units).
     int64_t unit_rows(Path path, const Weight& w, int64_t n) const {
         if (path == Path::int16_gemm) return kInt16TileRows;
         if (path == Path::gemm) return kGemmTileRows;
