@@ -43,8 +43,9 @@ def test_reference_bound_and_norms(n: int) -> None:
 
 @pytest.mark.skipif(not _has_kernel(), reason="no AVX-512 VNNI + VBMI on this CPU")
 @pytest.mark.parametrize("n", [256, 384, 640, 1024])
-def test_kernel_matches_reference(n: int) -> None:
-    packed, w, x = _case(n, 45, n + 1)
+@pytest.mark.parametrize("n_out", [3, 8, 45])  # the kernel's weight streams: none, runs of 2, runs of 11 + 1 left
+def test_kernel_matches_reference(n: int, n_out: int) -> None:
+    packed, w, x = _case(n, n_out, n + n_out)
     got, norms, err = _core.head_screen(packed, len(w), x)
     ref, norms_ref, err_ref = _core.head_screen(packed, len(w), x, reference=True)
     scale = (norms[None] * np.linalg.norm(x.astype(np.float64), axis=1)[:, None])
