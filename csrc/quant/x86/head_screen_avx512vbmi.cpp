@@ -28,8 +28,9 @@ constexpr int kPrefetchFromIntel = 2, kPrefetchFromOther = 4;
 // A call's two weight rows come from two of kStreams runs of the caller's rows, read at once:
 // one stream from DRAM runs at the pace of what the hardware prefetcher keeps in flight for it
 // (backend/cpu/cpu_backend.cpp, kWeightStreams: the rows kernels' same measurement). Intel Xeon
-// VM, DRAM answering fast, one process alternating blocks of passes: Qwen2.5-Coder 0.5B's 4- and
-// 8-row verify passes 1.07x / 1.04x, Gemma 3 270M's 8 / 16 rows 1.03x / 1.02x.
+// VM, DRAM answering fast, one process alternating blocks of passes: Gemma 3 270M's 2- / 4- /
+// 8-row verify passes 1.10x / 1.09x / 1.03x, Qwen2.5-Coder 0.5B's 4 / 8 / 16 rows 1.07x / 1.04x /
+// 1.02x.
 constexpr int kStreams = 4;
 
 inline uint16_t load_u16(const uint8_t* p) {
