@@ -55,8 +55,8 @@ struct Kernels {
 // (Alder Lake and later); its float path is AVX2's.
 enum class Isa { scalar = 0, avx2 = 1, avx512 = 2, neon = 3, avxvnni = 4 };
 
-// The x86 levels (AVX2 and up), which share the AVX2 kernels outside the quant tables (attention,
-// vector math, the DeltaNet recurrence).
+// The x86 levels (AVX2 and up), which share the AVX2 kernels outside the quant tables (the
+// DeltaNet recurrence; attention and vector math on AVX-512 have their own, of the same floats).
 inline bool x86_simd(Isa isa) { return isa == Isa::avx2 || isa == Isa::avxvnni || isa == Isa::avx512; }
 
 const char* isa_name(Isa isa);

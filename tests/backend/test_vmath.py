@@ -121,3 +121,34 @@ def test_to_f16(isa):
     nans = np.array([0x7FC00000, 0xFFC00001, 0x7F800001, 0x7FBFFFFF, 0x7FFFE000], np.uint32).view(np.float32)
     np.testing.assert_array_equal(_core.to_f16(nans, isa=isa), _core.to_f16(nans, isa="scalar"))
     assert ((_core.to_f16(nans, isa=isa) & 0x7E00) == 0x7E00).all()  # quiet NaNs
+
+
+@pytest.mark.skipif("avx512" not in _core.simd_available(), reason="no AVX-512 on this CPU")
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 100, 1000])
+def test_avx512_gives_the_avx2_floats(n):
+    """The AVX-512 row ops are the AVX2 ones 16 lanes at a time: the same bits, NaN and inf
+    included, for every length (a zmm's halves against the AVX2 kernels' 8-element steps)."""
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal(n) * 8).astype(np.float32)
+    u = rng.standard_normal(n).astype(np.float32)
+    rows = [x]
+    for pos, bad in [(0, np.nan), (n - 1, np.nan), (n // 2, np.nan), (n // 3, np.inf)]:
+        rows.append(x.copy())
+        rows[-1][pos] = bad  # vmaxps keeps its second operand on a NaN: the order of steps shows
+    for v in rows:
+        for cap in (0.0, 30.0):
+            a, b = _core.softmax(v, 0.25, cap, isa="avx512"), _core.softmax(v, 0.25, cap, isa="avx2")
+            np.testing.assert_array_equal(a[0], b[0])
+            np.testing.assert_array_equal(np.float32(a[1:]).view(np.uint32), np.float32(b[1:]).view(np.uint32))
+        for act in ("silu", "gelu_tanh"):
+            np.testing.assert_array_equal(_core.glu(v, u, act, isa="avx512"), _core.glu(v, u, act, isa="avx2"))
+        i, mx, fin = _core.argmax_row(v, isa="avx512")
+        j, my, fjn = _core.argmax_row(v, isa="avx2")
+        assert fin == fjn and np.float32(mx).view(np.uint32) == np.float32(my).view(np.uint32)
+        if fin:
+            assert i == j
+        np.testing.assert_array_equal(_core.to_f16(v, isa="avx512"), _core.to_f16(v, isa="avx2"))
+    far = x - np.float32(60.0) * (np.arange(n) % 3).astype(np.float32)  # lanes below exp's clamp
+    for t in (0.7, 1.0):
+        np.testing.assert_array_equal(_core.exp_scaled(far, float(far.max()), t, isa="avx512"),
+                                      _core.exp_scaled(far, float(far.max()), t, isa="avx2"))

@@ -73,6 +73,7 @@ const VecMath& vec_math_scalar() {
 
 const VecMath& vec_math(quant::Isa isa) {
 #if defined(DS4_X86)
+    if (isa == quant::Isa::avx512) return vec_math_avx512();
     if (quant::x86_simd(isa)) return vec_math_avx2();
 #elif defined(DS4_ARM64)
     if (isa == quant::Isa::neon) return vec_math_neon();

@@ -40,7 +40,8 @@ struct VecMath {
 
 const VecMath& vec_math_scalar();
 #if defined(DS4_X86)
-const VecMath& vec_math_avx2();  // vmath_avx2.cpp (F16C included); also used when AVX-512 is active
+const VecMath& vec_math_avx2();    // vmath_avx2.cpp (F16C included); also the AVX-VNNI level's
+const VecMath& vec_math_avx512();  // vmath_avx512.cpp: vmath_avx2.cpp's floats, 16 lanes at a time
 #elif defined(DS4_ARM64)
 const VecMath& vec_math_neon();  // vmath_neon.cpp
 #endif
