@@ -1,6 +1,6 @@
 // The AVX-512 attention kernels (attn_avx512.cpp) against the AVX2 ones (attn_avx2.cpp): the same
 // floats bit for bit, for head dims with 16-, 8- and <8-element remainders, every head-group
-// shape and key count, f32 and f16 caches. Built by tests/backend/test_x86_attention.py, the
+// shape and key count, f32 and f16 caches. Built by tests/backend/test_x86_avx512.py, the
 // AVX-512 file natively where the CPU has it, otherwise against SIMDe (tests/quant/simde_shim).
 // Usage: x86_attn_check [seed]. Prints one line per failure; exit status 1 if any.
 #include <cstdint>

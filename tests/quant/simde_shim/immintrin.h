@@ -1,7 +1,8 @@
 // Test-only stand-in for <immintrin.h>: the AVX-512 kernels compiled against SIMDe's portable
-// implementations of the intrinsics (native aliases), so tests/quant/simd_check.cpp can run them
-// on a CPU without AVX-512.  Used only by tests/quant/test_simd_kernels.py (built without -mavx*
-// flags, so SIMDe itself never includes the real <immintrin.h>).  Intrinsics missing from older SIMDe
+// implementations of the intrinsics (native aliases), so tests/quant/simd_check.cpp and the
+// backend's x86 checks (tests/backend/x86_*_check.cpp) can run them on a CPU without AVX-512.
+// Used only by tests/quant/test_simd_kernels.py and tests/backend/test_x86_avx512.py (built
+// without -mavx* flags, so SIMDe itself never includes the real <immintrin.h>).  Intrinsics missing from older SIMDe
 // releases (Debian's 0.7.x) are supplied below lane by lane, with the hardware's semantics.
 #pragma once
 #define SIMDE_ENABLE_NATIVE_ALIASES
@@ -189,4 +190,29 @@ inline float ds4_mm512_reduce_max_ps(simde__m512 a) {
     return m;
 }
 #define _mm512_reduce_max_ps ds4_mm512_reduce_max_ps
+#endif
+
+// The masked float loads, stores and compares of the backend's AVX-512 row ops (vmath_avx512.cpp).
+#ifndef _MM_FROUND_NO_EXC
+#define _MM_FROUND_NO_EXC SIMDE_MM_FROUND_NO_EXC
+#endif
+#ifndef _mm512_mask_storeu_ps
+inline void ds4_mm512_mask_storeu_ps(void* p, simde__mmask16 k, simde__m512 a) {
+    const auto v = ds4_simde_shim::bits<std::array<float, 16>>(a);
+    for (int i = 0; i < 16; ++i)
+        if (k >> i & 1) std::memcpy(static_cast<char*>(p) + 4 * i, &v[i], 4);
+}
+#define _mm512_mask_storeu_ps ds4_mm512_mask_storeu_ps
+#endif
+#ifndef _mm512_mask_loadu_ps
+inline simde__m512 ds4_mm512_mask_loadu_ps(simde__m512 src, simde__mmask16 k, const void* p) {
+    auto r = ds4_simde_shim::bits<std::array<float, 16>>(src);
+    for (int i = 0; i < 16; ++i)
+        if (k >> i & 1) std::memcpy(&r[i], static_cast<const char*>(p) + 4 * i, 4);
+    return ds4_simde_shim::bits<simde__m512>(r);
+}
+#define _mm512_mask_loadu_ps ds4_mm512_mask_loadu_ps
+#endif
+#ifndef _mm512_mask_cmp_ps_mask
+#define _mm512_mask_cmp_ps_mask(k, a, b, imm) static_cast<simde__mmask16>((k) & _mm512_cmp_ps_mask((a), (b), (imm)))
 #endif
