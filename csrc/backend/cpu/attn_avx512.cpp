@@ -59,7 +59,7 @@ inline void dots16(const float* q, const T* k, int64_t stride, int64_t hd, float
     for (int g = 0; g < G; ++g) {
         for (int c = 0; c < K; ++c) {
             const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[g][c]), 1));
-            float r = hsum(_mm256_add_ps(_mm512_castps512_ps256(a[g][c]), hi));
+            float r = hsum8(_mm256_add_ps(_mm512_castps512_ps256(a[g][c]), hi));
             for (int64_t e = d; e < hd; ++e) r = fma1(q[g * hd + e], load1(k + c * stride + e), r);
             s[g * ns + c] = r;
         }

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "backend/cpu/attn.h"
+#include "backend/cpu/x86_lanes.h"
 
 namespace ds4::backend::cpu {
 namespace {
@@ -35,13 +36,6 @@ inline float load1(const uint16_t* p) {
 
 inline float fma1(float a, float b, float c) {
     return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
-}
-
-inline float hsum(__m256 v) {
-    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    x = _mm_add_ss(x, _mm_movehdup_ps(x));
-    return _mm_cvtss_f32(x);
 }
 
 // fn(the cache's rows from row `first`, typed as the cache holds them).
@@ -85,7 +79,7 @@ inline void dots8(const float* q, const T* k, int64_t stride, int64_t hd, float*
     }
     for (int g = 0; g < G; ++g) {
         for (int c = 0; c < K; ++c) {
-            float r = hsum(_mm256_add_ps(a0[g][c], a1[g][c]));
+            float r = hsum8(_mm256_add_ps(a0[g][c], a1[g][c]));
             for (int64_t e = d; e < hd; ++e) r = fma1(q[g * hd + e], load1(k + c * stride + e), r);
             s[g * ns + c] = r;
         }
