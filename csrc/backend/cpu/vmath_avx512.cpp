@@ -1,9 +1,9 @@
 // AVX-512 row ops (vmath.h): the AVX2 kernels' arithmetic (vmath_avx2.cpp) 16 lanes at a time, the
 // same floats bit for bit. Every element goes through the same instruction sequence as there (the
-// exp and tanh polynomials and the gated activations of vmath_x86.h, the divisions), and the one sum, a softmax chunk's, keeps the AVX2
-// kernel's 8-lane accumulator: a zmm of exps adds to it as its two halves in turn, the order of
-// the AVX2 kernel's two 8-element steps. The f16 conversion is the AVX2 kernel itself. Compiled
-// with the AVX-512 flags; used when quant::active_isa() is avx512.
+// exp, tanh and gated activations of vmath_x86.h), and the one sum, a softmax chunk's, keeps the
+// AVX2 kernel's 8-lane accumulator: a zmm of exps adds to it as its two halves in turn, the order
+// of the AVX2 kernel's two 8-element steps. The f16 conversion is the AVX2 kernel itself.
+// Compiled with the AVX-512 flags; used when quant::active_isa() is avx512.
 // GCC 12 warns on its own _mm512_undefined_* inside the cast / extract intrinsics (GCC PR 105593).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -11,7 +11,6 @@
 #endif
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/vmath.h"
@@ -57,7 +56,6 @@ inline __m256 steps8(__m256 acc, __m512 v, __mmask16 m, Op op) {
     return m > 0xFF ? op(acc, hi8(v)) : acc;
 }
 inline __m256 max8(__m256 a, __m256 b) { return _mm256_max_ps(a, b); }
-
 
 // Applies f to s[0..n) 16 lanes at a time, the tail through a masked load / store of the same f.
 template <class F>
