@@ -50,6 +50,7 @@
 #include "backend/cpu/vmath.h"
 #include "quant/int16_gemm.h"
 #include "quant/kernels.h"
+#include "quant/weight_streams.h"
 
 namespace ds4::backend {
 
@@ -86,18 +87,11 @@ constexpr int64_t kArgmaxBlock = 240;
 constexpr int kNormRows = 8;
 // Weight bytes x activation rows per work unit of the dot_rows path (see unit_rows).
 constexpr size_t kUnitBytes = 64 * 1024;
-// The pairs kernels' weight streams: a thread reads the rows of a unit as kWeightStreams streams,
-// each a contiguous run of the unit's rows, a kernel call's two rows from streams s and s + 1,
-// the next call's from s + 2 and s + 3. A weight stream from DRAM runs at the pace of the
-// requests the hardware prefetcher keeps in flight for it, which is too few when DRAM answers
-// slowly (Intel Xeon VM at times: one thread's Q4_K rows 6.0 GB/s from one stream, 10.4 from
-// four read at once; level when it answers fast; software prefetch, or adjacent rows taken from
-// the four streams in turn, gave nothing), and units of kStreamUnitBytes give each stream runs of
-// several pages (Qwen2.5-Coder 1.5B decode then: 64 KiB per unit 1.31x, 256 KiB 1.37-1.39x).
-// Passes of up to kStreamRowsMax activation rows, where the weight stream bounds the kernels
-// (the same VM in another state, in one process: 1 row 1.15x, 2 rows 1.11x, 4 rows 1.07x, 6 rows
-// 1.01x, 8 rows 0.98x).
-constexpr int64_t kWeightStreams = 4;
+// The pairs kernels read a unit's rows as weight streams (quant/weight_streams.h); units of
+// kStreamUnitBytes give each stream runs of several pages (Qwen2.5-Coder 1.5B decode then: 64 KiB
+// per unit 1.31x, 256 KiB 1.37-1.39x). Passes of up to kStreamRowsMax activation rows, where the
+// weight stream bounds the kernels (the same VM in another state, in one process: 1 row 1.15x,
+// 2 rows 1.11x, 4 rows 1.07x, 6 rows 1.01x, 8 rows 0.98x).
 constexpr size_t kStreamUnitBytes = 256 * 1024;
 constexpr int64_t kStreamRowsMax = 6;
 // Keys per attention chunk (aligned to absolute positions; see attention()).
@@ -853,14 +847,14 @@ private:
         if (path == Path::int16_gemm) return kInt16TileRows;
         if (path == Path::gemm) return kGemmTileRows;
         if (path == Path::reference) return kMatmulTile;
-        // a kernel of two weight rows at a time gets whole pairs, or reads kWeightStreams streams
+        // a kernel of two weight rows at a time gets whole pairs, or whole sets of weight streams
         const bool pairs = path == Path::int16_rows && quant::i16_kernels(w.type).pairs_of(w.packed, n);
         const bool streams = pairs && n <= kStreamRowsMax;
         const size_t bytes = streams ? kStreamUnitBytes : kUnitBytes / static_cast<size_t>(n);
         const int64_t by_bytes = std::max<int64_t>(1, static_cast<int64_t>(bytes / w.row_bytes));
         const int64_t by_threads = (w.n_out + 4 * pool_.size() - 1) / (4 * pool_.size());
         const int64_t rows = std::max<int64_t>(1, std::min(by_bytes, by_threads));
-        const int64_t whole = streams ? kWeightStreams : pairs ? 2 : 1;
+        const int64_t whole = streams ? quant::kWeightStreams : pairs ? 2 : 1;
         return (rows + whole - 1) / whole * whole;
     }
     // Floats of per-thread scratch a path needs.
@@ -924,28 +918,23 @@ private:
             const quant::RowsI16Fn one = ik.rows_of(w.packed);
             const quant::RowsPacked2Fn pair = ik.pairs_of(w.packed, n);
             if (pair && n <= kStreamRowsMax) {
-                // kWeightStreams runs of `run` rows: pairs (o, o + run) of runs 0 and 1, then of
-                // runs 2 and 3, each pair's two results written apart through `both`.
-                const int64_t run = (o1 - o0) / kWeightStreams;
+                // each pair's two results written apart through `both`
                 float both[2 * quant::kPairRowsMax];
-                for (int64_t i = 0; i < run; ++i) {
-                    for (int64_t s = 0; s < kWeightStreams; s += 2) {
-                        const int64_t o = o0 + s * run + i;
-                        for (int64_t r = 0; r < n;) {
-                            const int m = ik.pass_rows(n - r);
-                            pair(rows + static_cast<size_t>(o) * w.row_bytes, static_cast<size_t>(run) * w.row_bytes,
-                                 w.n_in, act_a_.data() + r * lda, act_da_.data() + r * groups,
-                                 act_xs_.data() + r * halves, m, both, 2);
-                            for (int j = 0; j < m; ++j) {
-                                y[(r + j) * ldy + (o - o0)] = both[2 * j];
-                                y[(r + j) * ldy + (o + run - o0)] = both[2 * j + 1];
-                            }
-                            r += m;
+                const int64_t done = quant::stream_pairs(o1 - o0, [&](int64_t o, int64_t run) {
+                    for (int64_t r = 0; r < n;) {
+                        const int m = ik.pass_rows(n - r);
+                        pair(rows + static_cast<size_t>(o0 + o) * w.row_bytes, static_cast<size_t>(run) * w.row_bytes,
+                             w.n_in, act_a_.data() + r * lda, act_da_.data() + r * groups, act_xs_.data() + r * halves,
+                             m, both, 2);
+                        for (int j = 0; j < m; ++j) {
+                            y[(r + j) * ldy + o] = both[2 * j];
+                            y[(r + j) * ldy + o + run] = both[2 * j + 1];
                         }
+                        r += m;
                     }
-                }
-                y += kWeightStreams * run;  // what is left (fewer than kWeightStreams rows) below
-                o0 += kWeightStreams * run;
+                });
+                y += done;  // what is left (fewer than kWeightStreams rows) below
+                o0 += done;
             }
             for (int64_t o = o0; o < o1;) {
                 const uint8_t* wo = rows + static_cast<size_t>(o) * w.row_bytes;

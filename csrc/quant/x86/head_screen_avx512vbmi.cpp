@@ -11,6 +11,7 @@
 #include "quant/block_lanes.h"
 #include "quant/head_screen.h"
 #include "quant/kernels.h"
+#include "quant/weight_streams.h"
 #include "quant/x86/avx512_pairs.h"
 #include "quant/x86/prefetch.h"
 
@@ -25,13 +26,6 @@ constexpr int kBlock = 34;
 // only get in the hardware's way); on an Intel Xeon the whole verify pass of 2 and 3 rows took
 // 0.88x / 0.86x the time with them (Gemma 3 270M). From 2 rows on on Intel CPUs, 4 on the others.
 constexpr int kPrefetchFromIntel = 2, kPrefetchFromOther = 4;
-// A call's two weight rows come from two of kStreams runs of the caller's rows, read at once:
-// one stream from DRAM runs at the pace of what the hardware prefetcher keeps in flight for it
-// (backend/cpu/cpu_backend.cpp, kWeightStreams: the rows kernels' same measurement). Intel Xeon
-// VM, DRAM answering fast, one process alternating blocks of passes: Gemma 3 270M's 2- / 4- /
-// 8-row verify passes 1.10x / 1.09x / 1.03x, Qwen2.5-Coder 0.5B's 4 / 8 / 16 rows 1.07x / 1.04x /
-// 1.02x.
-constexpr int kStreams = 4;
 
 inline uint16_t load_u16(const uint8_t* p) {
     uint16_t h;
@@ -263,21 +257,19 @@ void scores(const uint8_t* rows, size_t row_bytes, int64_t nw, int64_t n, const 
     static const bool on_intel = intel_cpu();
     const Rows2Fn fn = (on_intel ? intel : other)[static_cast<size_t>(nx - 1)];
     const auto at = [rows, row_bytes](int64_t o) { return rows + static_cast<size_t>(o) * row_bytes; };
-    // kStreams runs of `run` rows: pairs (o, o + run) of runs 0 and 1, then of runs 2 and 3, each
-    // pair's scores written apart through `both`.
-    const int64_t run = nw / kStreams;
+    // The rows as weight streams (quant/weight_streams.h; Intel Xeon VM, DRAM answering fast, one
+    // process alternating blocks of passes: Gemma 3 270M's 2- / 4- / 8-row verify passes 1.10x /
+    // 1.09x / 1.03x, Qwen2.5-Coder 0.5B's 4 / 8 / 16 rows 1.07x / 1.04x / 1.02x), each pair's
+    // scores written apart through `both`.
     float both[2 * kRowsMax];
-    for (int64_t i = 0; i < run; ++i) {
-        for (int s = 0; s < kStreams; s += 2) {
-            const int64_t o = s * run + i;
-            fn(at(o), at(o + run), n, q, d, neg, both, both + 1, 2);
-            for (int r = 0; r < nx; ++r) {
-                y[r * ldy + o] = both[2 * r];
-                y[r * ldy + o + run] = both[2 * r + 1];
-            }
+    const int64_t done = stream_pairs(nw, [&](int64_t o, int64_t run) {
+        fn(at(o), at(o + run), n, q, d, neg, both, both + 1, 2);
+        for (int r = 0; r < nx; ++r) {
+            y[r * ldy + o] = both[2 * r];
+            y[r * ldy + o + run] = both[2 * r + 1];
         }
-    }
-    for (int64_t o = kStreams * run; o < nw; o += 2) {  // fewer than kStreams rows left
+    });
+    for (int64_t o = done; o < nw; o += 2) {  // fewer than kWeightStreams rows left
         const bool two = o + 1 < nw;
         fn(at(o), two ? at(o + 1) : at(o), n, q, d, neg, y + o, two ? y + o + 1 : nullptr, ldy);
     }
