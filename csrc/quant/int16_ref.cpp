@@ -319,7 +319,7 @@ namespace {
 
 // The SIMD GEMM needs only AVX2 (AVX-512 machines run it too, and their own kernels for the
 // block-lane formats) or NEON (arm/int16_neon.cpp); the scalar ISA runs the reference.
-constexpr bool all_batches(Type t) { return t != Type::Q2_K && t != Type::Q3_K && t != Type::Q5_K; }
+constexpr bool all_batches(Type t) { return t != Type::Q2_K && t != Type::Q3_K; }
 template <Type T>
 void decode_packed_ref(const void* row, int64_t n, int16_t* q, float* sw, float* mw) {
     decode_packed_row(T, row, n, q, sw, mw);

@@ -87,8 +87,7 @@ def test_int16_pass_sizes_agree(be: _core.Backend, type_name: str) -> None:  # b
     """A K-quant matrix through every pass size of the int16 path (the rows kernels, on AVX-512 over
     four weight streams up to 6 rows, the GEMM over few_rows_tile weight rows up to 48 activation
     rows, over 48-row tiles beyond; 53 weight rows: a unit's last tile short, rows left over from
-    the streams and an odd last row): each row bit for bit the 64-row pass's.
-    Q5_K takes the int16 path from 32 rows on."""
+    the streams and an odd last row): each row bit for bit the 64-row pass's."""
     rng = np.random.default_rng(12)
     n_in, n_out = 512, 53
     data = qdata.random_blocks(type_name, n_out * n_in // 256, rng)
@@ -96,8 +95,6 @@ def test_int16_pass_sizes_agree(be: _core.Backend, type_name: str) -> None:  # b
     b = _core.Backend("cpu", threads=2, int16=True)
     ref = b.matmul(type_name, data, n_out, x)
     for m in (1, 6, 8, 13, 30, 32, 48, 49):
-        if type_name == "Q5_K" and m < 32:
-            continue
         np.testing.assert_array_equal(b.matmul(type_name, data, n_out, x[:m]), ref[:m], err_msg=f"{m} rows")
 
 

@@ -9,8 +9,8 @@
 //   - many rows (prefill): a tile of weight rows is decoded once into floats (decode_groups) and
 //     a register-tiled GEMM (gemm_groups) runs every activation row against it;
 //   - with int16 activations on (CpuOptions::int16_activations), matmuls of the formats with
-//     fused int16 kernels (Q4_K, Q6_K; the legacy formats packed) and, from 32 rows on, those
-//     of Q2_K, Q3_K and Q5_K take the int16 path instead (quant/int16_gemm.h): activations
+//     fused int16 kernels (Q4_K, Q5_K, Q6_K; the legacy formats packed) and, from 32 rows on,
+//     those of Q2_K and Q3_K take the int16 path instead (quant/int16_gemm.h): activations
 //     quantised per group of 32 or 256 values, a fused kernel for a few rows, integer tiles for
 //     many; results differ from the float dot's by ~1e-4 relative, and are the same for every
 //     batch size on the int16 path; weights repacked at load (pack(), quant/packed.h: the legacy

@@ -13,8 +13,8 @@ struct CpuOptions {
     // Whether matmuls (and matmul_argmax) quantise their activations to int16
     // (quant/int16_gemm.h; ~1e-4 relative deviation from float activations) where that is
     // faster: every batch for the formats with fused few-rows kernels (Q4_0, Q4_1, Q5_0, Q5_1,
-    // Q8_0, Q4_K, Q6_K), so that decode, verify blocks and prompts agree bit for bit; passes of
-    // at least kInt16BatchRows rows for Q2_K, Q3_K and Q5_K (Backend::split_rows). Off: float
+    // Q8_0, Q4_K, Q5_K, Q6_K), so that decode, verify blocks and prompts agree bit for bit; passes
+    // of at least kInt16BatchRows rows for Q2_K and Q3_K (Backend::split_rows). Off: float
     // activations everywhere.
     bool int16_activations = true;
     bool repack = true;       // pack() may repack (off: every weight read from the mmap)
@@ -29,7 +29,7 @@ struct CpuOptions {
     bool screen_head = true;
 };
 
-// From this many rows on, matmuls of Q2_K, Q3_K and Q5_K take the int16 path.
+// From this many rows on, matmuls of Q2_K and Q3_K take the int16 path.
 constexpr int64_t kInt16BatchRows = 32;
 
 std::unique_ptr<Backend> make_cpu_backend(const CpuOptions& opts);

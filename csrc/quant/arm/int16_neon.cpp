@@ -1,5 +1,5 @@
 // NEON kernels of the int16 path (int16_gemm.h): the activation quantiser, the GEMMs over decoded
-// rows (natural order and block lanes), the few-rows kernels of Q4_K / Q6_K from their GGUF
+// rows (natural order and block lanes), the few-rows kernels of Q4_K / Q5_K / Q6_K from their GGUF
 // blocks and of the legacy formats from their packed rows (packed.h). Every result is the
 // scalar reference's bit for bit, as on x86, so decode, verify blocks and prefill agree on ARM too.
 //
@@ -392,14 +392,17 @@ void rows_packed_blocks(const void* row, int64_t n, const int16_t* a, const floa
 
 // ---- the K-quants, decoded from their GGUF blocks ----------------------------------------------
 
-// Q4_K: element 32 j + l is nibble j % 2 of qs[32 (j / 2) + l] times the 6-bit scale of j.
-struct Q4K {
+// Q4_K and Q5_K (Blk): element 32 j + l is nibble j % 2 of qs[32 (j / 2) + l] (Q5_K: and bit j
+// of qh[l] as the fifth bit) times the 6-bit scale of j.
+template <class Blk>
+struct Q45K {
     static constexpr bool kMin = true;
-    static constexpr int kBytes = sizeof(block_q4_K);
-    const block_q4_K& b;
+    static constexpr bool kFive = std::is_same_v<Blk, block_q5_K>;
+    static constexpr int kBytes = sizeof(Blk);
+    const Blk& b;
     int sc[8];
-    float mw[8];  // dmin * m per sub-block of 32 (the int16 path's unit for Q4_K)
-    explicit Q4K(const uint8_t* p) : b(*reinterpret_cast<const block_q4_K*>(p)) {
+    float mw[8];  // dmin * m per sub-block of 32 (the int16 path's unit)
+    explicit Q45K(const uint8_t* p) : b(*reinterpret_cast<const Blk*>(p)) {
         const float dmin = ref::fp16(b.dmin);
         for (int j = 0; j < 8; ++j) {
             int m;
@@ -413,7 +416,11 @@ struct Q4K {
         Span v;
         for (int i = 0; i < 2; ++i) {
             const uint8x16_t x = vld1q_u8(qs + 16 * i);
-            const uint8x16_t q = k % 2 ? vshrq_n_u8(x, 4) : vandq_u8(x, vdupq_n_u8(0x0F));
+            uint8x16_t q = k % 2 ? vshrq_n_u8(x, 4) : vandq_u8(x, vdupq_n_u8(0x0F));
+            if constexpr (kFive) {  // bit k of qh[l] to bit 4 (a negative count shifts right)
+                const uint8x16_t h = vshlq_u8(vld1q_u8(b.qh + 16 * i), vdupq_n_s8(static_cast<int8_t>(4 - k)));
+                q = vorrq_u8(q, vandq_u8(h, vdupq_n_u8(0x10)));
+            }
             v.w[2 * i] = vmulq_n_s16(u8_lo(q), static_cast<int16_t>(sc[k]));
             v.w[2 * i + 1] = vmulq_n_s16(u8_hi(q), static_cast<int16_t>(sc[k]));
         }
@@ -568,7 +575,8 @@ void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, int min
 
 RowsI16Fn rows_i16(Type type) {
     switch (type) {
-        case Type::Q4_K: return &rows_any<Q4K>;
+        case Type::Q4_K: return &rows_any<Q45K<block_q4_K>>;
+        case Type::Q5_K: return &rows_any<Q45K<block_q5_K>>;
         case Type::Q6_K: return &rows_any<Q6K>;
         default: return nullptr;
     }

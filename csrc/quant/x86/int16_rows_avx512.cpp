@@ -1,6 +1,6 @@
-// AVX-512 int16-path kernels of the K-quants Q4_K and Q6_K for a few activation rows (decode,
+// AVX-512 int16-path kernels of the K-quants Q4_K, Q5_K and Q6_K for a few activation rows (decode,
 // verify blocks), one or two weight rows at a time: a span of 32 weights of one row in a zmm
-// (Q4KWide, Q6KWide), one plain activation load per span and activation row shared by both weight
+// (Q45KWide, Q6KWide), one plain activation load per span and activation row shared by both weight
 // rows, and lanes j and j + 8 folded at the super-block's end into the AVX2 kernel's lane j, from
 // where every lane does the AVX2 kernel's arithmetic (x86/int16_rows_avx2.cpp: the same integer
 // sums per group, scale products, fmas, minimum terms and final lane trees), so the floats are its
@@ -25,26 +25,38 @@ namespace {
 // follows is the AVX2 kernel's arithmetic on ymm. Per span: ~5 instructions against its ~11.
 // Span k's scale is one broadcast load of s2[k] (the scale in both words of a dword: a load-port
 // broadcast, where a shuffle per span took the shuffle port from the decoding and the sums).
-struct Q4KWide : BlockRef<block_q4_K> {
+// Q5_K's fifth bits: the 32 qh bytes widened once per super-block, shifted to bit 4 (bit k of
+// qh[l] is span k's), then per span one shift and one ternary-logic op.
+template <class Blk>
+struct Q45KWide : BlockRef<Blk> {
     static constexpr bool kMin = true;
+    static constexpr bool kFive = Q45K<Blk>::kFive;
+    using BlockRef<Blk>::b;
     alignas(32) int32_t s2[8];
     __m256 mf;  // dmin * m per sub-block
-    explicit Q4KWide(const uint8_t* p) : BlockRef(p) {
+    __m512i h4; // Q5_K: qh[l] << 4 in word l
+    explicit Q45KWide(const uint8_t* p) : BlockRef<Blk>(p) {
         uint64_t s, m;
-        Q4K::scales_mins(b, s, m);
+        Q45K<Blk>::scales_mins(b, s, m);
         const __m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(s)));
         _mm256_store_si256(reinterpret_cast<__m256i*>(s2), _mm256_or_si256(v, _mm256_slli_epi32(v, 16)));
-        mf = Q4K::mins(b, m);
+        mf = Q45K<Blk>::mins(b, m);
+        if constexpr (kFive) h4 = _mm512_slli_epi16(_mm512_cvtepu8_epi16(load256(b.qh)), 4);
     }
     __m512i wide(int k) const {
         const __m512i x = _mm512_cvtepu8_epi16(load256(b.qs + 32 * (k / 2)));
-        const __m512i q = k % 2 ? _mm512_srli_epi16(x, 4) : _mm512_and_si512(x, _mm512_set1_epi16(0x0F));
+        __m512i q = k % 2 ? _mm512_srli_epi16(x, 4) : _mm512_and_si512(x, _mm512_set1_epi16(0x0F));
+        if constexpr (kFive) {  // q | (h4 >> k) & 0x10
+            q = _mm512_ternarylogic_epi32(q, _mm512_srli_epi16(h4, k), _mm512_set1_epi16(0x10), 0xF8);
+        }
         return _mm512_mullo_epi16(q, broadcast_load(s2 + k));
     }
     __m256 mw() const { return mf; }
     // mw() of rows f0 (low half) and f1 (high half).
-    static __m512 mw(const Q4KWide& f0, const Q4KWide& f1) { return join(f0.mf, f1.mf); }
+    static __m512 mw(const Q45KWide& f0, const Q45KWide& f1) { return join(f0.mf, f1.mf); }
 };
+using Q4KWide = Q45KWide<block_q4_K>;
+using Q5KWide = Q45KWide<block_q5_K>;
 // Q6_K: elements 0..15 of span k take scale 2 (k % 4) of the 8 in sc[k / 4], 16..31 the next.
 struct Q6KWide : Q6K {
     using Q6K::Q6K;
@@ -210,6 +222,7 @@ void decode_pair_wide(const void* w, size_t row_bytes, int64_t n, int16_t* q, fl
 RowsI16Fn rows_i16(Type type) {
     switch (type) {
         case Type::Q4_K: return &rows1_wide<Q4KWide>;
+        case Type::Q5_K: return &rows1_wide<Q5KWide>;
         case Type::Q6_K: return &rows1_wide<Q6KWide>;
         default: return nullptr;
     }
@@ -218,6 +231,7 @@ RowsI16Fn rows_i16(Type type) {
 DecodeI16Fn decode_i16(Type type) {
     switch (type) {
         case Type::Q4_K: return &decode_wide<Q4KWide>;
+        case Type::Q5_K: return &decode_wide<Q5KWide>;
         case Type::Q6_K: return &decode_wide<Q6KWide>;
         default: return nullptr;
     }
@@ -226,6 +240,7 @@ DecodeI16Fn decode_i16(Type type) {
 DecodePairI16Fn decode_pair_i16(Type type) {
     switch (type) {
         case Type::Q4_K: return &decode_pair_wide<Q4KWide>;
+        case Type::Q5_K: return &decode_pair_wide<Q5KWide>;
         case Type::Q6_K: return &decode_pair_wide<Q6KWide>;
         default: return nullptr;
     }
@@ -234,6 +249,7 @@ DecodePairI16Fn decode_pair_i16(Type type) {
 RowsPacked2Fn rows2_i16(Type type) {
     switch (type) {
         case Type::Q4_K: return &rows2<Q4KWide>;
+        case Type::Q5_K: return &rows2<Q5KWide>;
         case Type::Q6_K: return &rows2<Q6KWide>;
         default: return nullptr;
     }

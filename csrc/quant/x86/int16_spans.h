@@ -41,25 +41,32 @@ inline __m256i word(__m256i v, int k) {
     return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * k)));
 }
 
-// The super-block's weights, 32 at a time: span(k, v) sets v[0], v[1] to elements 32k .. 32k+15
-// and 32k+16 .. 32k+31 as int16 (sub-block scale applied); mw() the minimum per sub-block (the
-// int16 path's unit for Q4_K, int16_gemm.h).
-struct Q4K : BlockRef<block_q4_K> {
+// Q4_K and Q5_K (Blk): the super-block's weights, 32 at a time: span(k, v) sets v[0], v[1] to
+// elements 32k .. 32k+15 and 32k+16 .. 32k+31 as int16 (sub-block scale applied); mw() the minimum
+// per sub-block (the int16 path's unit, int16_gemm.h). Span k: nibble k % 2 of qs[32 (k / 2) + l]
+// and, for Q5_K, bit k of qh[l] as the fifth bit.
+template <class Blk>
+struct Q45K : BlockRef<Blk> {
     static constexpr bool kMin = true;
-    __m256i sc;  // the 6-bit sub-block scales (blocks.h: scale_min_k4) as int16, in both lanes
-    __m256 mf;   // dmin * m per sub-block
-    explicit Q4K(const uint8_t* p) : BlockRef(p) {
+    static constexpr bool kFive = std::is_same_v<Blk, block_q5_K>;
+    using BlockRef<Blk>::b;
+    __m256i sc;     // the 6-bit sub-block scales (blocks.h: scale_min_k4) as int16, in both lanes
+    __m256 mf;      // dmin * m per sub-block
+    __m256i h4[2];  // Q5_K: qh[16 i + l] << 4 in word l of h4[i], widened once per super-block
+    explicit Q45K(const uint8_t* p) : BlockRef<Blk>(p) {
         uint64_t s, m;
         scales_mins(b, s, m);
         sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(s))));
         mf = mins(b, m);
+        if constexpr (kFive)
+            for (int i = 0; i < 2; ++i) h4[i] = _mm256_slli_epi16(load_u8x16(b.qh + 16 * i), 4);
     }
     __m256 mw() const { return mf; }
     // The 6-bit sub-block scales s and mins m, a byte each (blocks.h: scale_min_k4). Bytes 0..3 of
     // b.scales hold scales 0..3 and the top bits of scales 4..7, bytes 4..7 the mins likewise,
     // bytes 8..11 the low nibbles of scales and mins 4..7. (Scalar: kept apart, the two words stay
     // in scalar registers, off the vector ports.)
-    static void scales_mins(const block_q4_K& b, uint64_t& s, uint64_t& m) {
+    static void scales_mins(const Blk& b, uint64_t& s, uint64_t& m) {
         uint32_t lo, mid, hi;
         std::memcpy(&lo, b.scales, 4);
         std::memcpy(&mid, b.scales + 4, 4);
@@ -68,7 +75,7 @@ struct Q4K : BlockRef<block_q4_K> {
         m = (mid & 0x3F3F3F3Fu) | uint64_t{((hi >> 4) & 0x0F0F0F0Fu) | ((mid >> 6) & 0x03030303u) << 4} << 32;
     }
     // dmin * m per sub-block (exact: an f16 times a 6-bit integer), as decode_row writes it.
-    static __m256 mins(const block_q4_K& b, uint64_t m) {
+    static __m256 mins(const Blk& b, uint64_t m) {
         return _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(b.dmin)),
                              _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m)))));
     }
@@ -77,11 +84,14 @@ struct Q4K : BlockRef<block_q4_K> {
         const __m256i s = word(sc, k);
         for (int i = 0; i < 2; ++i) {
             const __m256i x = load_u8x16(qs + 16 * i);
-            const __m256i q = k % 2 ? _mm256_srli_epi16(x, 4) : _mm256_and_si256(x, _mm256_set1_epi16(0x0F));
+            __m256i q = k % 2 ? _mm256_srli_epi16(x, 4) : _mm256_and_si256(x, _mm256_set1_epi16(0x0F));
+            if constexpr (kFive) q = _mm256_or_si256(q, _mm256_and_si256(_mm256_srli_epi16(h4[i], k), _mm256_set1_epi16(0x10)));
             v[i] = _mm256_mullo_epi16(q, s);
         }
     }
 };
+using Q4K = Q45K<block_q4_K>;
+using Q5K = Q45K<block_q5_K>;
 
 // Q6_K: element 128 h + 32 g + l: nibble g / 2 of ql[64 h + 32 (g % 2) + l], bits 2 g of
 // qh[32 h + l], value q - 32, scale scales[(32 g + l) / 16 + 8 h].
@@ -203,7 +213,7 @@ struct TailBlocks {
     }
 };
 
-// The frame of the K-quants' rows kernels (F: Q4K, Q6K or a wider decoder of theirs) for R
+// The frame of the K-quants' rows kernels (F: Q4K, Q5K, Q6K or a wider decoder of theirs) for R
 // activation rows: per super-block, sums(f, bi, S) sets S[r] to row r's 8 exact lane sums, then
 // acc_r += (float)S_r * (d * da_r) and acc_r -= the sub-blocks' minima, as int16_gemm.h defines
 // them, and y[r * ldy] = lane_sum(acc_r), lane_sum being the ISA's copy of the 8-lane tree.
