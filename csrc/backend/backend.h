@@ -16,8 +16,7 @@
 // implementation may split work over output rows/columns or over query rows, never over a
 // reduction, and must use the same arithmetic for every number of rows. Op by op:
 //   matmul, argmax  y[r] depends on x[r] and the weight only: one order of operations per
-//                   (format, ISA) for every n, except where split_rows() says a pass of at least
-//                   that many rows takes another path (then the same for every such n);
+//                   (format, ISA) for every n;
 //                   argmax picks from exactly the values matmul would write; matmuls (one
 //                   input, several weights) gives each weight's matmul
 //   get_rows, rms_norm, rope, store_kv, add, mul, glu, softcap, copy
@@ -177,12 +176,6 @@ public:
     virtual void finish_packing() {}
     // Frees the copy pack() made of w's rows (a matrix that is going away).
     virtual void drop_packed(const Weight& w) {}
-
-    // 0 when a row of a matmul on weights of `type` comes out the same in a pass of any number
-    // of rows; otherwise the pass size from which it is computed another way (below: the same
-    // for every size, and from it on: the same for every size), which whoever gathers rows of
-    // several sequences into one pass must respect (model/engine.h).
-    virtual int64_t split_rows(quant::Type type) const { return 0; }
 
     // Memory. alloc: `bytes` of backend memory, 64-byte aligned, contents undefined. write /
     // read / copy move bytes host -> backend, backend -> host, backend -> backend, in op order

@@ -16,7 +16,7 @@ double now() {
 }  // namespace
 
 Engine::Engine(std::shared_ptr<Model> model, int64_t max_rows)
-    : model_(std::move(model)), max_rows_(max_rows), split_(model_->split_rows()) {
+    : model_(std::move(model)), max_rows_(max_rows) {
     if (max_rows_ < 1) throw std::invalid_argument("max_rows must be >= 1, got " + std::to_string(max_rows_));
 }
 
@@ -65,48 +65,30 @@ bool Engine::step() {
         parts_.push_back(part);
     };
     const auto decoding = [](const Generator* g) { return g->stats().n_generated > 0; };
-    // A prompt as large as Backend::split_rows runs alone and whole (as it would alone); it
-    // takes every other pass while sessions are decoding, so neither side starves.
-    Generator* alone = nullptr;
-    for (Generator* g : gens_) {
-        if (split_ > 0 && !decoding(g) && static_cast<int64_t>(g->rows().size()) >= split_) {
-            alone = g;
-            break;
+    // Decode rows first (one each), then prompts within what is left of the pass.
+    int64_t used = 0;
+    // Round robin from where the last pass stopped, when more sessions decode than a pass takes.
+    const size_t m = gens_.size();
+    size_t seen = 0;
+    for (; seen < m && used < max_rows_; ++seen) {
+        Generator* g = gens_[(next_ + seen) % m];
+        if (!decoding(g) || g->rows().empty()) continue;
+        const state::State& st = g->session().state();
+        if (st.n_past() + 1 > st.n_ctx()) {
+            g->overflow();
+            continue;
         }
+        take(g, 1);
+        ++used;
     }
-    const bool any_decoding = std::any_of(gens_.begin(), gens_.end(), decoding);
-    if (alone && (prompt_turn_ || !any_decoding)) {
-        take(alone, static_cast<int64_t>(alone->rows().size()));
-        prompt_turn_ = false;
-    } else {
-        prompt_turn_ = true;
-        // Decode rows first (one each), then prompts within what is left of the pass.
-        const int64_t cap = split_ > 0 ? std::min(max_rows_, split_ - 1) : max_rows_;
-        int64_t used = 0;
-        // Round robin from where the last pass stopped, when more sessions decode than a pass takes.
-        const size_t m = gens_.size();
-        size_t i = 0;
-        for (; i < m && used < cap; ++i) {
-            Generator* g = gens_[(next_ + i) % m];
-            if (!decoding(g) || g->rows().empty()) continue;
-            const state::State& st = g->session().state();
-            if (st.n_past() + 1 > st.n_ctx()) {
-                g->overflow();
-                continue;
-            }
-            take(g, 1);
-            ++used;
-        }
-        next_ = m > 0 ? (next_ + i) % m : 0;
-        for (Generator* g : gens_) {
-            const auto left = static_cast<int64_t>(g->rows().size());
-            if (decoding(g) || left == 0 || g == alone) continue;
-            const int64_t n = std::min(left, cap - used);
-            if (n <= 0) break;
-            if (split_ > 0 && n < left) continue;  // whole or not at all: a chunk would change its rows
-            take(g, n);
-            used += n;
-        }
+    next_ = m > 0 ? (next_ + seen) % m : 0;
+    for (Generator* g : gens_) {
+        const auto left = static_cast<int64_t>(g->rows().size());
+        if (decoding(g) || left == 0) continue;
+        const int64_t n = std::min(left, max_rows_ - used);
+        if (n <= 0) break;
+        take(g, n);
+        used += n;
     }
     const auto running = [&] { return std::any_of(gens_.begin(), gens_.end(), [](Generator* g) { return !g->done(); }); };
     if (parts_.empty()) return running();

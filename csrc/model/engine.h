@@ -5,9 +5,7 @@
 // Decoding on a CPU reads every weight once per pass whatever the rows, so sessions that share
 // a pass share that read: the aggregate rate grows with the sessions until the multiply-adds
 // catch up with the bytes. A row's result does not depend on its neighbours (backend.h), so
-// each session gets exactly the tokens it would get alone. Where a backend computes a row
-// differently in small and large passes (Backend::split_rows), passes stay below that size,
-// and a prompt that reaches it runs alone and whole, as it would alone.
+// each session gets exactly the tokens it would get alone.
 //
 // Generations join (add) and leave (when done) between steps; speculation is not used here (as
 // the seeds' session-batched serving: a lone request may speculate through Generator::next).
@@ -46,10 +44,8 @@ private:
 
     std::shared_ptr<Model> model_;
     int64_t max_rows_;
-    int64_t split_;                    // Model::split_rows()
     std::vector<Generator*> gens_;
     uint64_t passes_ = 0;
-    bool prompt_turn_ = false;         // a prompt running alone goes next
     size_t next_ = 0;                  // where the next pass starts taking decode rows
     // One pass's request, reused between steps.
     std::vector<Part> parts_;

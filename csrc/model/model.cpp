@@ -262,12 +262,6 @@ void Model::eval_captures(state::State& st, const int32_t* tokens, int64_t n, co
     forward(req);
 }
 
-int64_t Model::split_rows() const {
-    int64_t rows = backend_->split_rows(work_.head.type);
-    for (const PassWork::Part& p : work_.layers) rows = std::max(rows, backend_->split_rows(p.type));
-    return rows;
-}
-
 PassTimes Model::pass_times(bool argmax) const {
     std::lock_guard<std::mutex> lock(times_mu_);
     return times_[argmax ? 1 : 0];

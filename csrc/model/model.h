@@ -132,10 +132,6 @@ public:
     PassTimes pass_times(bool argmax) const;
     void set_pass_times(bool argmax, PassTimes t);
 
-    // 0 when every row of a pass comes out the same whatever the pass's size; otherwise the
-    // size from which some matmul computes rows another way (Backend::split_rows).
-    int64_t split_rows() const;
-
     // Forward passes run and rows they evaluated, since load: the work a caller can account for.
     uint64_t forward_passes() const { return passes_.load(); }
     uint64_t forward_rows() const { return rows_.load(); }

@@ -77,31 +77,24 @@ void Router::run(backend::Backend& be, const Weights& w, const MoeParams& m, bac
     logits_.resize(static_cast<size_t>(n * m.n_expert));
     be.download(logits_.data(), scores);
     route(m, n);
-    // 2. each chosen expert over its rows, in chunks every pass size computes alike
-    int64_t chunk = n;
-    for (const backend::Weight* s : {&w.gate, &w.up, &w.down}) {
-        const int64_t split = be.split_rows(s->type);
-        if (split > 0) chunk = std::min(chunk, split - 1);
-    }
+    // 2. each chosen expert over its rows
     int64_t most = 0;
     for (int64_t e = 0; e < m.n_expert; ++e) {
         most = std::max(most, first_[static_cast<size_t>(e + 1)] - first_[static_cast<size_t>(e)]);
     }
-    most = std::min(most, chunk);
     const Rows xe = arena.rows(most, d), gate = arena.rows(most, m.n_ff), up = arena.rows(most, m.n_ff);
     const Rows ye = arena.rows(most, d);
     be.fill(out, 0.0f);
     for (int64_t e = 0; e < m.n_expert; ++e) {
-        for (int64_t i = first_[static_cast<size_t>(e)]; i < first_[static_cast<size_t>(e + 1)]; i += chunk) {
-            const int64_t c = std::min(chunk, first_[static_cast<size_t>(e + 1)] - i);
-            const int64_t* rows = rows_.data() + i;
-            be.gather(x, rows, xe.rows(0, c));
-            be.matmul(w.gate.matrix(e), xe.rows(0, c), gate.rows(0, c));
-            be.matmul(w.up.matrix(e), xe.rows(0, c), up.rows(0, c));
-            be.glu(gate.rows(0, c), up.rows(0, c), act, gate.rows(0, c));
-            be.matmul(w.down.matrix(e), gate.rows(0, c), ye.rows(0, c));
-            be.scatter_add(ye.rows(0, c), rows, weights_.data() + i, out);
-        }
+        const int64_t i = first_[static_cast<size_t>(e)], c = first_[static_cast<size_t>(e + 1)] - i;
+        if (c == 0) continue;
+        const int64_t* rows = rows_.data() + i;
+        be.gather(x, rows, xe.rows(0, c));
+        be.matmul(w.gate.matrix(e), xe.rows(0, c), gate.rows(0, c));
+        be.matmul(w.up.matrix(e), xe.rows(0, c), up.rows(0, c));
+        be.glu(gate.rows(0, c), up.rows(0, c), act, gate.rows(0, c));
+        be.matmul(w.down.matrix(e), gate.rows(0, c), ye.rows(0, c));
+        be.scatter_add(ye.rows(0, c), rows, weights_.data() + i, out);
     }
     // 3. the shared expert, added last (as transformers adds it to the experts' sum)
     if (m.n_ff_shared > 0) {

@@ -6,8 +6,8 @@
 // its experts, and rows are grouped by expert. Each chosen expert then runs once over the rows
 // that chose it, reading only its own matrices of the stacks, and adds its weighted output into
 // theirs. A row's sum is taken in ascending expert order (as transformers' loop over experts),
-// whatever the other rows chose, and an expert's rows go through its matmuls in chunks below the
-// backend's split_rows(), so a row's result never depends on the rows that share its pass.
+// whatever the other rows chose, and a matmul's row never depends on the rows that share its
+// pass (backend.h), so neither does a row's result.
 #pragma once
 
 #include <cstdint>

@@ -136,11 +136,6 @@ struct I16Kernels {
     RowsI16Fn rows = nullptr;
     // The same over a tile of packed rows (packed.h), for the formats that have a packed layout.
     RowsPackedFn rows_packed = nullptr;
-    // Whether the format takes the int16 path for every batch size (decode and verify too):
-    // those with a fused kernel on x86, on every ISA (the scalar one through decode + gemm) so
-    // that all give the same floats. The others (Q2_K, Q3_K) take it from
-    // backend::kInt16BatchRows (backend/cpu/cpu_backend.h) rows on.
-    bool all_batches = false;
     // The block-lane order (the legacy formats): decode and quantize_row write it, gemm and
     // rows_packed read it.
     bool block_lanes = false;
@@ -164,7 +159,7 @@ struct I16Kernels {
     // formats with a minimum).
     QuantizeLanesFn quantize_lanes = nullptr;
     // Activation rows from which decode + gemm beats the fused kernels (0: the backend's default,
-    // backend::kInt16BatchRows).
+    // backend::kInt16GemmRows).
     int gemm_from = 0;
     // The paired layout of the GEMM's weight tile (AVX-512's K-quant GEMM), where set: rows o and
     // o + 1 (o even) fill q[o n, (o + 2) n) with their 16-element halves alternating, row o's
@@ -237,7 +232,7 @@ DS4_I16_BLOCKS_DECLARE
     constexpr int kBlockRowsMax = 6;                                                                              \
     /* decode_packed of `type` (the legacy formats), or nullptr. */                                             \
     DecodeI16Fn decode_packed(Type type);                                                                         \
-    /* The fused few-rows kernel of `type` (Q4_K, Q5_K, Q6_K), or nullptr. */                                     \
+    /* The fused few-rows kernel of `type` (the K-quants), or nullptr. */                                         \
     RowsI16Fn rows_i16(Type type);
 namespace avx2 {
 DS4_I16_YMM_DECLARE
@@ -257,12 +252,12 @@ constexpr int kBlockRowsMax = 8;
 constexpr int kRowsMax = 8;
 // Weight rows of the K-quant GEMM's register tile (3 pairs in the paired layout).
 constexpr int kPairedTileRows = 6;
-// The fused rows kernels of Q4_K, Q5_K and Q6_K, one row and two at a time, or nullptr.
+// The fused rows kernels of the K-quants, one row and two at a time, or nullptr.
 RowsI16Fn rows_i16(Type type);
 RowsPacked2Fn rows2_i16(Type type);
-// decode of Q4_K, Q5_K and Q6_K in registers (decode_row's values), or nullptr.
+// decode of the K-quants in registers (decode_row's values), or nullptr.
 DecodeI16Fn decode_i16(Type type);
-// decode_pair of Q4_K, Q5_K and Q6_K in registers, or nullptr.
+// decode_pair of the K-quants in registers, or nullptr.
 DecodePairI16Fn decode_pair_i16(Type type);
 // quantize_lanes, writing the half sums xs (formats with a minimum) or not.
 QuantizeLanesFn quantize_i16_lanes(bool half_sums);
@@ -273,7 +268,7 @@ DS4_I16_DECLARE
 DS4_I16_BLOCKS_DECLARE
 // Activation rows per pass of the block-lane kernels.
 constexpr int kBlockRowsMax = 4;
-// The fused rows kernels of Q4_K, Q5_K and Q6_K, or nullptr.
+// The fused rows kernels of the K-quants, or nullptr.
 RowsI16Fn rows_i16(Type type);
 }  // namespace neon
 #undef DS4_I16_DECLARE

@@ -3,10 +3,8 @@
 // dispatch table.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <type_traits>
-#include <vector>
 
 #include "quant/blocks.h"
 #include "quant/int16_gemm.h"
@@ -192,20 +190,6 @@ void decode_row(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
     if constexpr (HasBlockLanes<F>::value) BlockLanes(n).to_lanes_in_place(q);
 }
 
-// decode_pair (int16_gemm.h) of a format whose ISA has no decoder of its own for it: the two rows
-// as decode_row writes them, then their 16-element halves interleaved.
-template <class F>
-void decode_pair_row(const void* w, size_t row_bytes, int64_t n, int16_t* q, float* sw, float* mw) {
-    thread_local std::vector<int16_t> rows;
-    rows.resize(static_cast<size_t>(2 * n));
-    decode_row<F>(w, n, rows.data(), sw, mw);
-    decode_row<F>(static_cast<const uint8_t*>(w) + row_bytes, n, rows.data() + n, sw + n / F::B, mw + n / kHalf);
-    for (int64_t h = 0; h < n; h += kHalf) {
-        std::memcpy(q + 2 * h, rows.data() + h, kHalf * sizeof(int16_t));
-        std::memcpy(q + 2 * h + kHalf, rows.data() + n + h, kHalf * sizeof(int16_t));
-    }
-}
-
 }  // namespace
 
 namespace ref {
@@ -317,9 +301,6 @@ void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, int min
 
 namespace {
 
-// The SIMD GEMM needs only AVX2 (AVX-512 machines run it too, and their own kernels for the
-// block-lane formats) or NEON (arm/int16_neon.cpp); the scalar ISA runs the reference.
-constexpr bool all_batches(Type t) { return t != Type::Q2_K && t != Type::Q3_K; }
 template <Type T>
 void decode_packed_ref(const void* row, int64_t n, int16_t* q, float* sw, float* mw) {
     decode_packed_row(T, row, n, q, sw, mw);
@@ -329,14 +310,17 @@ constexpr DecodeI16Fn packed_ref() {
     return has_packed_layout(T) ? &decode_packed_ref<T> : nullptr;
 }
 
+// The SIMD GEMM needs only AVX2 (AVX-512 machines run it too, and their own kernels for the
+// block-lane formats) or NEON (arm/int16_neon.cpp); the scalar ISA runs the reference.
+// Every format takes the int16 path at every batch size, on every ISA (the scalar one through
+// decode + gemm), so that decode, verify blocks and prefill give the same floats.
 template <class F, Type T>
 const I16Kernels& table(Isa isa) {
     static const I16Kernels none{};
     constexpr bool lanes = HasBlockLanes<F>::value;
-    static const I16Kernels scalar{&decode_row<F>,     F::kMinLen, F::B / kSpan, F::kRange, &ref::quantize_i16,
+    static const I16Kernels scalar{&decode_row<F>, F::kMinLen, F::B / kSpan, F::kRange, &ref::quantize_i16,
                                    lanes ? &ref::gemm_i16_blocks : &ref::gemm_i16,
-                                   nullptr,           nullptr, all_batches(T),       lanes,
-                                   kDotRowsMax,       packed_ref<T>()};
+                                   nullptr, nullptr, lanes, kDotRowsMax, packed_ref<T>()};
 #if defined(DS4_X86)
     static const I16Kernels simd{&decode_row<F>,
                                  F::kMinLen,
@@ -346,7 +330,6 @@ const I16Kernels& table(Isa isa) {
                                  lanes ? &avx2::gemm_i16_blocks : &avx2::gemm_i16,
                                  avx2::rows_i16(T),
                                  avx2::rows_packed(T),
-                                 all_batches(T),
                                  lanes,
                                  lanes ? avx2::kBlockRowsMax : kDotRowsMax,
                                  avx2::decode_packed(T)};
@@ -385,8 +368,7 @@ const I16Kernels& table(Isa isa) {
             }
         }
         if constexpr (F::B > kSpan) {  // the K-quants' GEMM reads its tile in pairs
-            const DecodePairI16Fn pair = avx512::decode_pair_i16(T);
-            k.decode_pair = pair ? pair : &decode_pair_row<F>;
+            k.decode_pair = avx512::decode_pair_i16(T);
             k.few_rows_tile = avx512::kPairedTileRows;
         }
         return k;
@@ -401,7 +383,6 @@ const I16Kernels& table(Isa isa) {
                                  lanes ? &neon::gemm_i16_blocks : &neon::gemm_i16,
                                  neon::rows_i16(T),
                                  neon::rows_packed(T),
-                                 all_batches(T),
                                  lanes,
                                  lanes ? neon::kBlockRowsMax : kDotRowsMax,
                                  packed_ref<T>()};

@@ -64,7 +64,7 @@ def test_simd_equals_reference(t, isa, extra, rows):
 
 
 @pytest.mark.parametrize("isa", SIMD_ISAS)
-@pytest.mark.parametrize("t", ["Q4_K", "Q5_K", "Q6_K"])
+@pytest.mark.parametrize("t", ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"])
 def test_fused_rows_equal_gemm(t, isa):
     # decode and verify blocks (the fused kernel: 1..4 rows per weight pass on AVX2, 1..8 and two
     # weight rows at a time on AVX-512; more rows in passes of equal size) = prefill

@@ -9,8 +9,8 @@
 //   - many rows (prefill): a tile of weight rows is decoded once into floats (decode_groups) and
 //     a register-tiled GEMM (gemm_groups) runs every activation row against it;
 //   - with int16 activations on (CpuOptions::int16_activations), matmuls of the formats with
-//     fused int16 kernels (Q4_K, Q5_K, Q6_K; the legacy formats packed) and, from 32 rows on,
-//     those of Q2_K and Q3_K take the int16 path instead (quant/int16_gemm.h): activations
+//     an int16 path (the legacy formats, packed, and the K-quants) take it instead
+//     (quant/int16_gemm.h): activations
 //     quantised per group of 32 or 256 values, a fused kernel for a few rows, integer tiles for
 //     many; results differ from the float dot's by ~1e-4 relative, and are the same for every
 //     batch size on the int16 path; weights repacked at load (pack(), quant/packed.h: the legacy
@@ -164,11 +164,6 @@ public:
             case Op::get_rows: return quant::kernels(type).dequant != nullptr;
             default: return true;
         }
-    }
-
-    int64_t split_rows(quant::Type type) const override {
-        const quant::I16Kernels& ik = quant::i16_kernels(type);
-        return int16_ && ik.gemm && !ik.all_batches ? kInt16BatchRows : 0;
     }
 
     bool pack(Weight& w, const ReleaseFn& release) override { return pack_as(w, release, defer_pack_); }
@@ -784,9 +779,9 @@ private:
 
     Path path_of(const Weight& w, int64_t n) const {
         const quant::I16Kernels& ik = quant::i16_kernels(w.type);
-        if (int16_ && ik.gemm && (n >= kInt16BatchRows || ik.all_batches)) {
+        if (int16_ && ik.gemm) {
             const bool fused = ik.rows_of(w.packed) != nullptr;
-            return n < (ik.gemm_from ? ik.gemm_from : kInt16BatchRows) && fused ? Path::int16_rows : Path::int16_gemm;
+            return n < (ik.gemm_from ? ik.gemm_from : kInt16GemmRows) && fused ? Path::int16_rows : Path::int16_gemm;
         }
         const quant::Kernels& k = quant::kernels(w.type);
         // A SIMD dot exists iff the active ISA's dot is not the scalar reference's.

@@ -10,12 +10,11 @@ namespace ds4::backend {
 
 struct CpuOptions {
     int threads = 0;  // <= 0: one per hardware thread; every model of this count shares one pool
-    // Whether matmuls (and matmul_argmax) quantise their activations to int16
-    // (quant/int16_gemm.h; ~1e-4 relative deviation from float activations) where that is
-    // faster: every batch for the formats with fused few-rows kernels (Q4_0, Q4_1, Q5_0, Q5_1,
-    // Q8_0, Q4_K, Q5_K, Q6_K), so that decode, verify blocks and prompts agree bit for bit; passes
-    // of at least kInt16BatchRows rows for Q2_K and Q3_K (Backend::split_rows). Off: float
-    // activations everywhere.
+    // Whether matmuls (and matmul_argmax) of the formats with an int16 path (Q4_0, Q4_1, Q5_0,
+    // Q5_1, Q8_0 and the K-quants Q2_K .. Q6_K) quantise their activations to int16
+    // (quant/int16_gemm.h; ~1e-4 relative deviation from float activations), every batch size
+    // alike, so that decode, verify blocks and prompts agree bit for bit. Off: float activations
+    // everywhere.
     bool int16_activations = true;
     bool repack = true;       // pack() may repack (off: every weight read from the mmap)
     // Matrices of 2 MiB and more (a MoE's stacks aside) copied onto transparent huge pages at load,
@@ -29,8 +28,9 @@ struct CpuOptions {
     bool screen_head = true;
 };
 
-// From this many rows on, matmuls of Q2_K and Q3_K take the int16 path.
-constexpr int64_t kInt16BatchRows = 32;
+// From this many rows on, an int16 matmul decodes its weights for the GEMM instead of running the
+// fused rows kernels (where I16Kernels::gemm_from does not say otherwise); the same floats.
+constexpr int64_t kInt16GemmRows = 32;
 
 std::unique_ptr<Backend> make_cpu_backend(const CpuOptions& opts);
 

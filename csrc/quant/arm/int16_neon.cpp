@@ -1,5 +1,5 @@
 // NEON kernels of the int16 path (int16_gemm.h): the activation quantiser, the GEMMs over decoded
-// rows (natural order and block lanes), the few-rows kernels of Q4_K / Q5_K / Q6_K from their GGUF
+// rows (natural order and block lanes), the few-rows kernels of the K-quants from their GGUF
 // blocks and of the legacy formats from their packed rows (packed.h). Every result is the
 // scalar reference's bit for bit, as on x86, so decode, verify blocks and prefill agree on ARM too.
 //
@@ -397,6 +397,7 @@ void rows_packed_blocks(const void* row, int64_t n, const int16_t* a, const floa
 template <class Blk>
 struct Q45K {
     static constexpr bool kMin = true;
+    static constexpr int kUnits = 8;
     static constexpr bool kFive = std::is_same_v<Blk, block_q5_K>;
     static constexpr int kBytes = sizeof(Blk);
     const Blk& b;
@@ -454,6 +455,65 @@ struct Q6K {
     }
 };
 
+// Q3_K: span k = 4 h + s (elements 128 h + 32 s + l): crumb s of qs[32 h + l], minus 4 where bit k
+// of hmask[l] is clear, times the 6-bit scale (minus 32) of its 16 elements.
+struct Q3K {
+    static constexpr bool kMin = false;
+    static constexpr int kBytes = sizeof(block_q3_K);
+    const block_q3_K& b;
+    int16_t sc[16];
+    explicit Q3K(const uint8_t* p) : b(*reinterpret_cast<const block_q3_K*>(p)) {
+        for (int j = 0; j < 16; ++j) {
+            const int lo = (j < 8 ? b.scales[j] : b.scales[j - 8] >> 4) & 0x0F;
+            const int hi = (b.scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+            sc[j] = static_cast<int16_t>((lo | hi << 4) - 32);
+        }
+    }
+    float d() const { return ref::fp16(b.d); }
+    Span span(int k) const {
+        const int h = k / 4, s = k % 4;
+        Span v;
+        for (int i = 0; i < 2; ++i) {
+            const uint8x16_t lo = vandq_u8(vshlq_u8(vld1q_u8(b.qs + 32 * h + 16 * i), vdupq_n_s8(static_cast<int8_t>(-2 * s))),
+                                           vdupq_n_u8(3));
+            const uint8x16_t hi = vandq_u8(vshlq_u8(vld1q_u8(b.hmask + 16 * i), vdupq_n_s8(static_cast<int8_t>(2 - k))),
+                                           vdupq_n_u8(4));
+            const int8x16_t q = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, hi)), vdupq_n_s8(4));
+            const int16_t c = sc[2 * k + i];
+            v.w[2 * i] = vmulq_n_s16(vmovl_s8(vget_low_s8(q)), c);
+            v.w[2 * i + 1] = vmulq_n_s16(vmovl_high_s8(q), c);
+        }
+        return v;
+    }
+};
+
+// Q2_K: span k = 4 h + s: crumb s of qs[32 h + l] times the 4-bit scale of its 16 elements (low
+// nibble of scales[j]); a minimum per 16 elements, dmin times the high nibble.
+struct Q2K {
+    static constexpr bool kMin = true;
+    static constexpr int kUnits = 16;
+    static constexpr int kBytes = sizeof(block_q2_K);
+    const block_q2_K& b;
+    float mw[16];
+    explicit Q2K(const uint8_t* p) : b(*reinterpret_cast<const block_q2_K*>(p)) {
+        const float dmin = ref::fp16(b.dmin);
+        for (int j = 0; j < 16; ++j) mw[j] = dmin * static_cast<float>(b.scales[j] >> 4);
+    }
+    float d() const { return ref::fp16(b.d); }
+    Span span(int k) const {
+        const int h = k / 4, s = k % 4;
+        Span v;
+        for (int i = 0; i < 2; ++i) {
+            const uint8x16_t q = vandq_u8(vshlq_u8(vld1q_u8(b.qs + 32 * h + 16 * i), vdupq_n_s8(static_cast<int8_t>(-2 * s))),
+                                          vdupq_n_u8(3));
+            const auto c = static_cast<int16_t>(b.scales[2 * k + i] & 0x0F);
+            v.w[2 * i] = vmulq_n_s16(u8_lo(q), c);
+            v.w[2 * i + 1] = vmulq_n_s16(u8_hi(q), c);
+        }
+        return v;
+    }
+};
+
 // y[r * ldy] for R activation rows against one GGUF row of format F: the integer lane sums and the
 // fma per group as the GEMM takes them, then for the formats with a minimum the super-block's
 // eight sub-blocks' minima (as decode_row writes them) out of the same lanes.
@@ -476,14 +536,15 @@ void rows(const void* w, int64_t n, const int16_t* a, const float* da, const flo
             const float32x4_t scale = vdupq_n_f32(d * da[r * nb + bi]);
             fma_lanes(acc[r], S[r], scale, scale);
         }
-        if constexpr (F::kMin) {  // sub-blocks 8 bi .. 8 bi + 7
-            const float32x4_t lo = vld1q_f32(f.mw), hi = vld1q_f32(f.mw + 4);
-            for (int r = 0; r < R; ++r) {
-                const float* x = xs + r * stride + 8 * bi;
-                acc[r].lo = vfmsq_f32(acc[r].lo, lo, vld1q_f32(x));
-                acc[r].hi = vfmsq_f32(acc[r].hi, hi, vld1q_f32(x + 4));
+        if constexpr (F::kMin)  // the minimum units kUnits bi .. kUnits (bi + 1) - 1, 8 at a time
+            for (int i = 0; i < F::kUnits / 8; ++i) {
+                const float32x4_t lo = vld1q_f32(f.mw + 8 * i), hi = vld1q_f32(f.mw + 8 * i + 4);
+                for (int r = 0; r < R; ++r) {
+                    const float* x = xs + r * stride + F::kUnits * bi + 8 * i;
+                    acc[r].lo = vfmsq_f32(acc[r].lo, lo, vld1q_f32(x));
+                    acc[r].hi = vfmsq_f32(acc[r].hi, hi, vld1q_f32(x + 4));
+                }
             }
-        }
     }
     for (int r = 0; r < R; ++r) y[r * ldy] = hsum(acc[r]);
 }
@@ -575,6 +636,8 @@ void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, int min
 
 RowsI16Fn rows_i16(Type type) {
     switch (type) {
+        case Type::Q2_K: return &rows_any<Q2K>;
+        case Type::Q3_K: return &rows_any<Q3K>;
         case Type::Q4_K: return &rows_any<Q45K<block_q4_K>>;
         case Type::Q5_K: return &rows_any<Q45K<block_q5_K>>;
         case Type::Q6_K: return &rows_any<Q6K>;

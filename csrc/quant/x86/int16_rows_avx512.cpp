@@ -1,6 +1,6 @@
-// AVX-512 int16-path kernels of the K-quants Q4_K, Q5_K and Q6_K for a few activation rows (decode,
+// AVX-512 int16-path kernels of the K-quants (Q2_K .. Q6_K) for a few activation rows (decode,
 // verify blocks), one or two weight rows at a time: a span of 32 weights of one row in a zmm
-// (Q45KWide, Q6KWide), one plain activation load per span and activation row shared by both weight
+// (Q45KWide, HalvesWide), one plain activation load per span and activation row shared by both weight
 // rows, and lanes j and j + 8 folded at the super-block's end into the AVX2 kernel's lane j, from
 // where every lane does the AVX2 kernel's arithmetic (x86/int16_rows_avx2.cpp: the same integer
 // sums per group, scale products, fmas, minimum terms and final lane trees), so the floats are its
@@ -30,6 +30,7 @@ namespace {
 template <class Blk>
 struct Q45KWide : BlockRef<Blk> {
     static constexpr bool kMin = true;
+    static constexpr int kUnits = 8;
     static constexpr bool kFive = Q45K<Blk>::kFive;
     using BlockRef<Blk>::b;
     alignas(32) int32_t s2[8];
@@ -51,23 +52,26 @@ struct Q45KWide : BlockRef<Blk> {
         }
         return _mm512_mullo_epi16(q, broadcast_load(s2 + k));
     }
-    __m256 mw() const { return mf; }
-    // mw() of rows f0 (low half) and f1 (high half).
-    static __m512 mw(const Q45KWide& f0, const Q45KWide& f1) { return join(f0.mf, f1.mf); }
+    __m256 mw(int) const { return mf; }
 };
 using Q4KWide = Q45KWide<block_q4_K>;
 using Q5KWide = Q45KWide<block_q5_K>;
-// Q6_K: elements 0..15 of span k take scale 2 (k % 4) of the 8 in sc[k / 4], 16..31 the next.
-struct Q6KWide : Q6K {
-    using Q6K::Q6K;
+// Q2_K, Q3_K and Q6_K (a scale per 16 elements, Base their AVX2 decoder): elements 0..15 of span
+// k take scale 2 (k % 4) of the 8 in sc[k / 4], 16..31 the next.
+template <class Base>
+struct HalvesWide : Base {
+    using Base::Base;
     __m512i wide(int k) const {
         const int h = k / 4, g = k % 4;
-        const __m512i s = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sc[h]));
+        const __m512i s = _mm512_broadcast_i32x4(_mm256_castsi256_si128(this->sc[h]));
         const __m512i pick = join(_mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g))),
                                   _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g + 1))));
-        return _mm512_mullo_epi16(_mm512_cvtepi8_epi16(bytes(k)), _mm512_shuffle_epi8(s, pick));
+        return _mm512_mullo_epi16(_mm512_cvtepi8_epi16(this->bytes(k)), _mm512_shuffle_epi8(s, pick));
     }
 };
+using Q2KWide = HalvesWide<Q2K>;
+using Q3KWide = HalvesWide<Q3K>;
+using Q6KWide = HalvesWide<Q6K>;
 
 // y[r * ldy] (row p0) and y[r * ldy + 1] (row p1) for R activation rows, F a wide decoder (one
 // span of a row in a zmm, above): per span, both rows' spans against one plain load of the
@@ -100,15 +104,14 @@ void rows_super(const uint8_t* p0, const uint8_t* p1, int nw, int64_t n, const i
             }
         }
         const __m512 d = join(_mm256_set1_ps(f0.d()), _mm256_set1_ps(f1.d()));
-        __m512 mw = _mm512_setzero_ps();
-        if constexpr (F::kMin) mw = F::mw(f0, f1);
         for (int r = 0; r < R; ++r) {
             const __m512i T = fold(S[0][r], S[1][r]);
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(T), _mm512_mul_ps(d, _mm512_set1_ps(da[r * nb + bi])), acc[r]);
-            if constexpr (F::kMin) {
-                const __m256 xm = _mm256_loadu_ps(xs + r * mstride + 8 * bi);  // the super-block's sub-blocks
-                acc[r] = _mm512_fnmadd_ps(mw, _mm512_broadcast_f32x8(xm), acc[r]);
-            }
+            if constexpr (F::kMin)  // the super-block's minimum units, 8 at a time, both rows' in one zmm
+                for (int i = 0; i < F::kUnits / 8; ++i) {
+                    const __m256 xm = _mm256_loadu_ps(xs + r * mstride + F::kUnits * bi + 8 * i);
+                    acc[r] = _mm512_fnmadd_ps(join(f0.mw(i), f1.mw(i)), _mm512_broadcast_f32x8(xm), acc[r]);
+                }
         }
     }
     store_hsums(acc, nw, y, ldy);
@@ -173,11 +176,12 @@ void rows2(const void* w, size_t row_bytes, int64_t n, const int16_t* a, const f
     rows_any<F>(p, p + row_bytes, 2, n, a, da, xs, nx, y, ldy);
 }
 
-// Super-block bi's scale sw[bi] and its minima per sub-block (Q4_K), as decode_row writes them.
+// Super-block bi's scale sw[bi] and its minimum units, as decode_row writes them.
 template <class F>
 void store_scales(const F& f, int64_t bi, float* sw, float* mw) {
     sw[bi] = f.d();
-    if constexpr (F::kMin) _mm256_storeu_ps(mw + bi * (QK_K / kSpan), f.mw());
+    if constexpr (F::kMin)
+        for (int i = 0; i < F::kUnits / 8; ++i) _mm256_storeu_ps(mw + bi * F::kUnits + 8 * i, f.mw(i));
 }
 
 // A K-quant row decoded to the GEMM's int16 tile as decode_row writes it (int16_ref.cpp: each
@@ -221,6 +225,8 @@ void decode_pair_wide(const void* w, size_t row_bytes, int64_t n, int16_t* q, fl
 
 RowsI16Fn rows_i16(Type type) {
     switch (type) {
+        case Type::Q2_K: return &rows1_wide<Q2KWide>;
+        case Type::Q3_K: return &rows1_wide<Q3KWide>;
         case Type::Q4_K: return &rows1_wide<Q4KWide>;
         case Type::Q5_K: return &rows1_wide<Q5KWide>;
         case Type::Q6_K: return &rows1_wide<Q6KWide>;
@@ -230,6 +236,8 @@ RowsI16Fn rows_i16(Type type) {
 
 DecodeI16Fn decode_i16(Type type) {
     switch (type) {
+        case Type::Q2_K: return &decode_wide<Q2KWide>;
+        case Type::Q3_K: return &decode_wide<Q3KWide>;
         case Type::Q4_K: return &decode_wide<Q4KWide>;
         case Type::Q5_K: return &decode_wide<Q5KWide>;
         case Type::Q6_K: return &decode_wide<Q6KWide>;
@@ -239,6 +247,8 @@ DecodeI16Fn decode_i16(Type type) {
 
 DecodePairI16Fn decode_pair_i16(Type type) {
     switch (type) {
+        case Type::Q2_K: return &decode_pair_wide<Q2KWide>;
+        case Type::Q3_K: return &decode_pair_wide<Q3KWide>;
         case Type::Q4_K: return &decode_pair_wide<Q4KWide>;
         case Type::Q5_K: return &decode_pair_wide<Q5KWide>;
         case Type::Q6_K: return &decode_pair_wide<Q6KWide>;
@@ -248,6 +258,8 @@ DecodePairI16Fn decode_pair_i16(Type type) {
 
 RowsPacked2Fn rows2_i16(Type type) {
     switch (type) {
+        case Type::Q2_K: return &rows2<Q2KWide>;
+        case Type::Q3_K: return &rows2<Q3KWide>;
         case Type::Q4_K: return &rows2<Q4KWide>;
         case Type::Q5_K: return &rows2<Q5KWide>;
         case Type::Q6_K: return &rows2<Q6KWide>;

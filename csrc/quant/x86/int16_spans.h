@@ -42,12 +42,13 @@ inline __m256i word(__m256i v, int k) {
 }
 
 // Q4_K and Q5_K (Blk): the super-block's weights, 32 at a time: span(k, v) sets v[0], v[1] to
-// elements 32k .. 32k+15 and 32k+16 .. 32k+31 as int16 (sub-block scale applied); mw() the minimum
-// per sub-block (the int16 path's unit, int16_gemm.h). Span k: nibble k % 2 of qs[32 (k / 2) + l]
+// elements 32k .. 32k+15 and 32k+16 .. 32k+31 as int16 (sub-block scale applied); mw(0) the minimum
+// per sub-block (the int16 path's unit, int16_gemm.h; kUnits per super-block). Span k: nibble k % 2 of qs[32 (k / 2) + l]
 // and, for Q5_K, bit k of qh[l] as the fifth bit.
 template <class Blk>
 struct Q45K : BlockRef<Blk> {
     static constexpr bool kMin = true;
+    static constexpr int kUnits = 8;
     static constexpr bool kFive = std::is_same_v<Blk, block_q5_K>;
     using BlockRef<Blk>::b;
     __m256i sc;     // the 6-bit sub-block scales (blocks.h: scale_min_k4) as int16, in both lanes
@@ -61,7 +62,7 @@ struct Q45K : BlockRef<Blk> {
         if constexpr (kFive)
             for (int i = 0; i < 2; ++i) h4[i] = _mm256_slli_epi16(load_u8x16(b.qh + 16 * i), 4);
     }
-    __m256 mw() const { return mf; }
+    __m256 mw(int) const { return mf; }
     // The 6-bit sub-block scales s and mins m, a byte each (blocks.h: scale_min_k4). Bytes 0..3 of
     // b.scales hold scales 0..3 and the top bits of scales 4..7, bytes 4..7 the mins likewise,
     // bytes 8..11 the low nibbles of scales and mins 4..7. (Scalar: kept apart, the two words stay
@@ -120,6 +121,79 @@ struct Q6K : BlockRef<block_q6_K> {
         const __m256i q = bytes(k);
         v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), word(sc[h], 2 * g));
         v[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), word(sc[h], 2 * g + 1));
+    }
+};
+
+// Q3_K: span k = 4 h + s (elements 128 h + 32 s + l): crumb s of qs[32 h + l], minus 4 where bit k
+// of hmask[l] is clear, times the 6-bit scale (minus 32) of its 16 elements.
+struct Q3K : BlockRef<block_q3_K> {
+    static constexpr bool kMin = false;
+    __m256i sc[2];  // the 16 scales as int16: 0..7 and 8..15, each in both lanes
+    explicit Q3K(const uint8_t* p) : BlockRef(p) {
+        const __m128i s = _mm_sub_epi8(scales(b), _mm_set1_epi8(32));
+        sc[0] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s));
+        sc[1] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s, 8)));
+    }
+    // The 16 6-bit scales, a byte each: bytes 0..7 of b.scales hold the low nibbles of scales 0..7
+    // and (high nibbles) 8..15, bytes 8..11 two top bits of each, scale j's at bits 2 (j / 4) of
+    // byte 8 + j % 4.
+    static __m128i scales(const block_q3_K& b) {
+        uint32_t lo, mid, hi;
+        std::memcpy(&lo, b.scales, 4);
+        std::memcpy(&mid, b.scales + 4, 4);
+        std::memcpy(&hi, b.scales + 8, 4);
+        const uint32_t m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
+        return _mm_setr_epi32(static_cast<int>((lo & m4) | (hi & m2) << 4), static_cast<int>((mid & m4) | (hi >> 2 & m2) << 4),
+                              static_cast<int>((lo >> 4 & m4) | (hi >> 4 & m2) << 4),
+                              static_cast<int>((mid >> 4 & m4) | (hi >> 6 & m2) << 4));
+    }
+    // Span k's 32 values as int8, in element order.
+    __m256i bytes(int k) const {
+        const int h = k / 4, s = k % 4;
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
+        const __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
+        const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), _mm256_set1_epi8(3));
+        // bit k of each hmask byte moved to bit 2
+        const __m256i hi = _mm256_and_si256(k < 2 ? _mm256_slli_epi16(m, 2 - k) : _mm256_srli_epi16(m, k - 2),
+                                            _mm256_set1_epi8(4));
+        return _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(4));
+    }
+    void span(int k, __m256i (&v)[2]) const {
+        const int h = k / 4, s = k % 4;
+        const __m256i q = bytes(k);
+        v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), word(sc[h], 2 * s));
+        v[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), word(sc[h], 2 * s + 1));
+    }
+};
+
+// Q2_K: span k = 4 h + s: crumb s of qs[32 h + l] times the 4-bit scale of its 16 elements (low
+// nibble of scales[j]); a minimum per 16 elements (the int16 path's unit for Q2_K), dmin times the
+// high nibble.
+struct Q2K : BlockRef<block_q2_K> {
+    static constexpr bool kMin = true;
+    static constexpr int kUnits = 16;
+    __m256i sc[2];  // the 16 scales as int16: 0..7 and 8..15, each in both lanes
+    __m256 mf[2];   // dmin * m per 16 elements: 0..7, 8..15
+    explicit Q2K(const uint8_t* p) : BlockRef(p) {
+        const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+        const __m128i lo = _mm_and_si128(s, _mm_set1_epi8(0x0F)), hi = _mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(0x0F));
+        sc[0] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(lo));
+        sc[1] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_srli_si128(lo, 8)));
+        const __m256 dmin = _mm256_set1_ps(f16_to_f32(b.dmin));
+        mf[0] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)));
+        mf[1] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))));
+    }
+    __m256 mw(int i) const { return mf[i]; }
+    // Span k's 32 values (0..3) as bytes, in element order.
+    __m256i bytes(int k) const {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (k / 4)));
+        return _mm256_and_si256(_mm256_srli_epi16(q, 2 * (k % 4)), _mm256_set1_epi8(3));
+    }
+    void span(int k, __m256i (&v)[2]) const {
+        const int h = k / 4, s = k % 4;
+        const __m256i q = bytes(k);
+        v[0] = _mm256_mullo_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(q)), word(sc[h], 2 * s));
+        v[1] = _mm256_mullo_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(q, 1)), word(sc[h], 2 * s + 1));
     }
 };
 
@@ -213,7 +287,7 @@ struct TailBlocks {
     }
 };
 
-// The frame of the K-quants' rows kernels (F: Q4K, Q5K, Q6K or a wider decoder of theirs) for R
+// The frame of the K-quants' rows kernels (F: Q2K .. Q6K or a wider decoder of theirs) for R
 // activation rows: per super-block, sums(f, bi, S) sets S[r] to row r's 8 exact lane sums, then
 // acc_r += (float)S_r * (d * da_r) and acc_r -= the sub-blocks' minima, as int16_gemm.h defines
 // them, and y[r * ldy] = lane_sum(acc_r), lane_sum being the ISA's copy of the 8-lane tree.
@@ -232,8 +306,10 @@ inline void super_rows(const void* w, int64_t n, const float* da, const float* x
         const float d = f.d();
         for (int r = 0; r < R; ++r) {
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[r]), _mm256_set1_ps(d * da[r * nb + bi]), acc[r]);
-            // the super-block's eight sub-blocks' minima in the eight lanes
-            if constexpr (F::kMin) acc[r] = _mm256_fnmadd_ps(f.mw(), _mm256_loadu_ps(xs + r * stride + 8 * bi), acc[r]);
+            // the super-block's minimum units (8 or 16) in the eight lanes, in order
+            if constexpr (F::kMin)
+                for (int i = 0; i < F::kUnits / 8; ++i)
+                    acc[r] = _mm256_fnmadd_ps(f.mw(i), _mm256_loadu_ps(xs + r * stride + F::kUnits * bi + 8 * i), acc[r]);
         }
     }
     for (int r = 0; r < R; ++r) y[r * ldy] = lane_sum(acc[r]);
