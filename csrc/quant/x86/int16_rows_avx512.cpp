@@ -35,7 +35,7 @@ struct Q45KWide : BlockRef<Blk> {
     using BlockRef<Blk>::b;
     alignas(32) int32_t s2[8];
     __m256 mf;  // dmin * m per sub-block
-    __m512i h4; // Q5_K: qh[l] << 4 in word l
+    __m512i h4;  // Q5_K: qh[l] << 4 in word l
     explicit Q45KWide(const uint8_t* p) : BlockRef<Blk>(p) {
         uint64_t s, m;
         Q45K<Blk>::scales_mins(b, s, m);
