@@ -455,6 +455,12 @@ struct Q6K {
     }
 };
 
+// Q2_K / Q3_K: elements 16 i .. 16 i + 15 of span k = 4 h + s: crumb s of qs[32 h + 16 i + l].
+inline uint8x16_t k_crumbs(const uint8_t* qs, int k, int i) {
+    return vandq_u8(vshlq_u8(vld1q_u8(qs + 32 * (k / 4) + 16 * i), vdupq_n_s8(static_cast<int8_t>(-2 * (k % 4)))),
+                    vdupq_n_u8(3));
+}
+
 // Q3_K: span k = 4 h + s (elements 128 h + 32 s + l): crumb s of qs[32 h + l], minus 4 where bit k
 // of hmask[l] is clear, times the 6-bit scale (minus 32) of its 16 elements.
 struct Q3K {
@@ -471,11 +477,9 @@ struct Q3K {
     }
     float d() const { return ref::fp16(b.d); }
     Span span(int k) const {
-        const int h = k / 4, s = k % 4;
         Span v;
         for (int i = 0; i < 2; ++i) {
-            const uint8x16_t lo = vandq_u8(vshlq_u8(vld1q_u8(b.qs + 32 * h + 16 * i), vdupq_n_s8(static_cast<int8_t>(-2 * s))),
-                                           vdupq_n_u8(3));
+            const uint8x16_t lo = k_crumbs(b.qs, k, i);
             const uint8x16_t hi = vandq_u8(vshlq_u8(vld1q_u8(b.hmask + 16 * i), vdupq_n_s8(static_cast<int8_t>(2 - k))),
                                            vdupq_n_u8(4));
             const int8x16_t q = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, hi)), vdupq_n_s8(4));
@@ -501,11 +505,9 @@ struct Q2K {
     }
     float d() const { return ref::fp16(b.d); }
     Span span(int k) const {
-        const int h = k / 4, s = k % 4;
         Span v;
         for (int i = 0; i < 2; ++i) {
-            const uint8x16_t q = vandq_u8(vshlq_u8(vld1q_u8(b.qs + 32 * h + 16 * i), vdupq_n_s8(static_cast<int8_t>(-2 * s))),
-                                          vdupq_n_u8(3));
+            const uint8x16_t q = k_crumbs(b.qs, k, i);
             const auto c = static_cast<int16_t>(b.scales[2 * k + i] & 0x0F);
             v.w[2 * i] = vmulq_n_s16(u8_lo(q), c);
             v.w[2 * i + 1] = vmulq_n_s16(u8_hi(q), c);

@@ -94,15 +94,27 @@ struct Q45K : BlockRef<Blk> {
 using Q4K = Q45K<block_q4_K>;
 using Q5K = Q45K<block_q5_K>;
 
+// The 16 scales of a decoder with a scale per 16 elements (signed bytes s) as int16: sc[0] scales
+// 0..7, sc[1] 8..15, each in both lanes.
+inline void halves_scales(__m128i s, __m256i (&sc)[2]) {
+    sc[0] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s));
+    sc[1] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s, 8)));
+}
+// Span k of such a decoder from its 32 values as bytes q, sign-extended: elements 0..15 take
+// scale 2k, 16..31 scale 2k + 1.
+inline void halves_span(__m256i q, const __m256i (&sc)[2], int k, __m256i (&v)[2]) {
+    const int h = k / 4, g = k % 4;
+    v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), word(sc[h], 2 * g));
+    v[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), word(sc[h], 2 * g + 1));
+}
+
 // Q6_K: element 128 h + 32 g + l: nibble g / 2 of ql[64 h + 32 (g % 2) + l], bits 2 g of
 // qh[32 h + l], value q - 32, scale scales[(32 g + l) / 16 + 8 h].
 struct Q6K : BlockRef<block_q6_K> {
     static constexpr bool kMin = false;
     __m256i sc[2];  // the 16 int8 scales as int16: 0..7 and 8..15, each in both lanes
     explicit Q6K(const uint8_t* p) : BlockRef(p) {
-        const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
-        sc[0] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s));
-        sc[1] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s, 8)));
+        halves_scales(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), sc);
     }
     // Span k's 32 values q - 32 as int8, in element order.
     __m256i bytes(int k) const {
@@ -116,13 +128,14 @@ struct Q6K : BlockRef<block_q6_K> {
                                             _mm256_set1_epi8(0x30));
         return _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
     }
-    void span(int k, __m256i (&v)[2]) const {
-        const int h = k / 4, g = k % 4;
-        const __m256i q = bytes(k);
-        v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), word(sc[h], 2 * g));
-        v[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), word(sc[h], 2 * g + 1));
-    }
+    void span(int k, __m256i (&v)[2]) const { halves_span(bytes(k), sc, k, v); }
 };
+
+// Q2_K / Q3_K: span k = 4 h + s's 32 crumbs as bytes: crumb s of qs[32 h + l].
+inline __m256i k_crumbs(const uint8_t* qs, int k) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (k / 4)));
+    return _mm256_and_si256(_mm256_srli_epi16(q, 2 * (k % 4)), _mm256_set1_epi8(3));
+}
 
 // Q3_K: span k = 4 h + s (elements 128 h + 32 s + l): crumb s of qs[32 h + l], minus 4 where bit k
 // of hmask[l] is clear, times the 6-bit scale (minus 32) of its 16 elements.
@@ -130,9 +143,7 @@ struct Q3K : BlockRef<block_q3_K> {
     static constexpr bool kMin = false;
     __m256i sc[2];  // the 16 scales as int16: 0..7 and 8..15, each in both lanes
     explicit Q3K(const uint8_t* p) : BlockRef(p) {
-        const __m128i s = _mm_sub_epi8(scales(b), _mm_set1_epi8(32));
-        sc[0] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s));
-        sc[1] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s, 8)));
+        halves_scales(_mm_sub_epi8(scales(b), _mm_set1_epi8(32)), sc);
     }
     // The 16 6-bit scales, a byte each: bytes 0..7 of b.scales hold the low nibbles of scales 0..7
     // and (high nibbles) 8..15, bytes 8..11 two top bits of each, scale j's at bits 2 (j / 4) of
@@ -149,21 +160,14 @@ struct Q3K : BlockRef<block_q3_K> {
     }
     // Span k's 32 values as int8, in element order.
     __m256i bytes(int k) const {
-        const int h = k / 4, s = k % 4;
-        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
         const __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
-        const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), _mm256_set1_epi8(3));
+        const __m256i lo = k_crumbs(b.qs, k);
         // bit k of each hmask byte moved to bit 2
         const __m256i hi = _mm256_and_si256(k < 2 ? _mm256_slli_epi16(m, 2 - k) : _mm256_srli_epi16(m, k - 2),
                                             _mm256_set1_epi8(4));
         return _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(4));
     }
-    void span(int k, __m256i (&v)[2]) const {
-        const int h = k / 4, s = k % 4;
-        const __m256i q = bytes(k);
-        v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), word(sc[h], 2 * s));
-        v[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), word(sc[h], 2 * s + 1));
-    }
+    void span(int k, __m256i (&v)[2]) const { halves_span(bytes(k), sc, k, v); }
 };
 
 // Q2_K: span k = 4 h + s: crumb s of qs[32 h + l] times the 4-bit scale of its 16 elements (low
@@ -177,24 +181,15 @@ struct Q2K : BlockRef<block_q2_K> {
     explicit Q2K(const uint8_t* p) : BlockRef(p) {
         const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
         const __m128i lo = _mm_and_si128(s, _mm_set1_epi8(0x0F)), hi = _mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(0x0F));
-        sc[0] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(lo));
-        sc[1] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_srli_si128(lo, 8)));
+        halves_scales(lo, sc);
         const __m256 dmin = _mm256_set1_ps(f16_to_f32(b.dmin));
         mf[0] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)));
         mf[1] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))));
     }
     __m256 mw(int i) const { return mf[i]; }
     // Span k's 32 values (0..3) as bytes, in element order.
-    __m256i bytes(int k) const {
-        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (k / 4)));
-        return _mm256_and_si256(_mm256_srli_epi16(q, 2 * (k % 4)), _mm256_set1_epi8(3));
-    }
-    void span(int k, __m256i (&v)[2]) const {
-        const int h = k / 4, s = k % 4;
-        const __m256i q = bytes(k);
-        v[0] = _mm256_mullo_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(q)), word(sc[h], 2 * s));
-        v[1] = _mm256_mullo_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(q, 1)), word(sc[h], 2 * s + 1));
-    }
+    __m256i bytes(int k) const { return k_crumbs(b.qs, k); }
+    void span(int k, __m256i (&v)[2]) const { halves_span(bytes(k), sc, k, v); }
 };
 
 // -1 in the lanes of elements 16 i .. 16 i + 15 whose fifth bit (bit e of qh) is set.
