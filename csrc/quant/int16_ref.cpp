@@ -8,6 +8,7 @@
 
 #include "quant/blocks.h"
 #include "quant/int16_gemm.h"
+#include "quant/iq_tables.h"
 #include "quant/kernels_ref.h"
 #include "quant/packed.h"
 
@@ -122,6 +123,26 @@ struct Q3K {
             scale_all(t + kHalf * k, kHalf, (lo | (hi << 4)) - 32);
         }
         sw[0] = d;
+    }
+};
+// IQ4_XS: sub-block j (elements 32 j + l) takes the code book's value at nibble l / 16 of
+// qs[16 j + l % 16], times its 6-bit scale minus 32 (low nibble from scales_l, two high bits
+// from scales_h).
+struct IQ4XS {
+    using Block = block_iq4_xs;
+    static constexpr int B = QK_K;
+    static constexpr int kMinLen = 0;
+    static constexpr int kRange = 16383;  // |t| <= 32 * 127: 32 * 4064 * 16383 < 2^31
+    static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
+        const auto& b = *reinterpret_cast<const Block*>(p);
+        for (int j = 0; j < B / 32; ++j) {
+            const int ls = (((b.scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | ((b.scales_h >> (2 * j)) & 3) << 4) - 32;
+            for (int l = 0; l < 16; ++l) {
+                t[32 * j + l] = static_cast<int16_t>(ls * kvalues_iq4nl[b.qs[16 * j + l] & 0x0F]);
+                t[32 * j + 16 + l] = static_cast<int16_t>(ls * kvalues_iq4nl[b.qs[16 * j + l] >> 4]);
+            }
+        }
+        sw[0] = ref::fp16(b.d);
     }
 };
 template <bool kFive>
@@ -406,6 +427,7 @@ const I16Kernels& i16_kernels(Type type, Isa isa) {
         case Type::Q4_K: return table<Q45K<false>, Type::Q4_K>(isa);
         case Type::Q5_K: return table<Q45K<true>, Type::Q5_K>(isa);
         case Type::Q6_K: return table<Q6K, Type::Q6_K>(isa);
+        case Type::IQ4_XS: return table<IQ4XS, Type::IQ4_XS>(isa);
         default: return none;
     }
 }

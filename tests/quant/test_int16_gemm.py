@@ -21,7 +21,7 @@ from ds4 import _core
 
 from test_simd_kernels import SIMD_ISAS, block_size, random_row
 
-I16_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
+I16_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"]
 U = 2.0**-24
 
 
@@ -38,7 +38,7 @@ def _n(t):
 
 def _group(t):
     """(activation group length, range R) of the format's int16 path (int16_gemm.h)."""
-    return block_size(t), 16383 if t == "Q6_K" else 32767
+    return block_size(t), 16383 if t in ("Q6_K", "IQ4_XS") else 32767
 
 
 def _float_slack(n, w, x):
@@ -64,7 +64,7 @@ def test_simd_equals_reference(t, isa, extra, rows):
 
 
 @pytest.mark.parametrize("isa", SIMD_ISAS)
-@pytest.mark.parametrize("t", ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"])
+@pytest.mark.parametrize("t", ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"])
 def test_fused_rows_equal_gemm(t, isa):
     # decode and verify blocks (the fused kernel: 1..4 rows per weight pass on AVX2, 1..8 and two
     # weight rows at a time on AVX-512; more rows in passes of equal size) = prefill

@@ -1,5 +1,5 @@
 // NEON kernels of the int16 path (int16_gemm.h): the activation quantiser, the GEMMs over decoded
-// rows (natural order and block lanes), the few-rows kernels of the K-quants from their GGUF
+// rows (natural order and block lanes), the few-rows kernels of the K-quants and IQ4_XS from their GGUF
 // blocks and of the legacy formats from their packed rows (packed.h). Every result is the
 // scalar reference's bit for bit, as on x86, so decode, verify blocks and prefill agree on ARM too.
 //
@@ -18,6 +18,7 @@
 
 #include "quant/blocks.h"
 #include "quant/int16_gemm.h"
+#include "quant/iq_tables.h"
 #include "quant/kernels_ref.h"
 #include "quant/packed.h"
 
@@ -516,6 +517,31 @@ struct Q2K {
     }
 };
 
+// IQ4_XS: span k = sub-block k: elements 0..15 the code book's values at the low nibbles of
+// qs[16 k + l], 16..31 at the high ones, times the sub-block's 6-bit scale minus 32.
+struct IQ4XS {
+    static constexpr bool kMin = false;
+    static constexpr int kBytes = sizeof(block_iq4_xs);
+    const block_iq4_xs& b;
+    int16_t sc[8];
+    explicit IQ4XS(const uint8_t* p) : b(*reinterpret_cast<const block_iq4_xs*>(p)) {
+        for (int j = 0; j < 8; ++j)
+            sc[j] = static_cast<int16_t>((((b.scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | ((b.scales_h >> (2 * j)) & 3) << 4) - 32);
+    }
+    float d() const { return ref::fp16(b.d); }
+    Span span(int k) const {
+        const int8x16_t book = vld1q_s8(kvalues_iq4nl);
+        const uint8x16_t x = vld1q_u8(b.qs + 16 * k);
+        Span v;
+        for (int i = 0; i < 2; ++i) {
+            const int8x16_t q = vqtbl1q_s8(book, i ? vshrq_n_u8(x, 4) : vandq_u8(x, vdupq_n_u8(0x0F)));
+            v.w[2 * i] = vmulq_n_s16(vmovl_s8(vget_low_s8(q)), sc[k]);
+            v.w[2 * i + 1] = vmulq_n_s16(vmovl_high_s8(q), sc[k]);
+        }
+        return v;
+    }
+};
+
 // y[r * ldy] for R activation rows against one GGUF row of format F: the integer lane sums and the
 // fma per group as the GEMM takes them, then for the formats with a minimum the super-block's
 // eight sub-blocks' minima (as decode_row writes them) out of the same lanes.
@@ -643,6 +669,7 @@ RowsI16Fn rows_i16(Type type) {
         case Type::Q4_K: return &rows_any<Q45K<block_q4_K>>;
         case Type::Q5_K: return &rows_any<Q45K<block_q5_K>>;
         case Type::Q6_K: return &rows_any<Q6K>;
+        case Type::IQ4_XS: return &rows_any<IQ4XS>;
         default: return nullptr;
     }
 }

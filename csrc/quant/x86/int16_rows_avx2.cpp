@@ -1,4 +1,4 @@
-// AVX2 int16-path kernels of the K-quants (Q2_K .. Q6_K) for a few activation rows (decode,
+// AVX2 int16-path kernels of the K-quants (Q2_K .. Q6_K) and IQ4_XS for a few activation rows (decode,
 // verify blocks): each super-block is decoded once into registers, in the natural element order
 // (the sub-block scales folded in), and feeds R activation rows. Every (weight row, activation row) result is bit for
 // bit what gemm_i16 gives for the same row (int16_gemm.h: the same integer lane sums, one
@@ -66,6 +66,7 @@ RowsI16Fn rows_i16(Type type) {
         case Type::Q4_K: return &rows_any<Q4K>;
         case Type::Q5_K: return &rows_any<Q5K>;
         case Type::Q6_K: return &rows_any<Q6K>;
+        case Type::IQ4_XS: return &rows_any<IQ4XS>;
         default: return nullptr;
     }
 }

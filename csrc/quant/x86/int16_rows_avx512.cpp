@@ -1,4 +1,4 @@
-// AVX-512 int16-path kernels of the K-quants (Q2_K .. Q6_K) for a few activation rows (decode,
+// AVX-512 int16-path kernels of the K-quants (Q2_K .. Q6_K) and IQ4_XS for a few activation rows (decode,
 // verify blocks), one or two weight rows at a time: a span of 32 weights of one row in a zmm
 // (Q45KWide, HalvesWide), one plain activation load per span and activation row shared by both weight
 // rows, and lanes j and j + 8 folded at the super-block's end into the AVX2 kernel's lane j, from
@@ -72,6 +72,26 @@ struct HalvesWide : Base {
 using Q2KWide = HalvesWide<Q2K>;
 using Q3KWide = HalvesWide<Q3K>;
 using Q6KWide = HalvesWide<Q6K>;
+
+// IQ4_XS: span k's 32 code-book values from one 16-byte load broadcast to both lanes (the low
+// lane's low nibbles, the high lane's high ones, by a per-lane shift), its scale a broadcast load
+// as Q45KWide's.
+struct IQ4XSWide : BlockRef<block_iq4_xs> {
+    static constexpr bool kMin = false;
+    alignas(32) int32_t s2[8];
+    explicit IQ4XSWide(const uint8_t* p) : BlockRef(p) {
+        const __m256i v = _mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(IQ4XS::scales(b)))),
+                                           _mm256_set1_epi32(32));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(s2), _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)),
+                                                                           _mm256_slli_epi32(v, 16)));
+    }
+    __m512i wide(int k) const {
+        const __m256i x = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * k)));
+        const __m256i book = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl)));
+        const __m256i nib = _mm256_and_si256(_mm256_srlv_epi32(x, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0F));
+        return _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm256_shuffle_epi8(book, nib)), broadcast_load(s2 + k));
+    }
+};
 
 // y[r * ldy] (row p0) and y[r * ldy + 1] (row p1) for R activation rows, F a wide decoder (one
 // span of a row in a zmm, above): per span, both rows' spans against one plain load of the
@@ -230,6 +250,7 @@ RowsI16Fn rows_i16(Type type) {
         case Type::Q4_K: return &rows1_wide<Q4KWide>;
         case Type::Q5_K: return &rows1_wide<Q5KWide>;
         case Type::Q6_K: return &rows1_wide<Q6KWide>;
+        case Type::IQ4_XS: return &rows1_wide<IQ4XSWide>;
         default: return nullptr;
     }
 }
@@ -241,6 +262,7 @@ DecodeI16Fn decode_i16(Type type) {
         case Type::Q4_K: return &decode_wide<Q4KWide>;
         case Type::Q5_K: return &decode_wide<Q5KWide>;
         case Type::Q6_K: return &decode_wide<Q6KWide>;
+        case Type::IQ4_XS: return &decode_wide<IQ4XSWide>;
         default: return nullptr;
     }
 }
@@ -252,6 +274,7 @@ DecodePairI16Fn decode_pair_i16(Type type) {
         case Type::Q4_K: return &decode_pair_wide<Q4KWide>;
         case Type::Q5_K: return &decode_pair_wide<Q5KWide>;
         case Type::Q6_K: return &decode_pair_wide<Q6KWide>;
+        case Type::IQ4_XS: return &decode_pair_wide<IQ4XSWide>;
         default: return nullptr;
     }
 }
@@ -263,6 +286,7 @@ RowsPacked2Fn rows2_i16(Type type) {
         case Type::Q4_K: return &rows2<Q4KWide>;
         case Type::Q5_K: return &rows2<Q5KWide>;
         case Type::Q6_K: return &rows2<Q6KWide>;
+        case Type::IQ4_XS: return &rows2<IQ4XSWide>;
         default: return nullptr;
     }
 }

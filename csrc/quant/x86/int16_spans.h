@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "quant/blocks.h"
+#include "quant/iq_tables.h"
 #include "quant/x86/madd.h"
 #include "quant/x86/prefetch.h"
 
@@ -190,6 +191,43 @@ struct Q2K : BlockRef<block_q2_K> {
     // Span k's 32 values (0..3) as bytes, in element order.
     __m256i bytes(int k) const { return k_crumbs(b.qs, k); }
     void span(int k, __m256i (&v)[2]) const { halves_span(bytes(k), sc, k, v); }
+};
+
+// IQ4_XS: span k = sub-block k: elements 0..15 the code book's values at the low nibbles of
+// qs[16 k + l], 16..31 at the high ones, times the sub-block's 6-bit scale minus 32.
+struct IQ4XS : BlockRef<block_iq4_xs> {
+    static constexpr bool kMin = false;
+    __m256i sc;  // the 8 scales minus 32 as int16, in both lanes
+    explicit IQ4XS(const uint8_t* p) : BlockRef(p) {
+        sc = _mm256_broadcastsi128_si256(
+            _mm_sub_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(scales(b)))), _mm_set1_epi16(32)));
+    }
+    // The 8 6-bit scales, byte j scale j: the nibbles of scales_l and the bit pairs of scales_h
+    // spread to a byte each.
+    static uint64_t scales(const block_iq4_xs& b) {
+        uint32_t l;
+        std::memcpy(&l, b.scales_l, 4);
+        uint64_t lo = l, hi = b.scales_h;
+        lo = (lo | lo << 16) & 0x0000FFFF0000FFFFull;
+        lo = (lo | lo << 8) & 0x00FF00FF00FF00FFull;
+        lo = (lo | lo << 4) & 0x0F0F0F0F0F0F0F0Full;
+        hi = (hi | hi << 24) & 0x000000FF000000FFull;
+        hi = (hi | hi << 12) & 0x000F000F000F000Full;
+        hi = (hi | hi << 6) & 0x0303030303030303ull;
+        return lo | hi << 4;
+    }
+    // Span k's 32 code-book values as int8, in element order.
+    __m256i bytes(int k) const {
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * k));
+        const __m128i book = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl));
+        const __m128i lo = _mm_and_si128(x, _mm_set1_epi8(0x0F)), hi = _mm_and_si128(_mm_srli_epi16(x, 4), _mm_set1_epi8(0x0F));
+        return _mm256_set_m128i(_mm_shuffle_epi8(book, hi), _mm_shuffle_epi8(book, lo));
+    }
+    void span(int k, __m256i (&v)[2]) const {
+        const __m256i q = bytes(k), s = word(sc, k);
+        v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), s);
+        v[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), s);
+    }
 };
 
 // -1 in the lanes of elements 16 i .. 16 i + 15 whose fifth bit (bit e of qh) is set.
