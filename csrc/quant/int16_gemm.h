@@ -12,18 +12,19 @@
 // Spans and groups.  A row of n elements (n % 32 == 0) is cut into spans of 32, each split into
 // two halves of 16, and the spans into groups of G spans that share one float scale per weight
 // row and per activation row: G = 1 for the 32-element legacy formats, G = 8 (one 256-element
-// super-block) for the K-quants, whose integer sub-block scales are folded into the integer
-// weights so that a whole super-block accumulates in int32. A format with a minimum has one per
+// super-block) for the K-quants and IQ4_XS, whose integer sub-block scales are folded into the
+// integer weights so that a whole super-block accumulates in int32. A format with a minimum has one per
 // unit of L elements (min_len): L = 32 for Q4_K and Q5_K (their sub-blocks), 16 for Q2_K (its
 // sub-blocks) and for Q4_1 / Q5_1 (halves: their block-lane kernels' unit).
 //   - A weight row is decoded (exactly) into integers q_e (|q_e| <= 4096), one scale sw_g per
 //     group and a minimum mw_u per unit, such that w_e = sw_g q_e - mw_u as the format defines
 //     it (mw = 0 for formats without a minimum). Q8_0: q = the quant, sw = d; Q4_K: q = sc q4,
-//     sw = d, mw = dmin m; Q6_K: q = sc (q6 - 32), sw = d; and so on (int16_ref.cpp).
+//     sw = d, mw = dmin m; Q6_K: q = sc (q6 - 32), sw = d; IQ4_XS: q = (ls - 32) times the code
+//     book's value, sw = d; and so on (int16_ref.cpp).
 //   - An activation row is quantised per group: da = max|x_e| / R, a_e = round-to-nearest-even
 //     (x_e / da) (|a_e| <= R; an all-zero group has da = 0), xs_u = da * Σ_{e in u} a_e (the
-//     integer sum, then one product; L = 0: no xs). R = 32767, or 16383 for Q6_K, whichever
-//     keeps a group's integer sums below 2^31.
+//     integer sum, then one product; L = 0: no xs). R = 32767, or 16383 for Q6_K and IQ4_XS,
+//     whichever keeps a group's integer sums below 2^31.
 // Spans keep the natural element order: the sum of the vpmaddwd of elements 0..15 and of
 // 16..31 has in lane j the products of elements 2j, 2j+1, 2j+16 and 2j+17.
 //
@@ -207,7 +208,7 @@ struct I16Kernels {
 constexpr int kPairRowsMax = 8;
 
 // The int16-path kernels of `type` for `isa`; members null where the format or the ISA has none
-// (then callers use the float path). Formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K.
+// (then callers use the float path). Formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, IQ4_XS.
 const I16Kernels& i16_kernels(Type type, Isa isa);
 const I16Kernels& i16_kernels(Type type);  // for the active ISA
 

@@ -11,7 +11,7 @@ namespace ds4::backend {
 struct CpuOptions {
     int threads = 0;  // <= 0: one per hardware thread; every model of this count shares one pool
     // Whether matmuls (and matmul_argmax) of the formats with an int16 path (Q4_0, Q4_1, Q5_0,
-    // Q5_1, Q8_0 and the K-quants Q2_K .. Q6_K) quantise their activations to int16
+    // Q5_1, Q8_0, the K-quants Q2_K .. Q6_K and IQ4_XS) quantise their activations to int16
     // (quant/int16_gemm.h; ~1e-4 relative deviation from float activations), every batch size
     // alike, so that decode, verify blocks and prompts agree bit for bit. Off: float activations
     // everywhere.
