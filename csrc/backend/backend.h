@@ -174,6 +174,9 @@ public:
     virtual bool pack_now(Weight& w) { return false; }
     virtual bool packing_pending() const { return false; }
     virtual void finish_packing() {}
+    // Does now what the output head `w`'s first pass of several rows would do once (verify passes
+    // follow), after packing.
+    virtual void prepare_head(const Weight& w) {}
     // Frees the copy pack() made of w's rows (a matrix that is going away).
     virtual void drop_packed(const Weight& w) {}
 

@@ -198,6 +198,10 @@ public:
 
     bool packing_pending() const override { return !pending_.empty(); }
 
+    void prepare_head(const Weight& w) override {
+        if (screen_head_ && cpu::ScreenedHead::shortlists(w)) screen_.prepare(pool_, w);
+    }
+
     void drop_packed(const Weight& w) override {
         screen_.forget(w.packed);
         const auto it = std::find_if(packed_.begin(), packed_.end(),

@@ -41,6 +41,8 @@ public:
 
     // Drops what was kept for weight rows at `packed` (their norms).
     void forget(const void* packed) { norms_.erase(packed); }
+    // Computes what the first screened pass over w would (its row norms).
+    void prepare(ThreadPool& pool, const Weight& w) { norms(pool, w); }
 
 private:
     struct Candidate {
