@@ -143,13 +143,13 @@ void Generator::start() {
     // Only now, with the prefill done (it may throw and be retried), is the generator started.
     started_ = true;
     if (!proposers_.empty()) {
-        // The verify-cost prior: no pass is run for it; the first plain steps measure the rest.
-        const double t1 = now();
-        std::vector<double> cost = session_.model().extra_row_seconds(params_.spec.n_max + 1, &stats_.cost_prior_macs);
         // What the head's first pass of several rows would do once (the screen's row norms) is
         // done here, so that the scheduler does not time it: a first verify pass ~2.5 plain
         // steps long on Gemma 3 270M kept a block drafter out of every later generation.
         session_.model().lend([](const Model::Lent& l) { l.be.prepare_head(l.output); });
+        // The verify-cost prior: no pass is run for it; the first plain steps measure the rest.
+        const double t1 = now();
+        std::vector<double> cost = session_.model().extra_row_seconds(params_.spec.n_max + 1, &stats_.cost_prior_macs);
         stats_.cost_prior_seconds = now() - t1;
         scheduler_ = std::make_unique<speculative::Scheduler>(params_.spec.n_max, std::move(cost), static_cast<int>(proposers_.size()));
         scheduler_->resume(session_.model().pass_times(fused_greedy_));

@@ -44,6 +44,19 @@ inline void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
     }
 }
 
+// Signed 6-bit scale (bias 32 removed) of 16-element sub-block k (0..15) of Q3_K: low nibble in
+// byte k (k < 8) or the high nibble of byte k - 8, top two bits at bits 2 (k / 4) of byte 8 + k % 4.
+inline int scale_q3_k(const uint8_t* scales, int k) {
+    const int lo = (k < 8 ? scales[k] : scales[k - 8] >> 4) & 0x0F;
+    const int hi = (scales[8 + k % 4] >> (2 * (k / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
+// Signed 6-bit scale (bias 32 removed) of 32-element sub-block j (0..7) of IQ4_XS: low nibble
+// from scales_l, two high bits from scales_h.
+inline int scale_iq4_xs(const block_iq4_xs& b, int j) {
+    return (((b.scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | ((b.scales_h >> (2 * j)) & 3) << 4) - 32;
+}
+
 // d1[j] = d * scale_j and negm1[j] = -(dmin * min_j) for the 8 sub-blocks: both exact floats
 // (11 + 6 bits), so every kernel that builds weights from them rounds like the reference.
 inline void k4_scales(const uint8_t* q, float d, float dmin, float* d1, float* negm1) {

@@ -117,11 +117,7 @@ struct Q3K {
         k_crumbs(b.qs, t);
         for (int g = 0; g < 8; ++g)  // a clear high bit (bit g of hmask[l]) subtracts 4
             for (int l = 0; l < 32; ++l) t[32 * g + l] = static_cast<int16_t>(t[32 * g + l] - 4 * (1 - ((b.hmask[l] >> g) & 1)));
-        for (int k = 0; k < B / kHalf; ++k) {
-            const int lo = (k < 8 ? b.scales[k] : b.scales[k - 8] >> 4) & 0x0F;
-            const int hi = (b.scales[8 + k % 4] >> (2 * (k / 4))) & 3;
-            scale_all(t + kHalf * k, kHalf, (lo | (hi << 4)) - 32);
-        }
+        for (int k = 0; k < B / kHalf; ++k) scale_all(t + kHalf * k, kHalf, scale_q3_k(b.scales, k));
         sw[0] = d;
     }
 };
@@ -136,7 +132,7 @@ struct IQ4XS {
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const Block*>(p);
         for (int j = 0; j < B / 32; ++j) {
-            const int ls = (((b.scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | ((b.scales_h >> (2 * j)) & 3) << 4) - 32;
+            const int ls = scale_iq4_xs(b, j);
             for (int l = 0; l < 16; ++l) {
                 t[32 * j + l] = static_cast<int16_t>(ls * kvalues_iq4nl[b.qs[16 * j + l] & 0x0F]);
                 t[32 * j + 16 + l] = static_cast<int16_t>(ls * kvalues_iq4nl[b.qs[16 * j + l] >> 4]);

@@ -45,9 +45,7 @@ void decode_iq4_nl(const block_iq4_nl& b, float* y) {
 void decode_iq4_xs(const block_iq4_xs& b, float* y) {
     const float d = fp16(b.d);
     for (int ib = 0; ib < QK_K / 32; ++ib) {
-        const int lo = (b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0F;
-        const int hi = (b.scales_h >> (2 * ib)) & 3;
-        const float dl = d * static_cast<float>((lo | (hi << 4)) - 32);
+        const float dl = d * static_cast<float>(scale_iq4_xs(b, ib));
         const uint8_t* q = b.qs + 16 * ib;
         for (int j = 0; j < 16; ++j) {
             y[32 * ib + j] = dl * static_cast<float>(kvalues_iq4nl[q[j] & 0x0F]);

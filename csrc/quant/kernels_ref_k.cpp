@@ -29,11 +29,7 @@ void decode_q2_K(const block_q2_K& b, float* y) {
 void decode_q3_K(const block_q3_K& b, float* y) {
     const float d = fp16(b.d);
     float dl[16];
-    for (int k = 0; k < 16; ++k) {
-        const int lo = (k < 8 ? b.scales[k] : b.scales[k - 8] >> 4) & 0x0F;
-        const int hi = (b.scales[8 + k % 4] >> (2 * (k / 4))) & 3;
-        dl[k] = d * static_cast<float>((lo | (hi << 4)) - 32);
-    }
+    for (int k = 0; k < 16; ++k) dl[k] = d * static_cast<float>(scale_q3_k(b.scales, k));
     for (int e = 0; e < QK_K; ++e) {
         const int h = e / 128, s = (e / 32) % 4, l = e % 32;
         const int lo = (b.qs[32 * h + l] >> (2 * s)) & 3;

@@ -470,11 +470,7 @@ struct Q3K {
     const block_q3_K& b;
     int16_t sc[16];
     explicit Q3K(const uint8_t* p) : b(*reinterpret_cast<const block_q3_K*>(p)) {
-        for (int j = 0; j < 16; ++j) {
-            const int lo = (j < 8 ? b.scales[j] : b.scales[j - 8] >> 4) & 0x0F;
-            const int hi = (b.scales[8 + j % 4] >> (2 * (j / 4))) & 3;
-            sc[j] = static_cast<int16_t>((lo | hi << 4) - 32);
-        }
+        for (int j = 0; j < 16; ++j) sc[j] = static_cast<int16_t>(scale_q3_k(b.scales, j));
     }
     float d() const { return ref::fp16(b.d); }
     Span span(int k) const {
@@ -525,8 +521,7 @@ struct IQ4XS {
     const block_iq4_xs& b;
     int16_t sc[8];
     explicit IQ4XS(const uint8_t* p) : b(*reinterpret_cast<const block_iq4_xs*>(p)) {
-        for (int j = 0; j < 8; ++j)
-            sc[j] = static_cast<int16_t>((((b.scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | ((b.scales_h >> (2 * j)) & 3) << 4) - 32);
+        for (int j = 0; j < 8; ++j) sc[j] = static_cast<int16_t>(scale_iq4_xs(b, j));
     }
     float d() const { return ref::fp16(b.d); }
     Span span(int k) const {
