@@ -150,9 +150,14 @@ int Scheduler::pick(int p, int available, double draft_cost, double catch_up, do
     const size_t ip = static_cast<size_t>(p);
     const int kmax = std::min(available, n_max_);
     // A proposer that costs, and would not gain kMinGain even if every draft were accepted, is
-    // not even probed (on a steep verify curve a draft model cannot pay).
+    // not even probed (on a steep verify curve a draft model cannot pay), unless that verdict
+    // rests on a single measured pass: the first pass after a load can run several times slower
+    // (buffers grow, pages fault), and with no probe no pass would ever correct the fit. It is
+    // then probed as a proposer with no draft worth verifying, until a second pass confirms
+    // (the prior alone, from the kernels' rates, is trusted as it is).
     const bool costs = draft_cost > 0 || draft_fixed > 0;
-    if (costs && !worth(draft_cost, draft_fixed)) return 0;
+    const bool verdict_measured = fit_.all.seen == 0 || fit_.all.seen >= kTrusted;
+    if (costs && verdict_measured && !worth(draft_cost, draft_fixed)) return 0;
     const std::vector<double> a = acceptance(p);
     const double slow = slow_[ip];
     const double margin = costs || own_[ip] < 0 ? kCostlyMargin : 1.0;

@@ -13,7 +13,9 @@
 // generation on the same model starts from what this one measured.
 //
 // Acceptance. Per proposer and draft position, decayed counts with a prior; a proposer with no
-// draft worth verifying steps aside and is probed again after 8, 16, 32, ... plain steps.
+// draft worth verifying steps aside and is probed again after 8, 16, 32, ... plain steps; one
+// that costs and could not gain even at perfect acceptance is not probed at all, unless only one
+// measured pass says so (a cold first pass must not keep it out for good).
 // What its passes really took (drafting, catch-up, verifying) against what the model
 // predicted scales its predictions, so mispredictions cost a few passes, not a generation.
 //

@@ -354,3 +354,30 @@ def test_a_costly_proposer_needs_a_margin() -> None:
     assert [s.pick(0, N_MAX, draft_cost=lo) for _ in range(6)][1:] == [0] * 5  # after its first-chance probe
     s = warmed()
     assert all(s.pick(0, N_MAX) > 0 for _ in range(6))
+
+
+def test_one_cold_pass_does_not_keep_a_block_drafter_out_for_good() -> None:
+    # A block drafter (a pass costing 0.8 of a plain step) whose first verify pass ran cold (its
+    # extra rows 8x the prior, the fit's clamp: as if a draft could never gain) is probed again
+    # once the ledger allows, and drafts long again once a warm pass corrects the fit. A second
+    # slow pass confirms the verdict and keeps it out.
+    def run(cold_passes: int) -> list[int]:
+        s = _core.SpecScheduler(N_MAX, COST, 1)
+        picks, colds = [], 0
+        for _ in range(1500):
+            k = s.pick(0, N_MAX, draft_fixed=0.8)
+            picks.append(k)
+            if k:
+                extra = COST[k] - COST[0]
+                seconds = COST[0] + (8.0 if colds < cold_passes else 1.0) * extra
+                colds += 1
+                s.timed_pass(k + 1, seconds)
+                s.verified(0, k, k, seconds + 0.8)
+            else:
+                s.timed_pass(1, 1.0)
+        return picks
+
+    once = run(1)
+    assert sum(1 for k in once if k) >= 100 and once[-1] == N_MAX
+    twice = run(2)
+    assert sum(1 for k in twice if k) == 2
