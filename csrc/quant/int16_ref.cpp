@@ -84,6 +84,26 @@ struct Q8_0 {
         sw[0] = ref::fp16(b.d);
     }
 };
+// IQ4_NL / MXFP4 (iq_tables.h: CodeBook): the legacy nibbles mapped through the code book; its
+// values (|v| <= 127) keep Q8_0's range.
+template <class Blk>
+struct Book {
+    using Block = Blk;
+    static constexpr int B = 32;
+    static constexpr int kMinLen = 0;
+    static constexpr bool kBlockLanes = true;
+    static constexpr int kRange = 32767;
+    static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
+        const auto& b = *reinterpret_cast<const Block*>(p);
+        legacy_nibbles(b.qs, t);
+        for (int e = 0; e < B; ++e) t[e] = CodeBook<Blk>::values()[t[e]];
+        if constexpr (CodeBook<Blk>::kE8M0) {
+            sw[0] = ref::e8m0_to_fp32_half(b.e);
+        } else {
+            sw[0] = ref::fp16(b.d);
+        }
+    }
+};
 // Q2_K / Q3_K: element 128 h + 32 s + l takes bits 2 s.. of qs[32 h + l].
 void k_crumbs(const uint8_t* qs, int16_t* t) {
     for (int h = 0; h < 2; ++h)
@@ -424,6 +444,8 @@ const I16Kernels& i16_kernels(Type type, Isa isa) {
         case Type::Q5_K: return table<Q45K<true>, Type::Q5_K>(isa);
         case Type::Q6_K: return table<Q6K, Type::Q6_K>(isa);
         case Type::IQ4_XS: return table<IQ4XS, Type::IQ4_XS>(isa);
+        case Type::IQ4_NL: return table<Book<block_iq4_nl>, Type::IQ4_NL>(isa);
+        case Type::MXFP4: return table<Book<block_mxfp4>, Type::MXFP4>(isa);
         default: return none;
     }
 }

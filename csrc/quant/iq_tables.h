@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "quant/blocks.h"
+
 namespace ds4::quant {
 
 // 256 grid points of 8 unsigned magnitudes each (one of 0x08, 0x19, 0x2b), element j in byte j.
@@ -14,5 +16,24 @@ extern const uint8_t ksigns_iq2xs[128];
 extern const int8_t kvalues_iq4nl[16];
 // E2M1 values doubled (so they are integers); the block scale carries the factor 1/2.
 extern const int8_t kvalues_mxfp4[16];
+
+// The 32-element code-book formats (IQ4_NL, MXFP4) have the legacy formats' shape: byte j of qs
+// holds the 4-bit codes of elements j (low nibble) and j + 16 (high), one scale per block; a code
+// is an index into 16 int8 values. IQ4_NL's scale is an f16; MXFP4's an E8M0 exponent, its scale
+// 2^(e - 128) (kernels_ref.h: e8m0_to_fp32_half), which no f16 holds.
+template <class Blk>
+struct CodeBook {
+    static constexpr bool kIs = false;
+};
+template <>
+struct CodeBook<block_iq4_nl> {
+    static constexpr bool kIs = true, kE8M0 = false;
+    static const int8_t* values() { return kvalues_iq4nl; }
+};
+template <>
+struct CodeBook<block_mxfp4> {
+    static constexpr bool kIs = true, kE8M0 = true;
+    static const int8_t* values() { return kvalues_mxfp4; }
+};
 
 }  // namespace ds4::quant

@@ -10,23 +10,29 @@
 
 #include "quant/block_lanes.h"
 #include "quant/blocks.h"
+#include "quant/iq_tables.h"
 #include "quant/kernels.h"
+#include "quant/kernels_ref.h"
 
 namespace ds4::quant {
 
 namespace {
 
 // A format's GGUF block and its packed fields: the bits per stored quant and the integer value
-// (int16_gemm.h's q) of a stored quant s: Q8_0 the int8, Q4_0 s - 8, Q4_1 s, Q5_0 the 5-bit two's
-// complement s = (q5 - 16) mod 32, Q5_1 s (packed.h).
+// (int16_gemm.h's q) of a stored quant s: Q8_0 the int8, Q4_0 s - 8, Q4_1 s, the code-book
+// formats the book's value at s, Q5_0 the 5-bit two's complement s = (q5 - 16) mod 32, Q5_1 s
+// (packed.h); the scale an f16 or (MXFP4) an E8M0 byte.
 struct Format {
     int bits;
     bool has_min;
     size_t block_bytes;
+    const int8_t* book = nullptr;
+    bool e8m0 = false;
+    size_t scale_size() const { return e8m0 ? 1 : 2; }
     int value(unsigned s) const {
         switch (bits) {
             case 8: return static_cast<int8_t>(s);
-            case 4: return static_cast<int>(s) - (has_min ? 0 : 8);
+            case 4: return book ? book[s] : static_cast<int>(s) - (has_min ? 0 : 8);
             default: return has_min ? static_cast<int>(s) : static_cast<int>(s ^ 16u) - 16;
         }
     }
@@ -38,16 +44,18 @@ Format format_of(Type type) {
         case Type::Q4_1: return {4, true, sizeof(block_q4_1)};
         case Type::Q5_0: return {5, false, sizeof(block_q5_0)};
         case Type::Q5_1: return {5, true, sizeof(block_q5_1)};
+        case Type::IQ4_NL: return {4, false, sizeof(block_iq4_nl), kvalues_iq4nl};
+        case Type::MXFP4: return {4, false, sizeof(block_mxfp4), kvalues_mxfp4, true};
         default: throw std::invalid_argument("the format has no packed layout");
     }
 }
 
-// A GGUF block's fields by byte offset: d, m (formats with a minimum), qh (Q5_*), qs.
+// A GGUF block's fields by byte offset: the scale at 0, m (formats with a minimum), qh (Q5_*), qs.
 struct Fields {
     size_t m, qh, qs;
 };
 Fields fields_of(const Format& f) {
-    const size_t m = 2, after = f.has_min ? 4 : 2;
+    const size_t m = 2, after = f.has_min ? 4 : f.scale_size();
     return {m, after, f.bits == 5 ? after + 4 : after};
 }
 
@@ -178,7 +186,7 @@ void each_chunk(int64_t n_in, Chunk chunk, Gguf gguf) {
 }
 
 // The chunk's scales: its blocks' d, then (formats with a minimum) their m.
-int scale_bytes(const Format& f, int blocks) { return 2 * blocks * (f.has_min ? 2 : 1); }
+size_t scale_bytes(const Format& f, int blocks) { return f.scale_size() * static_cast<size_t>(blocks) * (f.has_min ? 2 : 1); }
 
 void pack_row(const Format& f, const uint8_t* src, int64_t n_in, uint8_t* dst) {
     const size_t bytes = f.block_bytes;
@@ -187,8 +195,9 @@ void pack_row(const Format& f, const uint8_t* src, int64_t n_in, uint8_t* dst) {
         [&](int64_t b0, int blocks) {
             const uint8_t* g = src + bytes * b0;
             uint8_t* at = dst + bytes * b0;
+            const size_t ss = f.scale_size();
             for (int j = 0; j < blocks; ++j) {
-                std::memcpy(at + 2 * j, g + bytes * j, 2);
+                std::memcpy(at + ss * j, g + bytes * j, ss);
                 if (f.has_min) std::memcpy(at + 2 * blocks + 2 * j, g + bytes * j + 2, 2);
             }
             uint8_t* quants = at + scale_bytes(f, blocks);
@@ -229,8 +238,9 @@ void unpack_row(const Format& f, const uint8_t* src, int64_t n_in, uint8_t* dst)
             const uint8_t* at = src + bytes * b0;
             uint8_t* g = dst + bytes * b0;
             std::memset(g, 0, bytes * static_cast<size_t>(blocks));
+            const size_t ss = f.scale_size();
             for (int j = 0; j < blocks; ++j) {
-                std::memcpy(g + bytes * j, at + 2 * j, 2);
+                std::memcpy(g + bytes * j, at + ss * j, ss);
                 if (f.has_min) std::memcpy(g + bytes * j + 2, at + 2 * blocks + 2 * j, 2);
             }
             const uint8_t* quants = at + scale_bytes(f, blocks);
@@ -247,6 +257,7 @@ float f16_at(const uint8_t* p) {
     std::memcpy(&h, p, sizeof h);
     return f16_to_f32(h);
 }
+float scale_at(const Format& f, const uint8_t* p) { return f.e8m0 ? ref::e8m0_to_fp32_half(*p) : f16_at(p); }
 
 // fn(src row, dst row) for each of n_out rows.
 template <class Fn>
@@ -284,7 +295,7 @@ void decode_packed_row(Type type, const void* row, int64_t n_in, int16_t* q, flo
         [&](int64_t b0, int blocks) {
             const uint8_t* at = src + bytes * b0;
             for (int j = 0; j < blocks; ++j) {
-                sw[b0 + j] = f16_at(at + 2 * j);
+                sw[b0 + j] = scale_at(f, at + f.scale_size() * j);
                 if (f.has_min) minimum(b0 + j, at + 2 * blocks + 2 * j);
             }
             const uint8_t* quants = at + scale_bytes(f, blocks);
@@ -292,7 +303,7 @@ void decode_packed_row(Type type, const void* row, int64_t n_in, int16_t* q, flo
         },
         [&](int64_t b) {  // a GGUF block
             const uint8_t* at = src + bytes * b;
-            sw[b] = f16_at(at);
+            sw[b] = scale_at(f, at);
             if (f.has_min) minimum(b, at + fields_of(f).m);
             for (int k = 0; k < 32; ++k) q[32 * b + k] = static_cast<int16_t>(f.value(stored_of(f, at, k)));
         });

@@ -1,16 +1,16 @@
 // Weights repacked at load for the int16 path (int16_gemm.h): rows of the 32-element legacy
-// formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) in the block-lane order (block_lanes.h), so that the
+// formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and code-book formats (IQ4_NL, MXFP4) in the block-lane order (block_lanes.h), so that the
 // kernels load a chunk's vectors as they are and each block's products land in one lane. In the
 // GGUF layout a vector of the block-lane order would gather from 8 blocks, and Q5_0 costs ~25
 // ops per 32 weights to decode.
 //
 // A packed row has exactly the size of its GGUF row, and every row is packed on its own. Per
-// chunk of 8 blocks (and a last chunk of exactly 4, block_lanes.h): the blocks' f16 scales d,
-// for Q4_1 / Q5_1 then their f16 minima m, then their quants in the block-lane order, lane i of
+// chunk of 8 blocks (and a last chunk of exactly 4, block_lanes.h): the blocks' scales (f16 d;
+// MXFP4: the E8M0 bytes e), for Q4_1 / Q5_1 then their f16 minima m, then their quants in the block-lane order, lane i of
 // vector v being position 16 v + i of the chunk (v < 16, or 8 for the chunk of 4). Any other
 // last chunk stays as in GGUF.
 //   - Q8_0: the int8 quants, vector after vector (256 bytes per chunk).
-//   - Q4_0, Q4_1: the GGUF nibbles q; byte i of group g (16 bytes, g < B = the chunk's blocks)
+//   - Q4_0, Q4_1, IQ4_NL, MXFP4: the GGUF nibbles q; byte i of group g (16 bytes, g < B = the chunk's blocks)
 //     holds lane i of vector g in its low nibble and of vector g + B in its high one: one 16-byte
 //     load gives vectors g and g + B (AVX2, NEON), one of 32 bytes vectors 2g, 2g + 1 and
 //     2g + B, 2g + B + 1 (AVX-512). The bytes are GGUF's, moved: byte k of a block holds its
@@ -44,7 +44,8 @@ using RowsPacked2Fn = void (*)(const void* row, size_t row_bytes, int64_t n, con
 
 // Whether `type` has a packed layout.
 constexpr bool has_packed_layout(Type type) {
-    return type == Type::Q4_0 || type == Type::Q4_1 || type == Type::Q5_0 || type == Type::Q5_1 || type == Type::Q8_0;
+    return type == Type::Q4_0 || type == Type::Q4_1 || type == Type::Q5_0 || type == Type::Q5_1 || type == Type::Q8_0 ||
+           type == Type::IQ4_NL || type == Type::MXFP4;
 }
 // n_out rows of n_in elements: dst = src packed, or unpacked back to GGUF (src != dst).
 void pack_rows(Type type, const void* src, int64_t n_in, int64_t n_out, void* dst);

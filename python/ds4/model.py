@@ -32,13 +32,13 @@ class Model:
         use); ``kv_type``: KV cache precision, ``"f16"`` (the default, as llama.cpp's: half the
         memory and half the cache reads per token) or ``"f32"`` (exact); ``precision``: the
         activations of the quantised matmuls, ``"int16"`` (quantised to 16 bits per 32 or 256
-        values: every matmul of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, K-quant (Q2_K .. Q6_K) and IQ4_XS
-        weights) or ``"f32"`` (float everywhere). With the
+        values: every matmul of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, K-quant (Q2_K .. Q6_K), IQ4_XS,
+        IQ4_NL and MXFP4 weights) or ``"f32"`` (float everywhere). With the
         defaults, Gemma 3 270M's logits are within ~2e-3 (mean) of transformers', >100x closer
         than llama.cpp's; with both set to ``"f32"``, within ~1e-5. Whatever the options, decoding one token
         at a time and verifying blocks of up to 31 tokens give bit-identical logits, which is
         what speculative decoding needs. ``repack``: with int16 activations, rewrite the Q4_0,
-        Q4_1, Q5_0, Q5_1 and Q8_0 matrices at load into a layout of the same size whose kernels
+        Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL and MXFP4 matrices at load into a layout of the same size whose kernels
         take each 32-value block in one vector lane (their mapped pages are released, so memory
         stays the same; the logits are identical bit for bit); ``False`` reads every weight from
         the mapped file (those formats' matmuls then decode their rows at every call: slower). ``huge_pages`` (Linux, with ``repack``): copy every matrix of 2 MiB

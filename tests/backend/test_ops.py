@@ -67,7 +67,7 @@ def test_matmul_and_argmax(be: _core.Backend, type_name: str) -> None:
     np.testing.assert_array_equal(be.argmax(type_name, data, n_out, x, 3.0), capped.argmax(axis=1))
 
 
-@pytest.mark.parametrize("type_name", ["Q4_0", "Q8_0", "Q4_K", "Q6_K", "Q5_0"])
+@pytest.mark.parametrize("type_name", ["Q4_0", "Q8_0", "Q4_K", "Q6_K", "Q5_0", "IQ4_NL", "MXFP4"])
 def test_matmul_int16_activations(type_name: str) -> None:
     rng = np.random.default_rng(2)
     qk, _ = qdata.block_geometry(type_name)

@@ -38,13 +38,14 @@ namespace {
 struct Case {
     Type type;
     std::vector<int> f16_fields;  // byte offsets of the f16 scales in a block
+    bool e8m0 = false;            // MXFP4: byte 0 an E8M0 exponent
 };
 
 const Case kCases[] = {
     {Type::F32, {}},       {Type::F16, {}},      {Type::BF16, {}},     {Type::Q4_0, {0}},
     {Type::Q4_1, {0, 2}},  {Type::Q5_0, {0}},    {Type::Q5_1, {0, 2}}, {Type::Q8_0, {0}},
     {Type::Q2_K, {80, 82}}, {Type::Q3_K, {108}}, {Type::Q4_K, {0, 2}}, {Type::Q5_K, {0, 2}},
-    {Type::Q6_K, {208}},    {Type::IQ4_XS, {0}},
+    {Type::Q6_K, {208}},    {Type::IQ4_XS, {0}},  {Type::IQ4_NL, {0}},  {Type::MXFP4, {}, true},
 };
 
 uint16_t bf16_of(float f) {
@@ -72,11 +73,14 @@ std::vector<uint8_t> random_row(const Case& c, const TypeInfo& ti, int64_t n, st
             std::memcpy(&row[2 * i], &h, 2);
         }
     } else {
-        for (size_t b = 0; b < bytes / ti.type_size; ++b)
+        for (size_t b = 0; b < bytes / ti.type_size; ++b) {
             for (int off : c.f16_fields) {
                 const uint16_t h = f32_to_f16(sane());
                 std::memcpy(&row[b * ti.type_size + off], &h, 2);
             }
+            // scales 2^-8 .. 2^2, and now and then the subnormal ones (e < 2)
+            if (c.e8m0) row[b * ti.type_size] = static_cast<uint8_t>(rng() % 16 == 0 ? rng() % 2 : 120 + rng() % 11);
+        }
     }
     return row;
 }

@@ -21,7 +21,7 @@ from ds4 import _core
 
 from test_simd_kernels import SIMD_ISAS, block_size, random_row
 
-I16_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"]
+I16_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "MXFP4", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"]
 U = 2.0**-24
 
 
@@ -127,7 +127,7 @@ def test_float_formats_have_no_int16_path():
 # Packed weights (csrc/quant/packed.h): rows of the legacy formats in the block-lane order
 # (block_lanes.h), each the size of its GGUF row. Row lengths: whole chunks of 8 blocks, a last
 # chunk of 4, of 1..3 or 5..7 (natural order), and each alone.
-PACKED_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]
+PACKED_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "MXFP4"]
 LANE_ROWS = [32, 96, 128, 256, 576, 640, 672, 736, 1024]
 
 
@@ -177,9 +177,13 @@ def _block_lanes(t, data, n_rows, n, x):
     xs_h = da_b * the half's integer sum."""
     nb = n // 32
     blocks = np.frombuffer(data, dtype=np.uint8).reshape(n_rows, nb, len(data) // (n_rows * nb))
-    scales = blocks[:, :, :4].copy().view(np.float16).astype(np.float32)
-    d = scales[:, :, 0]
-    m = scales[:, :, 1] if t in ("Q4_1", "Q5_1") else np.zeros_like(d)
+    if t == "MXFP4":  # 2^(e - 128): the code book is doubled (e >= 2 here)
+        d = np.ldexp(np.float32(1), blocks[:, :, 0].astype(np.int32) - 128).astype(np.float32)
+        m = np.zeros_like(d)
+    else:
+        scales = blocks[:, :, :4].copy().view(np.float16).astype(np.float32)
+        d = scales[:, :, 0]
+        m = scales[:, :, 1] if t in ("Q4_1", "Q5_1") else np.zeros_like(d)
     w = _core.dequantize_raw(t, data, n_rows * n).reshape(n_rows, nb, 32).astype(np.float64)
     q = np.rint((w - m[:, :, None]) / np.where(d == 0, 1, d)[:, :, None]).astype(np.int64)  # w = d q + m exactly
     xb = x.reshape(len(x), nb, 32).astype(np.float32)

@@ -34,7 +34,7 @@ SIMD_DEQUANT_TYPES = ["Q5_0", "Q8_0", "Q4_K", "Q6_K"]
 F16_FIELDS = {
     "Q4_0": (18, [0]), "Q4_1": (20, [0, 2]), "Q5_0": (22, [0]), "Q5_1": (24, [0, 2]), "Q8_0": (34, [0]),
     "Q2_K": (84, [80, 82]), "Q3_K": (110, [108]), "Q4_K": (144, [0, 2]), "Q5_K": (176, [0, 2]),
-    "Q6_K": (210, [208]), "IQ4_XS": (136, [0]),
+    "Q6_K": (210, [208]), "IQ4_XS": (136, [0]), "IQ4_NL": (18, [0]), "MXFP4": (17, []),
 }
 BLOCK = {"Q2_K": 256, "Q3_K": 256, "Q4_K": 256, "Q5_K": 256, "Q6_K": 256, "IQ4_XS": 256}
 QUANTIZABLE = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"}  # gguf.quants.quantize supports these
@@ -66,6 +66,8 @@ def random_row(t, n, rng, quantized):
     raw = rng.integers(0, 256, (nb, size), dtype=np.uint8)
     for off in fields:
         raw[:, off:off + 2] = sane_scales(rng, nb).view(np.uint8).reshape(nb, 2)
+    if t == "MXFP4":  # the E8M0 exponent: scales 2^-8 .. 2^2
+        raw[:, 0] = rng.integers(120, 131, nb)
     return raw.tobytes()
 
 

@@ -120,8 +120,32 @@ constexpr int kX = 4;  // activation rows per tile: 16 integer and 8 float accum
 inline int16x8_t u8_lo(uint8x16_t x) { return vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(x))); }
 inline int16x8_t u8_hi(uint8x16_t x) { return vreinterpretq_s16_u16(vmovl_high_u8(x)); }
 
-// A GGUF block of a legacy format: byte j of qs holds element j (low nibble) and j + 16 (high);
-// span() its 32 int16 q (int16_gemm.h: Q4_0 the nibble - 8, Q5_0 the 5-bit quant - 16).
+// The code book's values at the codes in 16 bytes (each < 16), as int16 lanes 0..7 and 8..15.
+struct Looked {
+    int16x8_t lo, hi;
+};
+inline Looked book_lookup(const int8_t* values, uint8x16_t codes) {
+    const int8x16_t v = vqtbl1q_s8(vld1q_s8(values), codes);
+    return {vmovl_s8(vget_low_s8(v)), vmovl_high_s8(v)};
+}
+// E8M0 exponents as MXFP4 scales: ref::e8m0_to_fp32_half, 2^(e - 128) (e < 2: the subnormals
+// 2^-128 and 2^-127).
+inline float32x4_t e8m0_half(uint32x4_t e) {
+    const uint32x4_t one = vdupq_n_u32(1);
+    const uint32x4_t normal = vshlq_n_u32(vsubq_u32(e, one), 23);
+    const uint32x4_t subnormal = vshlq_u32(vdupq_n_u32(0x00200000), vreinterpretq_s32_u32(e));
+    return vreinterpretq_f32_u32(vbslq_u32(vcgtq_u32(e, one), normal, subnormal));
+}
+// 4 E8M0 bytes at p.
+inline float32x4_t e8m0x4_at(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return e8m0_half(vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(v)))));
+}
+
+// A GGUF block of a legacy or code-book format: byte j of qs holds element j (low nibble) and
+// j + 16 (high); span() its 32 int16 q (int16_gemm.h: Q4_0 the nibble - 8, Q5_0 the 5-bit quant
+// - 16, IQ4_NL / MXFP4 the code book's value).
 template <class Blk>
 struct LegacyBlock {
     static constexpr bool kQ8 = std::is_same_v<Blk, block_q8_0>;
@@ -129,7 +153,13 @@ struct LegacyBlock {
     static constexpr bool kMin = std::is_same_v<Blk, block_q4_1> || std::is_same_v<Blk, block_q5_1>;
     const Blk& b;
     explicit LegacyBlock(const uint8_t* p) : b(*reinterpret_cast<const Blk*>(p)) {}
-    float d() const { return ref::fp16(b.d); }
+    float d() const {
+        if constexpr (std::is_same_v<Blk, block_mxfp4>) {
+            return ref::e8m0_to_fp32_half(b.e);
+        } else {
+            return ref::fp16(b.d);
+        }
+    }
     float mw() const {
         if constexpr (kMin) return -ref::fp16(b.m);
         return 0.0f;
@@ -138,6 +168,11 @@ struct LegacyBlock {
         if constexpr (kQ8) {
             const int8x16_t x0 = vld1q_s8(b.qs), x1 = vld1q_s8(b.qs + 16);
             return {{vmovl_s8(vget_low_s8(x0)), vmovl_high_s8(x0), vmovl_s8(vget_low_s8(x1)), vmovl_high_s8(x1)}};
+        } else if constexpr (CodeBook<Blk>::kIs) {
+            const uint8x16_t x = vld1q_u8(b.qs);
+            const Looked lo = book_lookup(CodeBook<Blk>::values(), vandq_u8(x, vdupq_n_u8(0x0F)));
+            const Looked hi = book_lookup(CodeBook<Blk>::values(), vshrq_n_u8(x, 4));
+            return {{lo.lo, lo.hi, hi.lo, hi.hi}};
         } else {
             const uint8x16_t x = vld1q_u8(b.qs);
             const uint8x16_t lo = vandq_u8(x, vdupq_n_u8(0x0F)), hi = vshrq_n_u8(x, 4);
@@ -190,18 +225,27 @@ struct Decoded {
 };
 
 // Packed rows of GGUF block Blk: a chunk from block b0 starts at byte sizeof(Blk) b0 with its
-// f16 scales, then (kMin) its f16 minima, then its quants; a block left in natural order is the
-// GGUF block there.
+// scales (f16; MXFP4: E8M0 bytes), then (kMin) its f16 minima, then its quants; a block left in
+// natural order is the GGUF block there.
 template <class Blk>
 struct PackedRow {
     static constexpr int kBlock = sizeof(Blk);
     static constexpr bool kMin = LegacyBlock<Blk>::kMin;
-    static constexpr int kScales = kMin ? 32 : 16;  // bytes of a chunk's scales (a chunk of 4: half)
+    static constexpr bool kE8M0 = std::is_same_v<Blk, block_mxfp4>;
+    static constexpr int kScale = kE8M0 ? 1 : 2;            // bytes of a block's scale
+    static constexpr int kScales = 8 * kScale * (kMin ? 2 : 1);  // bytes of a chunk's scales (a chunk of 4: half)
     const uint8_t* p;
     const uint8_t* at(int64_t b0) const { return p + kBlock * b0; }
     const uint8_t* quants(int64_t b0, int vectors) const { return at(b0) + (vectors == 16 ? kScales : kScales / 2); }
-    F8 scales(int64_t b0) const { return {f16x4_at(at(b0)), f16x4_at(at(b0) + 8)}; }
-    float32x4_t scales4(int64_t b0) const { return f16x4_at(at(b0)); }
+    F8 scales(int64_t b0) const { return {scales4(b0), scales4_at(at(b0) + 4 * kScale)}; }
+    float32x4_t scales4(int64_t b0) const { return scales4_at(at(b0)); }
+    static float32x4_t scales4_at(const uint8_t* x) {
+        if constexpr (kE8M0) {
+            return e8m0x4_at(x);
+        } else {
+            return f16x4_at(x);
+        }
+    }
     void mins(int64_t b0, F8 (&m)[2]) const {
         m[0] = pairs_of(vnegq_f32(f16x4_at(at(b0) + 16)));
         m[1] = pairs_of(vnegq_f32(f16x4_at(at(b0) + 24)));
@@ -221,13 +265,24 @@ struct PackedQ8 : PackedRow<block_q8_0> {
     }
 };
 
-// Q4_0 / Q4_1: group g of a chunk of B blocks holds vectors g and g + B (low and high nibbles).
+// Q4_0 / Q4_1, IQ4_NL / MXFP4: group g of a chunk of B blocks holds vectors g and g + B (low and
+// high nibbles).
 template <class Blk>
 struct PackedQ4 : PackedRow<Blk> {
     template <class Fn>
     void chunk(int64_t b0, int vectors, Fn&& fn) const {
         const uint8_t* w = this->quants(b0, vectors);
         const int B = vectors / 2;
+        if constexpr (CodeBook<Blk>::kIs) {
+            for (int g = 0; g < B; ++g) {
+                const uint8x16_t x = vld1q_u8(w + 16 * g);
+                const Looked lo = book_lookup(CodeBook<Blk>::values(), vandq_u8(x, vdupq_n_u8(0x0F)));
+                const Looked hi = book_lookup(CodeBook<Blk>::values(), vshrq_n_u8(x, 4));
+                fn(g, lo.lo, lo.hi);
+                fn(g + B, hi.lo, hi.hi);
+            }
+            return;
+        }
         const int16x8_t off = vdupq_n_s16(PackedRow<Blk>::kMin ? 0 : 8);
         for (int g = 0; g < B; ++g) {
             const uint8x16_t x = vld1q_u8(w + 16 * g);
@@ -676,6 +731,8 @@ RowsPackedFn rows_packed(Type type) {
         case Type::Q5_0: return &rows_packed_blocks<PackedQ5<block_q5_0>>;
         case Type::Q5_1: return &rows_packed_blocks<PackedQ5<block_q5_1>>;
         case Type::Q8_0: return &rows_packed_blocks<PackedQ8>;
+        case Type::IQ4_NL: return &rows_packed_blocks<PackedQ4<block_iq4_nl>>;
+        case Type::MXFP4: return &rows_packed_blocks<PackedQ4<block_mxfp4>>;
         default: return nullptr;
     }
 }

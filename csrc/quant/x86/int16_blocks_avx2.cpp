@@ -56,18 +56,26 @@ struct Decoded {
 };
 
 // Packed rows (packed.h) of GGUF block Blk: a chunk from block b0 starts at byte sizeof(Blk) b0
-// with its f16 scales, then (kMin) its f16 minima, then its quants.
+// with its scales (f16; MXFP4: E8M0 bytes), then (kMin) its f16 minima, then its quants.
 template <class Blk>
 struct PackedRow {
     static constexpr int kBlock = sizeof(Blk);
     static constexpr bool kMin = LegacyBlock<Blk>::kMin;
-    static constexpr int kScales = kMin ? 32 : 16;  // bytes of a chunk's scales (a chunk of 4: half)
+    static constexpr bool kE8M0 = std::is_same_v<Blk, block_mxfp4>;
+    static constexpr int kScales = (kE8M0 ? 8 : 16) * (kMin ? 2 : 1);  // bytes of a chunk's scales (a chunk of 4: half)
     const uint8_t* p;
     const uint8_t* at(int64_t b0) const { return p + kBlock * b0; }
     const uint8_t* quants(int64_t b0) const { return at(b0) + kScales; }
     const uint8_t* quants4(int64_t b0) const { return at(b0) + kScales / 2; }
-    __m256 scales(int64_t b0) const { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at(b0)))); }
-    __m128 scales4(int64_t b0) const { return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at(b0)))); }
+    __m256 scales(int64_t b0) const {
+        if constexpr (kE8M0) return e8m0_half8(at(b0));
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at(b0))));
+    }
+    // (MXFP4: the 8 bytes read end inside the chunk's quants)
+    __m128 scales4(int64_t b0) const {
+        if constexpr (kE8M0) return _mm256_castps256_ps128(e8m0_half8(at(b0)));
+        return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at(b0))));
+    }
     // -m of blocks 0..3 and 4..7, each for its two halves
     void mins(int64_t b0, __m256 (&m)[2]) const {
         const __m256 neg = _mm256_xor_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at(b0) + 16))),
@@ -99,13 +107,22 @@ struct PackedQ8 : PackedRow<block_q8_0> {
     }
 };
 
-// Q4_0 / Q4_1: group g of a chunk of B blocks holds vectors g and g + B (low and high nibbles).
+// Q4_0 / Q4_1, IQ4_NL / MXFP4: group g of a chunk of B blocks holds vectors g and g + B (low and
+// high nibbles).
 template <class Blk>
 struct PackedQ4 : PackedRow<Blk> {
     using PackedRow<Blk>::quants;
     using PackedRow<Blk>::quants4;
     template <int B, class F>
     static void groups(const uint8_t* w, F& fn) {
+        if constexpr (CodeBook<Blk>::kIs) {
+            for (int g = 0; g < B; ++g) {
+                const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16 * g));
+                fn(g, book_lookup(CodeBook<Blk>::values(), x));
+                fn(g + B, book_lookup(CodeBook<Blk>::values(), _mm_srli_epi16(x, 4)));
+            }
+            return;
+        }
         const __m256i off = _mm256_set1_epi16(PackedRow<Blk>::kMin ? 0 : 8);
         for (int g = 0; g < B; ++g) {
             const __m256i x = load_u8x16(w + 16 * g);
@@ -309,6 +326,8 @@ R by_format(Type type) {
         case Type::Q5_0: return Fn<PackedQ5<block_q5_0>>::get();
         case Type::Q5_1: return Fn<PackedQ5<block_q5_1>>::get();
         case Type::Q8_0: return Fn<PackedQ8>::get();
+        case Type::IQ4_NL: return Fn<PackedQ4<block_iq4_nl>>::get();
+        case Type::MXFP4: return Fn<PackedQ4<block_mxfp4>>::get();
         default: return nullptr;
     }
 }

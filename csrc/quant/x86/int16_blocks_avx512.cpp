@@ -68,18 +68,26 @@ struct Decoded : OneStep<Decoded<kHasMin>> {
 };
 
 // Packed rows (packed.h) of GGUF block Blk: a chunk from block b0 starts at byte sizeof(Blk) b0
-// with its f16 scales, then (kMin) its f16 minima, then its quants.
+// with its scales (f16; MXFP4: E8M0 bytes), then (kMin) its f16 minima, then its quants.
 template <class Blk>
 struct PackedRows {
     static constexpr int kBlock = sizeof(Blk);
     static constexpr bool kMin = LegacyBlock<Blk>::kMin;
-    static constexpr int kScales = kMin ? 32 : 16;  // bytes of a chunk's scales (a chunk of 4: half)
+    static constexpr bool kE8M0 = std::is_same_v<Blk, block_mxfp4>;
+    static constexpr int kScales = (kE8M0 ? 8 : 16) * (kMin ? 2 : 1);  // bytes of a chunk's scales (a chunk of 4: half)
     const uint8_t* p[2];
     const uint8_t* at(int i, int64_t b0) const { return p[i] + kBlock * b0; }
     const uint8_t* quants(int i, int64_t b0) const { return at(i, b0) + kScales; }
     const uint8_t* quants4(int i, int64_t b0) const { return at(i, b0) + kScales / 2; }
-    __m512 scales(int64_t b0) const { return _mm512_cvtph_ps(join(load128(at(0, b0)), load128(at(1, b0)))); }
-    __m512 scales4(int64_t b0) const { return _mm512_cvtph_ps(join(load64(at(0, b0)), load64(at(1, b0)))); }
+    // (a chunk of 4 of MXFP4: lanes 4..7 of a row from its first quant bytes, unused)
+    __m512 scales(int64_t b0) const {
+        if constexpr (kE8M0) return join(e8m0_half8(at(0, b0)), e8m0_half8(at(1, b0)));
+        return _mm512_cvtph_ps(join(load128(at(0, b0)), load128(at(1, b0))));
+    }
+    __m512 scales4(int64_t b0) const {
+        if constexpr (kE8M0) return scales(b0);
+        return _mm512_cvtph_ps(join(load64(at(0, b0)), load64(at(1, b0))));
+    }
     // -m of blocks 4k .. 4k + 3 of both rows, each for its two halves
     __m512 mins(int64_t b0, int k) const {
         const __m512 m = _mm512_cvtph_ps(join(load128(at(0, b0) + 16), load128(at(1, b0) + 16)));
@@ -106,7 +114,8 @@ struct PackedQ8 : PackedRows<block_q8_0>, OneStep<PackedQ8> {
     __m512i vec4(int i, int64_t b0, int u) const { return _mm512_cvtepi8_epi16(load256(quants4(i, b0) + 32 * u)); }
 };
 
-// Q4_0 / Q4_1: 32 bytes at 32 s hold units s (low nibbles) and s + units / 2 (high nibbles).
+// Q4_0 / Q4_1, IQ4_NL / MXFP4: 32 bytes at 32 s hold units s (low nibbles) and s + units / 2
+// (high nibbles); the code-book formats look their bytes up before widening them.
 template <class Blk>
 struct PackedQ4 : PackedRows<Blk> {
     using PackedRows<Blk>::quants;
@@ -114,7 +123,15 @@ struct PackedQ4 : PackedRows<Blk> {
     static constexpr int kStep = 2;
     static constexpr int unit(int s, int k, int units) { return s + k * units / 2; }
     void step(int i, int64_t b0, int s, int units, __m512i (&q)[2]) const {
-        const __m512i x = _mm512_cvtepu8_epi16(load256((units == 8 ? quants(i, b0) : quants4(i, b0)) + 32 * s));
+        const uint8_t* w = (units == 8 ? quants(i, b0) : quants4(i, b0)) + 32 * s;
+        if constexpr (CodeBook<Blk>::kIs) {
+            const __m256i x = load256(w), nib = _mm256_set1_epi8(0x0F);
+            const __m256i book = _mm256_broadcastsi128_si256(load128(CodeBook<Blk>::values()));
+            q[0] = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(book, _mm256_and_si256(x, nib)));
+            q[1] = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(book, _mm256_and_si256(_mm256_srli_epi16(x, 4), nib)));
+            return;
+        }
+        const __m512i x = _mm512_cvtepu8_epi16(load256(w));
         const __m512i off = _mm512_set1_epi16(PackedRows<Blk>::kMin ? 0 : 8);
         q[0] = _mm512_sub_epi16(_mm512_and_si512(x, _mm512_set1_epi16(0x0F)), off);
         q[1] = _mm512_sub_epi16(_mm512_srli_epi16(x, 4), off);
@@ -394,6 +411,8 @@ RowsPackedFn rows_packed(Type type) {
         case Type::Q5_0: return &rows_packed_blocks<PackedQ5<block_q5_0>, Type::Q5_0>;
         case Type::Q5_1: return &rows_packed_blocks<PackedQ5<block_q5_1>, Type::Q5_1>;
         case Type::Q8_0: return &rows_packed_blocks<PackedQ8, Type::Q8_0>;
+        case Type::IQ4_NL: return &rows_packed_blocks<PackedQ4<block_iq4_nl>, Type::IQ4_NL>;
+        case Type::MXFP4: return &rows_packed_blocks<PackedQ4<block_mxfp4>, Type::MXFP4>;
         default: return nullptr;
     }
 }
@@ -405,6 +424,8 @@ RowsPacked2Fn rows_packed2(Type type) {
         case Type::Q5_0: return &rows_packed2_blocks<PackedQ5<block_q5_0>>;
         case Type::Q5_1: return &rows_packed2_blocks<PackedQ5<block_q5_1>>;
         case Type::Q8_0: return &rows_packed2_blocks<PackedQ8>;
+        case Type::IQ4_NL: return &rows_packed2_blocks<PackedQ4<block_iq4_nl>>;
+        case Type::MXFP4: return &rows_packed2_blocks<PackedQ4<block_mxfp4>>;
         default: return nullptr;
     }
 }

@@ -238,9 +238,25 @@ inline __m256i fifth_bits(const uint8_t* qh, int i) {
                                           static_cast<int16_t>(0x8000));
     return _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(static_cast<int16_t>(h)), bit), bit);
 }
-// A GGUF block of a legacy format (Blk) read in place, for the blocks a block-lane row keeps in
-// the natural order: half(h) its elements 16 h .. 16 h + 15 as int16 q (int16_gemm.h: Q4_0 the
-// nibble - 8, Q5_0 the 5-bit quant - 16), mw() its minimum term's weight (-m; 0 without one).
+// E8M0 exponents (int32 lanes) as MXFP4 scales: kernels_ref.h's e8m0_to_fp32_half, 2^(e - 128)
+// (e < 2: the subnormals 2^-128 and 2^-127).
+inline __m256 e8m0_half(__m256i e) {
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, one), 23);
+    const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(subnormal, normal, _mm256_cmpgt_epi32(e, one)));
+}
+inline __m256 e8m0_half8(const uint8_t* p) { return e8m0_half(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))); }
+// The code book's values at the 16 codes in the low nibbles of `codes`' bytes, as int16.
+inline __m256i book_lookup(const int8_t* values, __m128i codes) {
+    const __m128i book = _mm_loadu_si128(reinterpret_cast<const __m128i*>(values));
+    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(book, _mm_and_si128(codes, _mm_set1_epi8(0x0F))));
+}
+
+// A GGUF block of a legacy or code-book format (Blk) read in place, for the blocks a block-lane
+// row keeps in the natural order: half(h) its elements 16 h .. 16 h + 15 as int16 q (int16_gemm.h:
+// Q4_0 the nibble - 8, Q5_0 the 5-bit quant - 16, IQ4_NL / MXFP4 the code book's value), d() its
+// scale, mw() its minimum term's weight (-m; 0 without one).
 template <class Blk>
 struct LegacyBlock : BlockRef<Blk> {
     static constexpr bool kQ8 = std::is_same_v<Blk, block_q8_0>;
@@ -248,9 +264,19 @@ struct LegacyBlock : BlockRef<Blk> {
     static constexpr bool kMin = std::is_same_v<Blk, block_q4_1> || std::is_same_v<Blk, block_q5_1>;
     using BlockRef<Blk>::b;
     explicit LegacyBlock(const uint8_t* p) : BlockRef<Blk>(p) {}
+    float d() const {
+        if constexpr (std::is_same_v<Blk, block_mxfp4>) {
+            return _mm256_cvtss_f32(e8m0_half(_mm256_set1_epi32(b.e)));
+        } else {
+            return BlockRef<Blk>::d();
+        }
+    }
     __m256i half(int h) const {
         if constexpr (kQ8) {
             return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * h)));
+        } else if constexpr (CodeBook<Blk>::kIs) {
+            const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+            return book_lookup(CodeBook<Blk>::values(), h ? _mm_srli_epi16(x, 4) : x);
         } else {
             const __m256i x = load_u8x16(b.qs);  // byte j: element j (low nibble) and j + 16 (high)
             __m256i q = h ? _mm256_srli_epi16(x, 4) : _mm256_and_si256(x, _mm256_set1_epi16(0x0F));
