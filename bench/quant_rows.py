@@ -30,8 +30,8 @@ from ds4 import _core
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "quant"))
 from qdata import block_geometry, random_blocks  # noqa: E402
 
-FORMATS = ["Q8_0", "Q5_0", "Q4_0", "Q4_1", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
-PACKED = {"Q8_0", "Q5_0", "Q4_0", "Q4_1", "Q5_1"}
+FORMATS = ["Q8_0", "Q5_0", "Q4_0", "Q4_1", "Q5_1", "IQ4_NL", "MXFP4", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"]
+PACKED = {"Q8_0", "Q5_0", "Q4_0", "Q4_1", "Q5_1", "IQ4_NL", "MXFP4"}
 ROWS = [1, 4, 8, 12, 16]
 
 

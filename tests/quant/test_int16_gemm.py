@@ -64,6 +64,26 @@ def test_simd_equals_reference(t, isa, extra, rows):
 
 
 @pytest.mark.parametrize("isa", SIMD_ISAS)
+def test_mxfp4_subnormal_scales(isa):
+    # E8M0 exponents 0 and 1 are the subnormal scales 2^-128 and 2^-127 (ggml's
+    # ggml_e8m0_to_fp32_half): every kernel and the packed rows convert them as the reference does.
+    n, rows = 672, 5
+    rng = np.random.default_rng(21)
+    raw = rng.integers(0, 256, (rows * n // 32, 17), dtype=np.uint8)
+    raw[:, 0] = rng.choice([0, 1, 2, 3], len(raw))
+    data = raw.tobytes()
+    x = (rng.standard_normal((7, n)) * 1e30).astype(np.float32)
+    ref = _core.matmul_path("MXFP4", data, rows, x, "i16", isa="scalar")
+    w = _core.dequantize_raw("MXFP4", data, rows * n).reshape(rows, n).astype(np.float64)
+    assert np.all(np.abs(w) < 2.0**-120) and np.count_nonzero(w) > 0
+    assert np.all(np.isfinite(ref)) and np.count_nonzero(ref) > 0
+    np.testing.assert_array_equal(_core.matmul_path("MXFP4", data, rows, x, "i16", isa=isa), ref)
+    packed = _core.pack_weights("MXFP4", data, rows, n)
+    for nx in (1, 7):
+        np.testing.assert_array_equal(_core.matmul_path("MXFP4", packed, rows, x[:nx], "i16packed", isa=isa), ref[:nx])
+
+
+@pytest.mark.parametrize("isa", SIMD_ISAS)
 @pytest.mark.parametrize("t", ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"])
 def test_fused_rows_equal_gemm(t, isa):
     # decode and verify blocks (the fused kernel: 1..4 rows per weight pass on AVX2, 1..8 and two

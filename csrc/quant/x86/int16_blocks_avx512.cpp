@@ -67,6 +67,14 @@ struct Decoded : OneStep<Decoded<kHasMin>> {
     void prefetch(int64_t, int) const {}
 };
 
+// x86/int16_spans.h's e8m0_half on 16 lanes.
+inline __m512 e8m0_half(__m512i e) {
+    const __m512i one = _mm512_set1_epi32(1);
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, one), 23);
+    const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmpgt_epu32_mask(e, one), subnormal, normal));
+}
+
 // Packed rows (packed.h) of GGUF block Blk: a chunk from block b0 starts at byte sizeof(Blk) b0
 // with its scales (f16; MXFP4: E8M0 bytes), then (kMin) its f16 minima, then its quants.
 template <class Blk>
@@ -81,7 +89,7 @@ struct PackedRows {
     const uint8_t* quants4(int i, int64_t b0) const { return at(i, b0) + kScales / 2; }
     // (a chunk of 4 of MXFP4: lanes 4..7 of a row from its first quant bytes, unused)
     __m512 scales(int64_t b0) const {
-        if constexpr (kE8M0) return join(e8m0_half8(at(0, b0)), e8m0_half8(at(1, b0)));
+        if constexpr (kE8M0) return e8m0_half(_mm512_cvtepu8_epi32(_mm_unpacklo_epi64(load64(at(0, b0)), load64(at(1, b0)))));
         return _mm512_cvtph_ps(join(load128(at(0, b0)), load128(at(1, b0))));
     }
     __m512 scales4(int64_t b0) const {
