@@ -231,8 +231,11 @@ DS4_I16_BLOCKS_DECLARE
     DS4_I16_BLOCKS_DECLARE                                                                                        \
     /* Activation rows per pass of the block-lane kernels (rows_max of their formats). */                       \
     constexpr int kBlockRowsMax = 6;                                                                              \
-    /* decode_packed of `type` (the legacy formats), or nullptr. */                                             \
+    /* decode_packed of `type` (the block-lane formats), or nullptr. */                                         \
     DecodeI16Fn decode_packed(Type type);                                                                         \
+    /* decode, and the fused rows kernel (any number of rows), of the block-lane formats' GGUF rows. */           \
+    DecodeI16Fn decode_gguf(Type type);                                                                           \
+    RowsI16Fn rows_gguf(Type type);                                                                               \
     /* The fused few-rows kernel of `type` (the K-quants), or nullptr. */                                         \
     RowsI16Fn rows_i16(Type type);
 namespace avx2 {

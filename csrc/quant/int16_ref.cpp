@@ -359,13 +359,15 @@ const I16Kernels& table(Isa isa) {
                                    lanes ? &ref::gemm_i16_blocks : &ref::gemm_i16,
                                    nullptr, nullptr, lanes, kDotRowsMax, packed_ref<T>()};
 #if defined(DS4_X86)
-    static const I16Kernels simd{&decode_row<F>,
+    // The block-lane formats' GGUF rows (a MoE's expert stacks, repack=False): decoded and
+    // multiplied in registers, the packed rows' vectors.
+    static const I16Kernels simd{lanes ? avx2::decode_gguf(T) : &decode_row<F>,
                                  F::kMinLen,
                                  F::B / kSpan,
                                  F::kRange,
                                  &avx2::quantize_i16,
                                  lanes ? &avx2::gemm_i16_blocks : &avx2::gemm_i16,
-                                 avx2::rows_i16(T),
+                                 lanes ? avx2::rows_gguf(T) : avx2::rows_i16(T),
                                  avx2::rows_packed(T),
                                  lanes,
                                  lanes ? avx2::kBlockRowsMax : kDotRowsMax,
@@ -376,7 +378,7 @@ const I16Kernels& table(Isa isa) {
         I16Kernels k = simd;
         k.quantize = &avxvnni::quantize_i16;
         k.gemm = lanes ? &avxvnni::gemm_i16_blocks : &avxvnni::gemm_i16;
-        k.rows = avxvnni::rows_i16(T);
+        k.rows = lanes ? avxvnni::rows_gguf(T) : avxvnni::rows_i16(T);
         k.rows_packed = avxvnni::rows_packed(T);
         return k;
     }();

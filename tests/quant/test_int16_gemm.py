@@ -22,6 +22,8 @@ from ds4 import _core
 from test_simd_kernels import SIMD_ISAS, block_size, random_row
 
 I16_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "MXFP4", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"]
+# The block-lane formats (block_lanes.h), packed at load (csrc/quant/packed.h).
+PACKED_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "MXFP4"]
 U = 2.0**-24
 
 
@@ -84,12 +86,16 @@ def test_mxfp4_subnormal_scales(isa):
 
 
 @pytest.mark.parametrize("isa", SIMD_ISAS)
-@pytest.mark.parametrize("t", ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"])
-def test_fused_rows_equal_gemm(t, isa):
+@pytest.mark.parametrize("t", ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", *PACKED_TYPES])
+@pytest.mark.parametrize("blocks", [0, 4, 3])  # block-lane formats: a last chunk of 8, of 4, in natural order
+def test_fused_rows_equal_gemm(t, isa, blocks):
     # decode and verify blocks (the fused kernel: 1..4 rows per weight pass on AVX2, 1..8 and two
-    # weight rows at a time on AVX-512; more rows in passes of equal size) = prefill
-    # (the GEMM); 5 weight rows: pairs and a last one alone
-    n = _n(t)
+    # weight rows at a time on AVX-512; the block-lane formats' GGUF rows 1..6 per pass, AVX2's
+    # kernel on every x86 ISA; more rows in passes of equal size) = prefill (the GEMM); 5 weight
+    # rows: pairs and a last one alone
+    if blocks and block_size(t) != 32:
+        pytest.skip("K-quant rows have no chunks")
+    n = 32 * (32 + blocks) if block_size(t) == 32 else _n(t)
     data, _ = _weights(t, 5, n, 8)
     rng = np.random.default_rng(9)
     x = (rng.standard_normal((33, n)) * np.exp(rng.standard_normal(n))).astype(np.float32)
@@ -147,7 +153,6 @@ def test_float_formats_have_no_int16_path():
 # Packed weights (csrc/quant/packed.h): rows of the legacy formats in the block-lane order
 # (block_lanes.h), each the size of its GGUF row. Row lengths: whole chunks of 8 blocks, a last
 # chunk of 4, of 1..3 or 5..7 (natural order), and each alone.
-PACKED_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "MXFP4"]
 LANE_ROWS = [32, 96, 128, 256, 576, 640, 672, 736, 1024]
 
 

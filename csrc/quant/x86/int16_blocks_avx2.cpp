@@ -59,6 +59,7 @@ struct Decoded {
 // with its scales (f16; MXFP4: E8M0 bytes), then (kMin) its f16 minima, then its quants.
 template <class Blk>
 struct PackedRow {
+    using Block = Blk;
     static constexpr int kBlock = sizeof(Blk);
     static constexpr bool kMin = LegacyBlock<Blk>::kMin;
     static constexpr bool kE8M0 = std::is_same_v<Blk, block_mxfp4>;
@@ -189,6 +190,77 @@ struct PackedQ5 : PackedRow<Blk> {
         fn(6, _mm256_or_si256(_mm256_and_si256(nib, _mm256_set1_epi16(0x0F)), top_bit<kSigned>(load_word(w, 0))));
         fn(7, _mm256_or_si256(_mm256_srli_epi16(nib, 4), top_bit<kSigned>(load_word(w, 1))));
     }
+};
+
+// 8 rows of 8 int32 lanes transposed in place: lane j of r[i] <-> lane i of r[j].
+inline void transpose8(__m256i (&r)[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {  // t[i], t[i + 1]: rows i, i + 1 interleaved, lanes 0, 1 | 2, 3 of each half
+        t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {  // u[i + c]: column c | c + 4 of rows i .. i + 3
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int c = 0; c < 4; ++c) {
+        r[c] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x20);
+        r[c + 4] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x31);
+    }
+}
+
+// GGUF rows of a legacy or code-book format (a MoE's expert stacks, which stay in the file, and
+// Model(repack=False)): a chunk's blocks decoded in the natural order (LegacyBlock), where lane p
+// of half h is a block's pair 8 h + p, then transposed into the block-lane order, where vector
+// 8 h + p is that pair of blocks 0..7 (a chunk of 4: vector 4 h + m is pair 8 h + 2 m of blocks
+// 0..3, then pair 8 h + 2 m + 1). The vectors are the packed rows', so are the floats.
+template <class Blk>
+struct GgufRow {
+    static constexpr bool kMin = LegacyBlock<Blk>::kMin;
+    static constexpr int kBlock = sizeof(Blk);
+    const uint8_t* p;
+    LegacyBlock<Blk> block(int64_t b) const { return LegacyBlock<Blk>(p + kBlock * b); }
+    template <class F>
+    void chunk(int64_t b0, F&& fn) const {
+        for (int h = 0; h < 2; ++h) {
+            __m256i r[8];
+            for (int j = 0; j < 8; ++j) r[j] = block(b0 + j).half(h);
+            transpose8(r);
+            for (int k = 0; k < 8; ++k) fn(8 * h + k, r[k]);
+        }
+    }
+    template <class F>
+    void chunk4(int64_t b0, F&& fn) const {
+        for (int h = 0; h < 2; ++h) {
+            __m256i r[8];
+            for (int j = 0; j < 8; ++j) r[j] = j < 4 ? block(b0 + j).half(h) : _mm256_setzero_si256();
+            transpose8(r);
+            for (int m = 0; m < 4; ++m) fn(4 * h + m, _mm256_permute2x128_si256(r[2 * m], r[2 * m + 1], 0x20));
+        }
+    }
+    __m256 scales(int64_t b0) const {
+        alignas(32) float d[8];
+        for (int j = 0; j < 8; ++j) d[j] = block(b0 + j).d();
+        return _mm256_load_ps(d);
+    }
+    __m128 scales4(int64_t b0) const {
+        alignas(16) float d[4];
+        for (int j = 0; j < 4; ++j) d[j] = block(b0 + j).d();
+        return _mm_load_ps(d);
+    }
+    // -m of blocks 0..3 and 4..7, each for its two halves
+    void mins(int64_t b0, __m256 (&m)[2]) const {
+        m[0] = mins4(b0);
+        m[1] = mins4(b0 + 4);
+    }
+    __m256 mins4(int64_t b0) const {
+        alignas(32) float w[8];
+        for (int j = 0; j < 4; ++j) w[2 * j] = w[2 * j + 1] = block(b0 + j).mw();
+        return _mm256_load_ps(w);
+    }
+    void prefetch(int64_t b0) const { prefetch_block<8 * kBlock>(p + kBlock * b0); }
 };
 
 // y[r * ldy] for R activation rows (a, da, xs: rows of n, n / 32 and n / 16).
@@ -340,9 +412,32 @@ struct RowsOf {
     static RowsPackedFn get() { return &rows_packed_blocks<W>; }
 };
 
+// GGUF rows: any number of activation rows, in passes of at most kBlockRowsMax (the AVX-512
+// table's rows_max is its own kernels').
+template <class W>
+void rows_gguf_blocks(const void* row, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
+                      int64_t ldy) {
+    const int64_t nb = n / kSpan, halves = n / kHalf;
+    for (int r = 0; r < nx; r += kBlockRowsMax) {
+        const int m = std::min(nx - r, kBlockRowsMax);
+        block_rows_any(packed<W>(row), n, a + r * act_stride(n), da + r * nb, W::kMin ? xs + r * halves : xs, m,
+                       y + r * ldy, ldy);
+    }
+}
+template <class W>
+struct GgufDecodeOf {
+    static DecodeI16Fn get() { return &decode_packed_blocks<GgufRow<typename W::Block>>; }
+};
+template <class W>
+struct GgufRowsOf {
+    static RowsI16Fn get() { return &rows_gguf_blocks<GgufRow<typename W::Block>>; }
+};
+
 }  // namespace
 
 DecodeI16Fn decode_packed(Type type) { return by_format<DecodeOf, DecodeI16Fn>(type); }
+DecodeI16Fn decode_gguf(Type type) { return by_format<GgufDecodeOf, DecodeI16Fn>(type); }
+RowsI16Fn rows_gguf(Type type) { return by_format<GgufRowsOf, RowsI16Fn>(type); }
 
 void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, int min_len, int, int nw, const int16_t* a,
                      const float* da, const float* xs, int nx, int64_t n, float* y, int64_t ldy) {
