@@ -47,15 +47,19 @@ void scale_all(int16_t* t, int n, int c) {
     for (int e = 0; e < n; ++e) t[e] = static_cast<int16_t>(t[e] * c);
 }
 
+// What the 32-element formats of the block lanes share (|q| <= 128).
+struct Lanes32 {
+    static constexpr int B = 32;
+    static constexpr int kMinLen = 0;
+    static constexpr bool kBlockLanes = true;
+    static constexpr int kRange = 32767;
+};
 // The 32-element legacy formats: nibbles, a fifth bit for Q5_*, and either an offset (-8 / -16,
 // the _0 formats) or the block's minimum (w = d q + m, the _1 formats).
 template <class Blk, bool kFifth, bool kHasMin>
-struct Legacy {
+struct Legacy : Lanes32 {
     using Block = Blk;
-    static constexpr int B = 32;
     static constexpr int kMinLen = kHasMin ? kHalf : 0;  // halves: the block-lane kernels' unit
-    static constexpr bool kBlockLanes = true;
-    static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float* mw) {
         const auto& b = *reinterpret_cast<const Block*>(p);
         legacy_nibbles(b.qs, t);
@@ -72,27 +76,18 @@ using Q4_0 = Legacy<block_q4_0, false, false>;
 using Q4_1 = Legacy<block_q4_1, false, true>;
 using Q5_0 = Legacy<block_q5_0, true, false>;
 using Q5_1 = Legacy<block_q5_1, true, true>;
-struct Q8_0 {
+struct Q8_0 : Lanes32 {
     using Block = block_q8_0;
-    static constexpr int B = 32;
-    static constexpr int kMinLen = 0;
-    static constexpr bool kBlockLanes = true;
-    static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const Block*>(p);
         for (int e = 0; e < B; ++e) t[e] = b.qs[e];
         sw[0] = ref::fp16(b.d);
     }
 };
-// IQ4_NL / MXFP4 (iq_tables.h: CodeBook): the legacy nibbles mapped through the code book; its
-// values (|v| <= 127) keep Q8_0's range.
+// IQ4_NL / MXFP4 (iq_tables.h: CodeBook): the legacy nibbles mapped through the code book.
 template <class Blk>
-struct Book {
+struct Book : Lanes32 {
     using Block = Blk;
-    static constexpr int B = 32;
-    static constexpr int kMinLen = 0;
-    static constexpr bool kBlockLanes = true;
-    static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const Block*>(p);
         legacy_nibbles(b.qs, t);
