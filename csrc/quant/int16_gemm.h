@@ -274,6 +274,8 @@ DS4_I16_BLOCKS_DECLARE
 constexpr int kBlockRowsMax = 4;
 // The fused rows kernels of the K-quants, or nullptr.
 RowsI16Fn rows_i16(Type type);
+// The fused rows kernel of the block-lane formats' GGUF rows (any number of rows), or nullptr.
+RowsI16Fn rows_gguf(Type type);
 }  // namespace neon
 #undef DS4_I16_DECLARE
 #undef DS4_I16_BLOCKS_DECLARE

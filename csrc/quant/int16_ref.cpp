@@ -415,7 +415,7 @@ const I16Kernels& table(Isa isa) {
                                  F::kRange,
                                  &neon::quantize_i16,
                                  lanes ? &neon::gemm_i16_blocks : &neon::gemm_i16,
-                                 neon::rows_i16(T),
+                                 lanes ? neon::rows_gguf(T) : neon::rows_i16(T),
                                  neon::rows_packed(T),
                                  lanes,
                                  lanes ? neon::kBlockRowsMax : kDotRowsMax,

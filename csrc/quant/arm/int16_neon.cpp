@@ -446,6 +446,75 @@ void rows_packed_blocks(const void* row, int64_t n, const int16_t* a, const floa
     block_rows_any(w, n, a, da, xs, nx, y, ldy);
 }
 
+// 4 rows of 4 int32 lanes transposed in place: lane j of r[i] <-> lane i of r[j].
+inline void transpose4(int32x4_t (&r)[4]) {
+    const int64x2_t t0 = vreinterpretq_s64_s32(vtrn1q_s32(r[0], r[1])), t1 = vreinterpretq_s64_s32(vtrn2q_s32(r[0], r[1]));
+    const int64x2_t t2 = vreinterpretq_s64_s32(vtrn1q_s32(r[2], r[3])), t3 = vreinterpretq_s64_s32(vtrn2q_s32(r[2], r[3]));
+    r[0] = vreinterpretq_s32_s64(vtrn1q_s64(t0, t2));
+    r[1] = vreinterpretq_s32_s64(vtrn1q_s64(t1, t3));
+    r[2] = vreinterpretq_s32_s64(vtrn2q_s64(t0, t2));
+    r[3] = vreinterpretq_s32_s64(vtrn2q_s64(t1, t3));
+}
+
+// GGUF rows of a block-lane format (a MoE's expert stacks, Model(repack=False)), as
+// x86/int16_blocks_avx2.cpp's GgufRow: a chunk's blocks decoded in the natural order (span(): its
+// int32 lane c of w[q] is the block's pair 4 q + c), then transposed 4 blocks at a time into the
+// block lanes (vector v: pair v of blocks 0..3, then of blocks 4..7; a chunk of 4: vector 2 q + m
+// pairs 4 q + 2 m, then 4 q + 2 m + 1, of blocks 0..3).
+template <class Blk>
+struct GgufRow {
+    static constexpr bool kMin = LegacyBlock<Blk>::kMin;
+    const uint8_t* p;
+    LegacyBlock<Blk> block(int64_t b) const { return LegacyBlock<Blk>(p + sizeof(Blk) * b); }
+    template <class Fn>
+    void chunk(int64_t b0, int vectors, Fn&& fn) const {
+        const int blocks = vectors / 2;
+        Span s[BlockLanes::kChunk];
+        for (int j = 0; j < blocks; ++j) s[j] = block(b0 + j).span();
+        for (int q = 0; q < 4; ++q) {
+            int32x4_t lo[4], hi[4];
+            for (int j = 0; j < 4; ++j) lo[j] = vreinterpretq_s32_s16(s[j].w[q]);
+            transpose4(lo);
+            if (blocks == 4) {
+                for (int m = 0; m < 2; ++m) fn(2 * q + m, vreinterpretq_s16_s32(lo[2 * m]), vreinterpretq_s16_s32(lo[2 * m + 1]));
+                continue;
+            }
+            for (int j = 0; j < 4; ++j) hi[j] = vreinterpretq_s32_s16(s[4 + j].w[q]);
+            transpose4(hi);
+            for (int c = 0; c < 4; ++c) fn(4 * q + c, vreinterpretq_s16_s32(lo[c]), vreinterpretq_s16_s32(hi[c]));
+        }
+    }
+    F8 scales(int64_t b0) const { return {scales4(b0), scales4(b0 + 4)}; }
+    float32x4_t scales4(int64_t b0) const {
+        float d[4];
+        for (int j = 0; j < 4; ++j) d[j] = block(b0 + j).d();
+        return vld1q_f32(d);
+    }
+    void mins(int64_t b0, F8 (&m)[2]) const {
+        m[0] = mins4(b0);
+        m[1] = mins4(b0 + 4);
+    }
+    F8 mins4(int64_t b0) const {
+        float w[8];
+        for (int j = 0; j < 4; ++j) w[2 * j] = w[2 * j + 1] = block(b0 + j).mw();
+        return {vld1q_f32(w), vld1q_f32(w + 4)};
+    }
+};
+
+// GGUF rows: any number of activation rows, in passes of at most kBlockRowsMax.
+template <class Blk>
+void rows_gguf_blocks(const void* row, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
+                      int64_t ldy) {
+    const int64_t nb = n / kSpan, halves = n / kHalf;
+    GgufRow<Blk> w;
+    w.p = static_cast<const uint8_t*>(row);
+    for (int r = 0; r < nx; r += kBlockRowsMax) {
+        const int m = nx - r < kBlockRowsMax ? nx - r : kBlockRowsMax;
+        block_rows_any(w, n, a + r * act_stride(n), da + r * nb, GgufRow<Blk>::kMin ? xs + r * halves : xs, m,
+                       y + r * ldy, ldy);
+    }
+}
+
 // ---- the K-quants, decoded from their GGUF blocks ----------------------------------------------
 
 // Q4_K and Q5_K (Blk): element 32 j + l is nibble j % 2 of qs[32 (j / 2) + l] (Q5_K: and bit j
@@ -720,6 +789,19 @@ RowsI16Fn rows_i16(Type type) {
         case Type::Q5_K: return &rows_any<Q45K<block_q5_K>>;
         case Type::Q6_K: return &rows_any<Q6K>;
         case Type::IQ4_XS: return &rows_any<IQ4XS>;
+        default: return nullptr;
+    }
+}
+
+RowsI16Fn rows_gguf(Type type) {
+    switch (type) {
+        case Type::Q4_0: return &rows_gguf_blocks<block_q4_0>;
+        case Type::Q4_1: return &rows_gguf_blocks<block_q4_1>;
+        case Type::Q5_0: return &rows_gguf_blocks<block_q5_0>;
+        case Type::Q5_1: return &rows_gguf_blocks<block_q5_1>;
+        case Type::Q8_0: return &rows_gguf_blocks<block_q8_0>;
+        case Type::IQ4_NL: return &rows_gguf_blocks<block_iq4_nl>;
+        case Type::MXFP4: return &rows_gguf_blocks<block_mxfp4>;
         default: return nullptr;
     }
 }
