@@ -241,7 +241,10 @@ void Scheduler::verified(int p, int k, int accepted, double seconds, double caug
         const Picked& pk = picked_[ip];
         const double predicted = cost(k + 1) + pk.draft_fixed + k * (pk.draft_cost + row_overhead_) + pk.catch_up;
         const double r = std::clamp(seconds / predicted, kSlowMin, kSlowMax);
-        slow_[ip] += kSlowWeight * (r - slow_[ip]);
+        // The first pass of a row count (timed_pass saw it once: this one) runs cold (buffers
+        // grow, pages fault, a drafter's first pass too): the fit takes it as the faster of two,
+        // the ledger pays it, and no proposer's slowdown inherits it.
+        if (fit_.rows[static_cast<size_t>(k)].seen != 1) slow_[ip] += kSlowWeight * (r - slow_[ip]);
         double spent = std::min(seconds, kSlowMax * predicted);
         if (pk.invest) {
             caught_up = std::min(caught_up, spent);

@@ -72,7 +72,7 @@ inline __m512 e8m0_half(__m512i e) {
     const __m512i one = _mm512_set1_epi32(1);
     const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, one), 23);
     const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
-    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmpgt_epu32_mask(e, one), subnormal, normal));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(e, one), subnormal, normal));  // e <= 255: signed
 }
 
 // Packed rows (packed.h) of GGUF block Blk: a chunk from block b0 starts at byte sizeof(Blk) b0
