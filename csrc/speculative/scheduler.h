@@ -17,7 +17,8 @@
 // that costs and could not gain even at perfect acceptance is not probed at all, unless only one
 // measured pass says so (a cold first pass must not keep it out for good).
 // What its passes really took (drafting, catch-up, verifying) against what the model
-// predicted scales its predictions, so mispredictions cost a few passes, not a generation.
+// predicted scales its predictions (a row count's first pass, which runs cold, aside), so
+// mispredictions cost a few passes, not a generation.
 //
 // The ledger (the floor by construction). Each speculative pass earns (tokens it emitted) x c1
 // minus the seconds it took, drafting and catch-up included. A pass runs only if its worst case

@@ -381,3 +381,16 @@ def test_one_cold_pass_does_not_keep_a_block_drafter_out_for_good() -> None:
     assert sum(1 for k in once if k) >= 100 and once[-1] == N_MAX
     twice = run(2)
     assert sum(1 for k in twice if k) == 2
+
+
+def test_a_sizes_first_pass_does_not_slow_its_proposer() -> None:
+    # A row count's first pass runs cold: the fit and the ledger take it, the proposer's slowdown
+    # does not; the second pass of that size, as slow, does.
+    s = _core.SpecScheduler(N_MAX, COST, 1)
+    s.timed_pass(3, 6.0)
+    s.verified(0, 2, 2, 6.0)
+    assert s.slowdown(0) == 1.0
+    assert s.balance(0) == pytest.approx(3 - 6.0)
+    s.timed_pass(3, 6.0)
+    s.verified(0, 2, 2, 6.0)
+    assert s.slowdown(0) > 1.0
