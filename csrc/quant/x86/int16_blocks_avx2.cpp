@@ -240,25 +240,33 @@ struct GgufRow {
             for (int m = 0; m < 4; ++m) fn(4 * h + m, _mm256_permute2x128_si256(r[2 * m], r[2 * m + 1], 0x20));
         }
     }
-    __m256 scales(int64_t b0) const {
-        alignas(32) float d[8];
-        for (int j = 0; j < 8; ++j) d[j] = block(b0 + j).d();
-        return _mm256_load_ps(d);
+    // The 16 bits at byte `at` of blocks b0 .. b0 + 7 (a chunk of 4: 0..3), gathered, as floats:
+    // the f16 scale (at 0) or minimum (at 2); MXFP4's E8M0 byte (at 0) as its scale.
+    template <int kBlocks>
+    __m256 gathered(int64_t b0, int at) const {
+        const __m256i step = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(kBlock));
+        const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(kBlocks), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const auto* base = reinterpret_cast<const int*>(p + kBlock * b0 + at);
+        const __m256i x = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), base, step, live, 1);
+        if constexpr (std::is_same_v<Blk, block_mxfp4>) {
+            return e8m0_half(_mm256_and_si256(x, _mm256_set1_epi32(0xFF)));
+        } else {
+            // the low 16 bits of each lane, packed into the low 128 bits, converted
+            const __m256i packed = _mm256_packus_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0xFFFF)), _mm256_setzero_si256());
+            return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08)));
+        }
     }
-    __m128 scales4(int64_t b0) const {
-        alignas(16) float d[4];
-        for (int j = 0; j < 4; ++j) d[j] = block(b0 + j).d();
-        return _mm_load_ps(d);
-    }
+    __m256 scales(int64_t b0) const { return gathered<8>(b0, 0); }
+    __m128 scales4(int64_t b0) const { return _mm256_castps256_ps128(gathered<4>(b0, 0)); }
     // -m of blocks 0..3 and 4..7, each for its two halves
     void mins(int64_t b0, __m256 (&m)[2]) const {
-        m[0] = mins4(b0);
-        m[1] = mins4(b0 + 4);
+        const __m256 neg = _mm256_xor_ps(gathered<8>(b0, 2), _mm256_set1_ps(-0.0f));
+        m[0] = _mm256_permutevar8x32_ps(neg, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+        m[1] = _mm256_permutevar8x32_ps(neg, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
     }
     __m256 mins4(int64_t b0) const {
-        alignas(32) float w[8];
-        for (int j = 0; j < 4; ++j) w[2 * j] = w[2 * j + 1] = block(b0 + j).mw();
-        return _mm256_load_ps(w);
+        const __m256 neg = _mm256_xor_ps(gathered<4>(b0, 2), _mm256_set1_ps(-0.0f));
+        return _mm256_permutevar8x32_ps(neg, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
     }
     void prefetch(int64_t b0) const { prefetch_block<8 * kBlock>(p + kBlock * b0); }
 };
