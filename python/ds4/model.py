@@ -42,7 +42,7 @@ class Model:
         take each 32-value block in one vector lane (their mapped pages are released, so memory
         stays the same; the logits are identical bit for bit); ``False`` reads every weight from
         the mapped file (those formats' kernels then regroup each block
-        of the GGUF layout in registers: a decode step's matmuls ~3x slower). ``huge_pages`` (Linux, with ``repack``): copy every matrix of 2 MiB
+        of the GGUF layout in registers: a decode step's matmuls ~2.5x slower). ``huge_pages`` (Linux, with ``repack``): copy every matrix of 2 MiB
         or more onto transparent huge pages at load (a MoE's expert stacks stay mapped), the same
         logits: a model larger than the CPU's caches decodes faster (Qwen2.5-Coder 1.5B
         +12-19 % on an Intel Xeon) for a longer load, the choice for a long-running
