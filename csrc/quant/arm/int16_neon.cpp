@@ -649,15 +649,10 @@ struct IQ4XS {
     }
     float d() const { return ref::fp16(b.d); }
     Span span(int k) const {
-        const int8x16_t book = vld1q_s8(kvalues_iq4nl);
         const uint8x16_t x = vld1q_u8(b.qs + 16 * k);
-        Span v;
-        for (int i = 0; i < 2; ++i) {
-            const int8x16_t q = vqtbl1q_s8(book, i ? vshrq_n_u8(x, 4) : vandq_u8(x, vdupq_n_u8(0x0F)));
-            v.w[2 * i] = vmulq_n_s16(vmovl_s8(vget_low_s8(q)), sc[k]);
-            v.w[2 * i + 1] = vmulq_n_s16(vmovl_high_s8(q), sc[k]);
-        }
-        return v;
+        const Looked lo = book_lookup(kvalues_iq4nl, vandq_u8(x, vdupq_n_u8(0x0F)));
+        const Looked hi = book_lookup(kvalues_iq4nl, vshrq_n_u8(x, 4));
+        return {{vmulq_n_s16(lo.lo, sc[k]), vmulq_n_s16(lo.hi, sc[k]), vmulq_n_s16(hi.lo, sc[k]), vmulq_n_s16(hi.hi, sc[k])}};
     }
 };
 

@@ -193,6 +193,12 @@ struct Q2K : BlockRef<block_q2_K> {
     void span(int k, __m256i (&v)[2]) const { halves_span(bytes(k), sc, k, v); }
 };
 
+// The code book's values at the 16 codes in the low nibbles of `codes`' bytes, as int16.
+inline __m256i book_lookup(const int8_t* values, __m128i codes) {
+    const __m128i book = _mm_loadu_si128(reinterpret_cast<const __m128i*>(values));
+    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(book, _mm_and_si128(codes, _mm_set1_epi8(0x0F))));
+}
+
 // IQ4_XS: span k = sub-block k: elements 0..15 the code book's values at the low nibbles of
 // qs[16 k + l], 16..31 at the high ones, times the sub-block's 6-bit scale minus 32.
 struct IQ4XS : BlockRef<block_iq4_xs> {
@@ -216,17 +222,11 @@ struct IQ4XS : BlockRef<block_iq4_xs> {
         hi = (hi | hi << 6) & 0x0303030303030303ull;
         return lo | hi << 4;
     }
-    // Span k's 32 code-book values as int8, in element order.
-    __m256i bytes(int k) const {
-        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * k));
-        const __m128i book = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl));
-        const __m128i lo = _mm_and_si128(x, _mm_set1_epi8(0x0F)), hi = _mm_and_si128(_mm_srli_epi16(x, 4), _mm_set1_epi8(0x0F));
-        return _mm256_set_m128i(_mm_shuffle_epi8(book, hi), _mm_shuffle_epi8(book, lo));
-    }
     void span(int k, __m256i (&v)[2]) const {
-        const __m256i q = bytes(k), s = word(sc, k);
-        v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), s);
-        v[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), s);
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * k));
+        const __m256i s = word(sc, k);
+        v[0] = _mm256_mullo_epi16(book_lookup(kvalues_iq4nl, x), s);
+        v[1] = _mm256_mullo_epi16(book_lookup(kvalues_iq4nl, _mm_srli_epi16(x, 4)), s);
     }
 };
 
@@ -247,11 +247,6 @@ inline __m256 e8m0_half(__m256i e) {
     return _mm256_castsi256_ps(_mm256_blendv_epi8(subnormal, normal, _mm256_cmpgt_epi32(e, one)));
 }
 inline __m256 e8m0_half8(const uint8_t* p) { return e8m0_half(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))); }
-// The code book's values at the 16 codes in the low nibbles of `codes`' bytes, as int16.
-inline __m256i book_lookup(const int8_t* values, __m128i codes) {
-    const __m128i book = _mm_loadu_si128(reinterpret_cast<const __m128i*>(values));
-    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(book, _mm_and_si128(codes, _mm_set1_epi8(0x0F))));
-}
 
 // A GGUF block of a legacy or code-book format (Blk) read in place, for the blocks a block-lane
 // row keeps in the natural order: half(h) its elements 16 h .. 16 h + 15 as int16 q (int16_gemm.h:
