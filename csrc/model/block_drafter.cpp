@@ -12,63 +12,12 @@ namespace ds4::model {
 
 namespace {
 
-// FNV-1a, 64 bits: a fingerprint, not a defence against a crafted collision.
-struct Fnv {
-    uint64_t h = 0xcbf29ce484222325ull;
-    void add(const void* p, size_t n) {
-        const auto* b = static_cast<const uint8_t*>(p);
-        for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
-    }
-    void add(uint64_t v) {
-        uint8_t b[8];
-        for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
-        add(b, 8);
-    }
-    void add(std::string_view s) {
-        add(static_cast<uint64_t>(s.size()));
-        add(s.data(), s.size());
-    }
-    std::string hex() const {
-        char buf[17];
-        std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-        return buf;
-    }
-};
-
 std::string str_key(const gguf::File& f, const std::string& key) {
     const gguf::Value* v = f.find(key);
     return v ? v->as_string() : std::string();
 }
 
 }  // namespace
-
-std::string vocab_fingerprint(const gguf::File& file) {
-    Fnv f;
-    const gguf::Value* v = file.find("tokenizer.ggml.tokens");
-    if (!v) return f.hex();
-    const gguf::Array& toks = v->as_array();
-    f.add(static_cast<uint64_t>(toks.size()));
-    for (size_t i = 0; i < toks.size(); ++i) f.add(toks.string_at(i));
-    return f.hex();
-}
-
-std::string weights_fingerprint(const gguf::File& file) {
-    // The geometry of the trunk, whatever the quantisation: a drafter trained on a model serves
-    // any quantisation of it, and refuses a model of another shape.
-    std::vector<const gguf::TensorInfo*> ts;
-    for (const gguf::TensorInfo& t : file.tensors()) {
-        if (t.name.rfind("blk.", 0) == 0 || t.name == "token_embd.weight") ts.push_back(&t);
-    }
-    std::sort(ts.begin(), ts.end(), [](const gguf::TensorInfo* a, const gguf::TensorInfo* b) { return a->name < b->name; });
-    Fnv f;
-    f.add(str_key(file, "general.architecture"));
-    for (const gguf::TensorInfo* t : ts) {
-        f.add(t->name);
-        f.add(static_cast<uint64_t>(t->ne.size()));
-        for (int64_t n : t->ne) f.add(static_cast<uint64_t>(n));
-    }
-    return f.hex();
-}
 
 std::shared_ptr<BlockDrafter> BlockDrafter::load(std::shared_ptr<const gguf::File> file, std::shared_ptr<Model> target) {
     const std::string arch = str_key(*file, "general.architecture");
@@ -123,7 +72,6 @@ BlockDrafter::BlockDrafter(std::shared_ptr<const gguf::File> file, std::shared_p
 }
 
 void BlockDrafter::check_target() const {
-    const gguf::File& t = target_->file();
     const std::string& a = hp_.arch;
     const std::string want_arch = str_key(*file_, a + ".target.architecture");
     const std::string want_vocab = str_key(*file_, a + ".target.vocab_fingerprint");
@@ -136,8 +84,9 @@ void BlockDrafter::check_target() const {
     if (!want_arch.empty() && want_arch != target_->hparams().arch) {
         refuse("architecture '" + want_arch + "' against '" + target_->hparams().arch + "'");
     }
-    if (!want_vocab.empty() && want_vocab != vocab_fingerprint(t)) refuse("its vocabulary differs");
-    if (!want_weights.empty() && want_weights != weights_fingerprint(t)) refuse("its weights' shapes differ");
+    const Identity& id = target_->identity();
+    if (!want_vocab.empty() && want_vocab != id.vocab) refuse("its vocabulary differs");
+    if (!want_weights.empty() && want_weights != id.weights) refuse("its weights' shapes differ");
     if (hp_.n_embd != target_->hparams().n_embd) {
         refuse("hidden size " + std::to_string(hp_.n_embd) + " against " + std::to_string(target_->hparams().n_embd));
     }

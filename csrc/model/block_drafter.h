@@ -126,10 +126,4 @@ private:
     blocks::AttnScratch attn_;
 };
 
-// A fingerprint of a model's vocabulary (its size and every token's bytes) and of its weights
-// (the tensor directory and the first MiB of the token embeddings), as a drafter file records its
-// target's: 16 hex digits each.
-std::string vocab_fingerprint(const gguf::File& file);
-std::string weights_fingerprint(const gguf::File& file);
-
 }  // namespace ds4::model

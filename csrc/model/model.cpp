@@ -55,6 +55,11 @@ std::unique_ptr<state::Slot> Model::make_slot(int layer) const {
     return std::make_unique<state::KvSlot>(L.kv_dim(), n_ctx_, opts_.kv_type, *backend_);
 }
 
+const Identity& Model::identity() const {
+    std::call_once(identity_once_, [this] { identity_ = identity_of(*file_); });
+    return identity_;
+}
+
 std::unique_ptr<state::State> Model::new_state() const {
     std::vector<std::unique_ptr<state::Slot>> slots;
     for (int il = 0; il < n_slots(); ++il) slots.push_back(make_slot(il));

@@ -21,6 +21,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "gguf/gguf.h"
 #include "model/hparams.h"
+#include "model/identity.h"
 #include "model/pass_cost.h"
 #include "model/request.h"
 #include "state/state.h"
@@ -52,6 +53,8 @@ public:
     const HParams& hparams() const { return hp_; }
     const std::string& path() const { return file_->path(); }
     const gguf::File& file() const { return *file_; }
+    // What a drafter file records of its target (identity.h), computed on first use.
+    const Identity& identity() const;
     int64_t n_ctx() const { return n_ctx_; }
     backend::KvType kv_type() const { return opts_.kv_type; }
 
@@ -176,6 +179,8 @@ private:
     std::vector<int64_t> first_, n_past_, out_logits_, out_argmax_, out_shortlist_, captured_;
     std::vector<Out> eval_out_;  // eval()'s output kinds
     PassWork work_;
+    mutable std::once_flag identity_once_;
+    mutable Identity identity_;
     mutable std::mutex times_mu_;
     PassTimes times_[2];  // [argmax]
     std::atomic<uint64_t> passes_{0}, rows_{0};

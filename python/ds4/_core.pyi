@@ -1,7 +1,7 @@
 """Type stubs for the private native module ds4._core (see csrc/bindings/)."""
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -247,7 +247,10 @@ class BlockDrafter:
     @property
     def layers(self) -> list[int]: ...
 
+@overload
 def target_identity(path: str) -> dict[str, Any]: ...
+@overload
+def target_identity(target: Model) -> dict[str, Any]: ...
 
 # generation (csrc/model/generate.h, csrc/model/engine.h)
 class GenerateOptions:

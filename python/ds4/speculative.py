@@ -166,7 +166,7 @@ class Spec:
         if not set(BLOCK) & set(self.resolved_types()):
             return None
         if self.mtp_model is None:
-            found = shipped_for(model.path)
+            found = shipped_for(model)
             if found is None:
                 raise ValueError(f"no block drafter ships for {model.path}: give Spec(mtp_model=PATH) "
                                  "(ds4 train-drafter trains one)")

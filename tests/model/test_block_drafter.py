@@ -125,17 +125,18 @@ def test_forward_matches_the_trainers_model(target: ds4.Model, tmp_path: Path, k
         assert np.isinf(got[:, 200:]).all() and np.isfinite(got[:, 3:200:2]).all()
 
 
-def llamacpp_layout(src: Path, dst: Path, n_vocab: int) -> Path:
-    """A ds4 drafter file as llama.cpp's converter lays it out: no dflash.target.* keys, and a
-    Markov W1 row for every target token instead of ds4's compact rows."""
+def copy_drafter(src: Path, dst: Path, n_vocab: int | None = None, target_keys: dict[str, str] | None = None) -> Path:
+    """A copy of a ds4 drafter file as llama.cpp's converter lays it out (n_vocab given: no
+    dflash.target.* keys, and a Markov W1 row for every target token instead of ds4's compact
+    rows), or with some dflash.target.* values replaced (target_keys)."""
     import gguf
 
     r = gguf.GGUFReader(src)
     w = gguf.GGUFWriter(dst, arch="dflash")
     for f in r.fields.values():
-        if f.name.startswith(("GGUF.", "general.architecture", "dflash.target.")):
+        if f.name.startswith(("GGUF.", "general.architecture")) or (n_vocab and f.name.startswith("dflash.target.")):
             continue
-        v = f.contents()
+        v = (target_keys or {}).get(f.name, f.contents())
         if isinstance(v, list):
             w.add_array(f.name, v)
         elif isinstance(v, str):
@@ -147,7 +148,7 @@ def llamacpp_layout(src: Path, dst: Path, n_vocab: int) -> Path:
         else:
             w.add_uint32(f.name, int(v))
     tensors = {t.name: np.array(t.data) for t in r.tensors}
-    if "d2t" in tensors:
+    if n_vocab and "d2t" in tensors:
         row = np.full(n_vocab, len(tensors["d2t"]))
         row[tensors["d2t"]] = np.arange(len(tensors["d2t"]))
         tensors["markov_w1.weight"] = tensors["markov_w1.weight"][row]
@@ -160,13 +161,24 @@ def llamacpp_layout(src: Path, dst: Path, n_vocab: int) -> Path:
     return dst
 
 
+def test_a_drafter_checks_the_targets_fingerprints(target: ds4.Model, zlab: tuple[Any, Path], tmp_path: Path) -> None:
+    _, gguf = zlab
+    # the loaded model's fingerprints (computed once, what the drafter checks) are the file's
+    assert ds4._core.target_identity(target._m) == ds4._core.target_identity(str(target.path))
+    for key, why in (("vocab", "its vocabulary differs"), ("weights", "its weights' shapes differ")):
+        bad = copy_drafter(gguf, tmp_path / f"{key}.gguf", target_keys={f"dflash.target.{key}_fingerprint": "0" * 16})
+        with pytest.raises(ValueError, match=f"not for .*\\({why}\\): do not mix"):
+            ds4._core.BlockDrafter(str(bad), target._m)
+    assert ds4._core.BlockDrafter(str(copy_drafter(gguf, tmp_path / "same.gguf", target_keys={})), target._m).kind == "dflash"
+
+
 def test_llamacpp_layout_loads_the_same(target: ds4.Model, tmp_path: Path) -> None:
     from ds4.train.export import export_drafter
 
     path = tiny.convert("qwen3", "f32")
     net = _net(path, "dspark-reduced", seed=4)
     ours = export_drafter(net, path, tmp_path / "d.gguf")
-    theirs = llamacpp_layout(ours, tmp_path / "llamacpp.gguf", 320)
+    theirs = copy_drafter(ours, tmp_path / "llamacpp.gguf", n_vocab=320)
     tokens = [int(t) for t in np.random.default_rng(3).integers(3, 320, 12)]
     a = drafted(target, ds4._core.BlockDrafter(str(ours), target._m), tokens, 9, 8)
     b = drafted(target, ds4._core.BlockDrafter(str(theirs), target._m), tokens, 9, 8)

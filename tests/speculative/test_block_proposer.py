@@ -184,8 +184,9 @@ def test_the_embedded_model_ships_a_drafter(capsys: pytest.CaptureFixture[str]) 
     from ds4.drafters import shipped_for
 
     model = ds4.Model(threads=2, n_ctx=512)
-    path = shipped_for(model.path)
+    path = shipped_for(model)
     assert path is not None and path.stat().st_size <= 16 << 20
+    assert shipped_for(model.path) == path  # the file's fingerprints: the loaded model's
     prompt = "def is_prime(n):\n    \"\"\"Return True if n is a prime number.\"\"\"\n"
     want = model.session().generate(prompt, max_tokens=64, stop_at_eog=False).tokens
     g = model.session().generate(prompt, max_tokens=64, stop_at_eog=False, spec=ds4.Spec(types=["dspark"], n_min=1))
