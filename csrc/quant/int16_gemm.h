@@ -237,7 +237,9 @@ DS4_I16_BLOCKS_DECLARE
     DecodeI16Fn decode_gguf(Type type);                                                                           \
     RowsI16Fn rows_gguf(Type type);                                                                               \
     /* The fused few-rows kernel of `type` (the K-quants), or nullptr. */                                         \
-    RowsI16Fn rows_i16(Type type);
+    RowsI16Fn rows_i16(Type type);                                                                                \
+    /* decode of the K-quants in registers (decode_row's values), or nullptr. */                                  \
+    DecodeI16Fn decode_i16(Type type);
 namespace avx2 {
 DS4_I16_YMM_DECLARE
 }  // namespace avx2
@@ -272,10 +274,15 @@ DS4_I16_DECLARE
 DS4_I16_BLOCKS_DECLARE
 // Activation rows per pass of the block-lane kernels.
 constexpr int kBlockRowsMax = 4;
-// The fused rows kernels of the K-quants, or nullptr.
+// The fused rows kernels of the K-quants, and their decode in registers (decode_row's values), or
+// nullptr.
 RowsI16Fn rows_i16(Type type);
-// The fused rows kernel of the block-lane formats' GGUF rows (any number of rows), or nullptr.
+DecodeI16Fn decode_i16(Type type);
+// The fused rows kernel of the block-lane formats' GGUF rows (any number of rows), their decode
+// and that of their packed rows (decode_packed), or nullptr.
 RowsI16Fn rows_gguf(Type type);
+DecodeI16Fn decode_gguf(Type type);
+DecodeI16Fn decode_packed(Type type);
 }  // namespace neon
 #undef DS4_I16_DECLARE
 #undef DS4_I16_BLOCKS_DECLARE

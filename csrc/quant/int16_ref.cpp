@@ -356,7 +356,7 @@ const I16Kernels& table(Isa isa) {
 #if defined(DS4_X86)
     // The block-lane formats' GGUF rows (a MoE's expert stacks, repack=False): decoded and
     // multiplied in registers, the packed rows' vectors.
-    static const I16Kernels simd{lanes ? avx2::decode_gguf(T) : &decode_row<F>,
+    static const I16Kernels simd{lanes ? avx2::decode_gguf(T) : avx2::decode_i16(T),
                                  F::kMinLen,
                                  F::B / kSpan,
                                  F::kRange,
@@ -409,7 +409,7 @@ const I16Kernels& table(Isa isa) {
     }();
     if (isa == Isa::avx512) return wide;
 #elif defined(DS4_ARM64)
-    static const I16Kernels simd{&decode_row<F>,
+    static const I16Kernels simd{lanes ? neon::decode_gguf(T) : neon::decode_i16(T),
                                  F::kMinLen,
                                  F::B / kSpan,
                                  F::kRange,
@@ -419,7 +419,7 @@ const I16Kernels& table(Isa isa) {
                                  neon::rows_packed(T),
                                  lanes,
                                  lanes ? neon::kBlockRowsMax : kDotRowsMax,
-                                 packed_ref<T>()};
+                                 neon::decode_packed(T)};
     if (isa == Isa::neon) return simd;
 #endif
     return isa == Isa::scalar ? scalar : none;

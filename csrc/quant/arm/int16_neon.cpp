@@ -12,6 +12,7 @@
 // each 16-lane vector, so the same accumulators leave each block's sum in its own lane.
 #include <arm_neon.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -501,17 +502,61 @@ struct GgufRow {
     }
 };
 
-// GGUF rows: any number of activation rows, in passes of at most kBlockRowsMax.
-template <class Blk>
+// GGUF rows (W: GgufRow): any number of activation rows, in passes of at most kBlockRowsMax.
+template <class W>
 void rows_gguf_blocks(const void* row, int64_t n, const int16_t* a, const float* da, const float* xs, int nx, float* y,
                       int64_t ldy) {
     const int64_t nb = n / kSpan, halves = n / kHalf;
-    GgufRow<Blk> w;
+    W w;
     w.p = static_cast<const uint8_t*>(row);
     for (int r = 0; r < nx; r += kBlockRowsMax) {
         const int m = nx - r < kBlockRowsMax ? nx - r : kBlockRowsMax;
-        block_rows_any(w, n, a + r * act_stride(n), da + r * nb, GgufRow<Blk>::kMin ? xs + r * halves : xs, m,
+        block_rows_any(w, n, a + r * act_stride(n), da + r * nb, W::kMin ? xs + r * halves : xs, m,
                        y + r * ldy, ldy);
+    }
+}
+
+// A block-lane row (W: packed, or GgufRow) into the GEMM's int16 tile as the reference's
+// decode_packed_row / decode_row write it: the rows kernels' vectors stored (vector v of the chunk
+// at b0: 16 values at 32 b0 + 16 v), the natural-order tail blocks as they are.
+template <class W>
+void decode_blocks(const void* row, int64_t n, int16_t* q, float* sw, float* mw) {
+    W w;
+    w.p = static_cast<const uint8_t*>(row);
+    const BlockLanes bl(n);
+    std::fill(mw, mw + n / kHalf, 0.0f);
+    const auto store = [q](int64_t b0) {
+        return [q, b0](int v, int16x8_t lo, int16x8_t hi) {
+            vst1q_s16(q + 32 * b0 + 16 * v, lo);
+            vst1q_s16(q + 32 * b0 + 16 * v + 8, hi);
+        };
+    };
+    const auto store8 = [](float* dst, const F8& f) {
+        vst1q_f32(dst, f.lo);
+        vst1q_f32(dst + 4, f.hi);
+    };
+    for (int64_t b0 = 0; b0 < bl.full; b0 += BlockLanes::kChunk) {
+        w.chunk(b0, 16, store(b0));
+        store8(sw + b0, w.scales(b0));
+        if constexpr (W::kMin) {
+            F8 m[2];
+            w.mins(b0, m);
+            store8(mw + 2 * b0, m[0]);
+            store8(mw + 2 * b0 + 8, m[1]);
+        }
+    }
+    if (bl.tail4()) {
+        w.chunk(bl.full, 8, store(bl.full));
+        vst1q_f32(sw + bl.full, w.scales4(bl.full));
+        if constexpr (W::kMin) store8(mw + 2 * bl.full, w.mins4(bl.full));
+        return;
+    }
+    for (int64_t b = bl.full; b < bl.nb; ++b) {
+        const auto blk = w.block(b);
+        const Span v = blk.span();
+        for (int i = 0; i < 4; ++i) vst1q_s16(q + 32 * b + 8 * i, v.w[i]);
+        sw[b] = blk.d();
+        mw[2 * b] = mw[2 * b + 1] = blk.mw();
     }
 }
 
@@ -699,6 +744,22 @@ void rows_any(const void* w, int64_t n, const int16_t* a, const float* da, const
     fns[nx - 1](w, n, a, da, xs, y, ldy);
 }
 
+// A K-quant row into the GEMM's int16 tile as decode_row writes it (each span's weights times its
+// sub-block scale, d per super-block, the minimum units): the rows kernel's spans stored.
+template <class F>
+void decode_spans(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
+    const auto* p = static_cast<const uint8_t*>(w);
+    for (int64_t bi = 0; bi < n / QK_K; ++bi) {
+        const F f(p + bi * F::kBytes);
+        for (int k = 0; k < 8; ++k) {
+            const Span v = f.span(k);
+            for (int i = 0; i < 4; ++i) vst1q_s16(q + bi * QK_K + 32 * k + 8 * i, v.w[i]);
+        }
+        sw[bi] = f.d();
+        if constexpr (F::kMin) std::copy(f.mw, f.mw + F::kUnits, mw + bi * F::kUnits);
+    }
+}
+
 }  // namespace
 
 void quantize_i16(const float* x, int64_t n, int group_spans, int range, int min_len, int16_t* a, float* da,
@@ -776,42 +837,76 @@ void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, int min
     }
 }
 
-RowsI16Fn rows_i16(Type type) {
-    switch (type) {
-        case Type::Q2_K: return &rows_any<Q2K>;
-        case Type::Q3_K: return &rows_any<Q3K>;
-        case Type::Q4_K: return &rows_any<Q45K<block_q4_K>>;
-        case Type::Q5_K: return &rows_any<Q45K<block_q5_K>>;
-        case Type::Q6_K: return &rows_any<Q6K>;
-        case Type::IQ4_XS: return &rows_any<IQ4XS>;
-        default: return nullptr;
-    }
-}
+namespace {
 
-RowsI16Fn rows_gguf(Type type) {
+// Fn<F>::get() for the decoder F of `type`: the K-quants' span decoders, the block-lane formats'
+// GGUF rows (Gguf) or packed rows.
+template <template <class> class Fn, class R>
+R k_quants(Type type) {
     switch (type) {
-        case Type::Q4_0: return &rows_gguf_blocks<block_q4_0>;
-        case Type::Q4_1: return &rows_gguf_blocks<block_q4_1>;
-        case Type::Q5_0: return &rows_gguf_blocks<block_q5_0>;
-        case Type::Q5_1: return &rows_gguf_blocks<block_q5_1>;
-        case Type::Q8_0: return &rows_gguf_blocks<block_q8_0>;
-        case Type::IQ4_NL: return &rows_gguf_blocks<block_iq4_nl>;
-        case Type::MXFP4: return &rows_gguf_blocks<block_mxfp4>;
+        case Type::Q2_K: return Fn<Q2K>::get();
+        case Type::Q3_K: return Fn<Q3K>::get();
+        case Type::Q4_K: return Fn<Q45K<block_q4_K>>::get();
+        case Type::Q5_K: return Fn<Q45K<block_q5_K>>::get();
+        case Type::Q6_K: return Fn<Q6K>::get();
+        case Type::IQ4_XS: return Fn<IQ4XS>::get();
         default: return nullptr;
     }
 }
+template <template <class> class Fn, class R>
+R gguf_blocks(Type type) {
+    switch (type) {
+        case Type::Q4_0: return Fn<GgufRow<block_q4_0>>::get();
+        case Type::Q4_1: return Fn<GgufRow<block_q4_1>>::get();
+        case Type::Q5_0: return Fn<GgufRow<block_q5_0>>::get();
+        case Type::Q5_1: return Fn<GgufRow<block_q5_1>>::get();
+        case Type::Q8_0: return Fn<GgufRow<block_q8_0>>::get();
+        case Type::IQ4_NL: return Fn<GgufRow<block_iq4_nl>>::get();
+        case Type::MXFP4: return Fn<GgufRow<block_mxfp4>>::get();
+        default: return nullptr;
+    }
+}
+template <template <class> class Fn, class R>
+R packed_blocks(Type type) {
+    switch (type) {
+        case Type::Q4_0: return Fn<PackedQ4<block_q4_0>>::get();
+        case Type::Q4_1: return Fn<PackedQ4<block_q4_1>>::get();
+        case Type::Q5_0: return Fn<PackedQ5<block_q5_0>>::get();
+        case Type::Q5_1: return Fn<PackedQ5<block_q5_1>>::get();
+        case Type::Q8_0: return Fn<PackedQ8>::get();
+        case Type::IQ4_NL: return Fn<PackedQ4<block_iq4_nl>>::get();
+        case Type::MXFP4: return Fn<PackedQ4<block_mxfp4>>::get();
+        default: return nullptr;
+    }
+}
+template <class F>
+struct RowsOf {
+    static RowsI16Fn get() { return &rows_any<F>; }
+};
+template <class F>
+struct DecodeOf {
+    static DecodeI16Fn get() { return &decode_spans<F>; }
+};
+template <class W>
+struct GgufRowsOf {
+    static RowsI16Fn get() { return &rows_gguf_blocks<W>; }
+};
+template <class W>
+struct PackedRowsOf {
+    static RowsPackedFn get() { return &rows_packed_blocks<W>; }
+};
+template <class W>
+struct BlocksDecodeOf {
+    static DecodeI16Fn get() { return &decode_blocks<W>; }
+};
 
-RowsPackedFn rows_packed(Type type) {
-    switch (type) {
-        case Type::Q4_0: return &rows_packed_blocks<PackedQ4<block_q4_0>>;
-        case Type::Q4_1: return &rows_packed_blocks<PackedQ4<block_q4_1>>;
-        case Type::Q5_0: return &rows_packed_blocks<PackedQ5<block_q5_0>>;
-        case Type::Q5_1: return &rows_packed_blocks<PackedQ5<block_q5_1>>;
-        case Type::Q8_0: return &rows_packed_blocks<PackedQ8>;
-        case Type::IQ4_NL: return &rows_packed_blocks<PackedQ4<block_iq4_nl>>;
-        case Type::MXFP4: return &rows_packed_blocks<PackedQ4<block_mxfp4>>;
-        default: return nullptr;
-    }
-}
+}  // namespace
+
+RowsI16Fn rows_i16(Type type) { return k_quants<RowsOf, RowsI16Fn>(type); }
+DecodeI16Fn decode_i16(Type type) { return k_quants<DecodeOf, DecodeI16Fn>(type); }
+RowsI16Fn rows_gguf(Type type) { return gguf_blocks<GgufRowsOf, RowsI16Fn>(type); }
+DecodeI16Fn decode_gguf(Type type) { return gguf_blocks<BlocksDecodeOf, DecodeI16Fn>(type); }
+RowsPackedFn rows_packed(Type type) { return packed_blocks<PackedRowsOf, RowsPackedFn>(type); }
+DecodeI16Fn decode_packed(Type type) { return packed_blocks<BlocksDecodeOf, DecodeI16Fn>(type); }
 
 }  // namespace ds4::quant::neon
