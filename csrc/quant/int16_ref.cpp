@@ -156,6 +156,30 @@ struct IQ4XS {
         sw[0] = ref::fp16(b.d);
     }
 };
+// IQ2_XXS: group g (elements 32 g + l) takes grid point (idx >> 8 (l / 8)) & 0xFF's magnitude
+// l % 8, its sign bit l % 8 of ksigns[(aux >> 7 (l / 8)) & 127], times 2 s + 1 (s: aux's top 4
+// bits; idx, aux the group's two words), with d / 8 for the super-block: the reference's
+// d (0.5 + s) 0.25 as a real number. |t| <= 31 * 43: 32 * 1333 * 32767 < 2^31.
+struct IQ2XXS {
+    using Block = block_iq2_xxs;
+    static constexpr int B = QK_K;
+    static constexpr int kMinLen = 0;
+    static constexpr int kRange = 32767;
+    static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
+        const auto& b = *reinterpret_cast<const Block*>(p);
+        const auto* raw = reinterpret_cast<const uint8_t*>(b.qs);
+        for (int g = 0; g < B / 32; ++g) {
+            const uint32_t idx = ref::load_u32_le(raw + 8 * g), aux = ref::load_u32_le(raw + 8 * g + 4);
+            const int c = 2 * static_cast<int>(aux >> 28) + 1;
+            for (int l = 0; l < 32; ++l) {
+                const int mag = static_cast<int>((iq2xxs_grid[(idx >> (8 * (l / 8))) & 0xFF] >> (8 * (l % 8))) & 0xFF);
+                const bool minus = (ksigns_iq2xs[(aux >> (7 * (l / 8))) & 127] >> (l % 8)) & 1;
+                t[32 * g + l] = static_cast<int16_t>(c * (minus ? -mag : mag));
+            }
+        }
+        sw[0] = ref::fp16(b.d) * 0.125f;
+    }
+};
 template <bool kFive>
 struct Q45K {
     using Block = std::conditional_t<kFive, block_q5_K, block_q4_K>;
@@ -441,6 +465,7 @@ const I16Kernels& i16_kernels(Type type, Isa isa) {
         case Type::Q5_K: return table<Q45K<true>, Type::Q5_K>(isa);
         case Type::Q6_K: return table<Q6K, Type::Q6_K>(isa);
         case Type::IQ4_XS: return table<IQ4XS, Type::IQ4_XS>(isa);
+        case Type::IQ2_XXS: return table<IQ2XXS, Type::IQ2_XXS>(isa);
         case Type::IQ4_NL: return table<Book<block_iq4_nl>, Type::IQ4_NL>(isa);
         case Type::MXFP4: return table<Book<block_mxfp4>, Type::MXFP4>(isa);
         default: return none;

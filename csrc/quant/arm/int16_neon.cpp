@@ -701,6 +701,33 @@ struct IQ4XS {
     }
 };
 
+// IQ2_XXS: span k = group k (int16_ref.cpp): per 16 elements two grid points' magnitudes, their
+// sign bits (ksigns of 7-bit indices) tested into byte masks, the magnitudes negated under them,
+// widened and times 2 s + 1; d / 8 the super-block's scale.
+struct IQ2XXS {
+    static constexpr bool kMin = false;
+    static constexpr int kBytes = sizeof(block_iq2_xxs);
+    const block_iq2_xxs& b;
+    explicit IQ2XXS(const uint8_t* p) : b(*reinterpret_cast<const block_iq2_xxs*>(p)) {}
+    float d() const { return ref::fp16(b.d) * 0.125f; }
+    Span span(int k) const {
+        const auto* raw = reinterpret_cast<const uint8_t*>(b.qs) + 8 * k;
+        const uint32_t idx = ref::load_u32_le(raw), aux = ref::load_u32_le(raw + 4);
+        const int16_t c = static_cast<int16_t>(2 * (aux >> 28) + 1);
+        const uint8x16_t bits = vreinterpretq_u8_u64(vdupq_n_u64(0x8040201008040201ull));
+        Span v;
+        for (int i = 0; i < 2; ++i) {  // elements 16 i .. 16 i + 15: grid points 2 i, 2 i + 1
+            const int8x16_t mag = vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(iq2xxs_grid[(idx >> (16 * i)) & 0xFF]),
+                                                                    vcreate_u64(iq2xxs_grid[(idx >> (16 * i + 8)) & 0xFF])));
+            const uint8x16_t s = vcombine_u8(vdup_n_u8(ksigns_iq2xs[(aux >> (14 * i)) & 127]),
+                                             vdup_n_u8(ksigns_iq2xs[(aux >> (14 * i + 7)) & 127]));
+            const int8x16_t q = vbslq_s8(vtstq_u8(s, bits), vnegq_s8(mag), mag);
+            v.w[2 * i] = vmulq_n_s16(vmovl_s8(vget_low_s8(q)), c);
+            v.w[2 * i + 1] = vmulq_n_s16(vmovl_high_s8(q), c);
+        }
+        return v;
+    }
+};
 // y[r * ldy] for R activation rows against one GGUF row of format F: the integer lane sums and the
 // fma per group as the GEMM takes them, then for the formats with a minimum the super-block's
 // eight sub-blocks' minima (as decode_row writes them) out of the same lanes.
@@ -839,10 +866,10 @@ void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, int min
 
 namespace {
 
-// Fn<F>::get() for the decoder F of `type`: the K-quants' span decoders, the block-lane formats'
+// Fn<F>::get() for the decoder F of `type`: the 256-element formats' span decoders, the block-lane formats'
 // GGUF rows (Gguf) or packed rows.
 template <template <class> class Fn, class R>
-R k_quants(Type type) {
+R super_blocks(Type type) {
     switch (type) {
         case Type::Q2_K: return Fn<Q2K>::get();
         case Type::Q3_K: return Fn<Q3K>::get();
@@ -850,6 +877,7 @@ R k_quants(Type type) {
         case Type::Q5_K: return Fn<Q45K<block_q5_K>>::get();
         case Type::Q6_K: return Fn<Q6K>::get();
         case Type::IQ4_XS: return Fn<IQ4XS>::get();
+        case Type::IQ2_XXS: return Fn<IQ2XXS>::get();
         default: return nullptr;
     }
 }
@@ -902,8 +930,8 @@ struct BlocksDecodeOf {
 
 }  // namespace
 
-RowsI16Fn rows_i16(Type type) { return k_quants<RowsOf, RowsI16Fn>(type); }
-DecodeI16Fn decode_i16(Type type) { return k_quants<DecodeOf, DecodeI16Fn>(type); }
+RowsI16Fn rows_i16(Type type) { return super_blocks<RowsOf, RowsI16Fn>(type); }
+DecodeI16Fn decode_i16(Type type) { return super_blocks<DecodeOf, DecodeI16Fn>(type); }
 RowsI16Fn rows_gguf(Type type) { return gguf_blocks<GgufRowsOf, RowsI16Fn>(type); }
 DecodeI16Fn decode_gguf(Type type) { return gguf_blocks<BlocksDecodeOf, DecodeI16Fn>(type); }
 RowsPackedFn rows_packed(Type type) { return packed_blocks<PackedRowsOf, RowsPackedFn>(type); }

@@ -1,4 +1,4 @@
-// AVX2 int16-path kernels of the K-quants (Q2_K .. Q6_K) and IQ4_XS for a few activation rows (decode,
+// AVX2 int16-path kernels of the K-quants (Q2_K .. Q6_K), IQ4_XS and IQ2_XXS for a few activation rows (decode,
 // verify blocks): each super-block is decoded once into registers, in the natural element order
 // (the sub-block scales folded in), and feeds R activation rows. Every (weight row, activation row) result is bit for
 // bit what gemm_i16 gives for the same row (int16_gemm.h: the same integer lane sums, one
@@ -88,6 +88,7 @@ R by_format(Type type) {
         case Type::Q5_K: return Fn<Q5K>::get();
         case Type::Q6_K: return Fn<Q6K>::get();
         case Type::IQ4_XS: return Fn<IQ4XS>::get();
+        case Type::IQ2_XXS: return Fn<IQ2XXS>::get();
         default: return nullptr;
     }
 }

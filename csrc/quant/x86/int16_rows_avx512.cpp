@@ -93,6 +93,18 @@ struct IQ4XSWide : BlockRef<block_iq4_xs> {
     }
 };
 
+// IQ2_XXS: the AVX2 decoder's span (its grid points and signs), both halves in one zmm.
+template <class Base>
+struct SpanWide : Base {
+    using Base::Base;
+    __m512i wide(int k) const {
+        __m256i v[2];
+        this->span(k, v);
+        return join(v[0], v[1]);
+    }
+};
+using IQ2XXSWide = SpanWide<IQ2XXS>;
+
 // y[r * ldy] (row p0) and y[r * ldy + 1] (row p1) for R activation rows, F a wide decoder (one
 // span of a row in a zmm, above): per span, both rows' spans against one plain load of the
 // activations, and at the super-block's end lanes j and j + 8 of each row's sums folded into the
@@ -251,6 +263,7 @@ RowsI16Fn rows_i16(Type type) {
         case Type::Q5_K: return &rows1_wide<Q5KWide>;
         case Type::Q6_K: return &rows1_wide<Q6KWide>;
         case Type::IQ4_XS: return &rows1_wide<IQ4XSWide>;
+        case Type::IQ2_XXS: return &rows1_wide<IQ2XXSWide>;
         default: return nullptr;
     }
 }
@@ -263,6 +276,7 @@ DecodeI16Fn decode_i16(Type type) {
         case Type::Q5_K: return &decode_wide<Q5KWide>;
         case Type::Q6_K: return &decode_wide<Q6KWide>;
         case Type::IQ4_XS: return &decode_wide<IQ4XSWide>;
+        case Type::IQ2_XXS: return &decode_wide<IQ2XXSWide>;
         default: return nullptr;
     }
 }
@@ -275,6 +289,7 @@ DecodePairI16Fn decode_pair_i16(Type type) {
         case Type::Q5_K: return &decode_pair_wide<Q5KWide>;
         case Type::Q6_K: return &decode_pair_wide<Q6KWide>;
         case Type::IQ4_XS: return &decode_pair_wide<IQ4XSWide>;
+        case Type::IQ2_XXS: return &decode_pair_wide<IQ2XXSWide>;
         default: return nullptr;
     }
 }
@@ -287,6 +302,7 @@ RowsPacked2Fn rows2_i16(Type type) {
         case Type::Q5_K: return &rows2<Q5KWide>;
         case Type::Q6_K: return &rows2<Q6KWide>;
         case Type::IQ4_XS: return &rows2<IQ4XSWide>;
+        case Type::IQ2_XXS: return &rows2<IQ2XXSWide>;
         default: return nullptr;
     }
 }

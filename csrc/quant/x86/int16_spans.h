@@ -199,6 +199,37 @@ inline __m256i book_lookup(const int8_t* values, __m128i codes) {
     return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(book, _mm_and_si128(codes, _mm_set1_epi8(0x0F))));
 }
 
+// IQ2_XXS: span k = group k (int16_ref.cpp): the four grid points' magnitudes as bytes by four
+// 8-byte table loads, their signs (ksigns of four 7-bit indices, a bit per element) spread to
+// byte masks by a shuffle and a compare, applied by xor and subtract, then widened and times
+// 2 s + 1; d / 8 the super-block's scale.
+struct IQ2XXS : BlockRef<block_iq2_xxs> {
+    static constexpr bool kMin = false;
+    using BlockRef::BlockRef;
+    float d() const { return f16_to_f32(b.d) * 0.125f; }
+    void span(int k, __m256i (&v)[2]) const {
+        uint32_t idx, aux;
+        std::memcpy(&idx, b.qs + 4 * k, 4);
+        std::memcpy(&aux, b.qs + 4 * k + 2, 4);
+        const __m256i mag = _mm256_setr_epi64x(static_cast<long long>(iq2xxs_grid[idx & 0xFF]),
+                                               static_cast<long long>(iq2xxs_grid[(idx >> 8) & 0xFF]),
+                                               static_cast<long long>(iq2xxs_grid[(idx >> 16) & 0xFF]),
+                                               static_cast<long long>(iq2xxs_grid[idx >> 24]));
+        const uint32_t signs = ksigns_iq2xs[aux & 127] | ksigns_iq2xs[(aux >> 7) & 127] << 8 |
+                               ksigns_iq2xs[(aux >> 14) & 127] << 16 | static_cast<uint32_t>(ksigns_iq2xs[(aux >> 21) & 127]) << 24;
+        // byte i of the span takes byte i / 8 of `signs`, then its bit i % 8
+        const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(signs)),
+                                                   _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll,
+                                                                      0x0303030303030303ll));
+        const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+        const __m256i minus = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+        const __m256i q = _mm256_sub_epi8(_mm256_xor_si256(mag, minus), minus);
+        const __m256i c = _mm256_set1_epi16(static_cast<int16_t>(2 * (aux >> 28) + 1));
+        v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), c);
+        v[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), c);
+    }
+};
+
 // IQ4_XS: span k = sub-block k: elements 0..15 the code book's values at the low nibbles of
 // qs[16 k + l], 16..31 at the high ones, times the sub-block's 6-bit scale minus 32.
 struct IQ4XS : BlockRef<block_iq4_xs> {
