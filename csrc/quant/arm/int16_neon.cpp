@@ -1,6 +1,7 @@
 // NEON kernels of the int16 path (int16_gemm.h): the activation quantiser, the GEMMs over decoded
-// rows (natural order and block lanes), the few-rows kernels of the K-quants and IQ4_XS from their GGUF
-// blocks and of the legacy formats from their packed rows (packed.h). Every result is the
+// rows (natural order and block lanes), the few-rows kernels and tile decoders of the K-quants,
+// IQ4_XS and IQ2_XXS from their GGUF blocks and of the block-lane formats from their packed rows
+// (packed.h) or GGUF blocks. Every result is the
 // scalar reference's bit for bit, as on x86, so decode, verify blocks and prefill agree on ARM too.
 //
 // NEON has no vpmaddwd: a span's 32 products go into four int32x4 accumulators by position within
@@ -728,6 +729,7 @@ struct IQ2XXS {
         return v;
     }
 };
+
 // y[r * ldy] for R activation rows against one GGUF row of format F: the integer lane sums and the
 // fma per group as the GEMM takes them, then for the formats with a minimum the super-block's
 // eight sub-blocks' minima (as decode_row writes them) out of the same lanes.
@@ -771,7 +773,7 @@ void rows_any(const void* w, int64_t n, const int16_t* a, const float* da, const
     fns[nx - 1](w, n, a, da, xs, y, ldy);
 }
 
-// A K-quant row into the GEMM's int16 tile as decode_row writes it (each span's weights times its
+// A K-quant, IQ4_XS or IQ2_XXS row into the GEMM's int16 tile as decode_row writes it (each span's weights times its
 // sub-block scale, d per super-block, the minimum units): the rows kernel's spans stored.
 template <class F>
 void decode_spans(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
@@ -866,8 +868,8 @@ void gemm_i16_blocks(const int16_t* q, const float* sw, const float* mw, int min
 
 namespace {
 
-// Fn<F>::get() for the decoder F of `type`: the 256-element formats' span decoders, the block-lane formats'
-// GGUF rows (Gguf) or packed rows.
+// Fn<F>::get() for the decoder F of `type`: the 256-element formats' span decoders
+// (super_blocks), the block-lane formats' GGUF rows (gguf_blocks) and packed rows (packed_blocks).
 template <template <class> class Fn, class R>
 R super_blocks(Type type) {
     switch (type) {

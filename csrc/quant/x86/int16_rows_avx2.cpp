@@ -57,7 +57,7 @@ void rows_any(const void* w, int64_t n, const int16_t* a, const float* da, const
     fns[nx - 1](w, n, a, da, xs, y, ldy);
 }
 
-// A K-quant row decoded to the GEMM's int16 tile as decode_row writes it (int16_ref.cpp: each
+// A K-quant, IQ4_XS or IQ2_XXS row decoded to the GEMM's int16 tile as decode_row writes it (int16_ref.cpp: each
 // span's weights times its sub-block scale, d per super-block, the minimum units), from the rows
 // kernels' span decoders: the prefill's weight tiles, once per tile of activation rows, where the
 // scalar decode_row took 5.6 % of Qwen2.5-Coder 1.5B's AVX2 prefill.
