@@ -27,6 +27,11 @@ struct block_q6_K { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK
 struct block_q8_K { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; };
 
 struct block_iq2_xxs { f16_bits d; uint16_t qs[QK_K / 8]; };
+// IQ3_XXS: 64 grid indices (a byte per 4 elements), then per group of 32 a little-endian u32 of
+// four 7-bit sign indices and a 4-bit scale.
+struct block_iq3_xxs { f16_bits d; uint8_t qs[3 * QK_K / 8]; };
+// IQ3_S: 64 grid indices' low 8 bits, their ninth bits, a sign bit per element, a 4-bit scale per 32.
+struct block_iq3_s { f16_bits d; uint8_t qs[QK_K / 4]; uint8_t qh[QK_K / 32]; uint8_t signs[QK_K / 8]; uint8_t scales[QK_K / 64]; };
 struct block_iq4_nl { f16_bits d; uint8_t qs[QK4_NL / 2]; };
 struct block_iq4_xs { f16_bits d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; };
 struct block_mxfp4 { uint8_t e; uint8_t qs[QK_MXFP4 / 2]; };
@@ -80,6 +85,8 @@ static_assert(sizeof(block_q5_K) == 176, "block_q5_K size");
 static_assert(sizeof(block_q6_K) == 210, "block_q6_K size");
 static_assert(sizeof(block_q8_K) == 292, "block_q8_K size");
 static_assert(sizeof(block_iq2_xxs) == 66, "block_iq2_xxs size");
+static_assert(sizeof(block_iq3_xxs) == 98, "block_iq3_xxs size");
+static_assert(sizeof(block_iq3_s) == 110, "block_iq3_s size");
 static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl size");
 static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs size");
 static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4 size");

@@ -180,6 +180,51 @@ struct IQ2XXS {
         sw[0] = ref::fp16(b.d) * 0.125f;
     }
 };
+// IQ3_XXS: group g's element l takes grid point qs[8 g + l / 4]'s magnitude l % 4, its sign as
+// IQ2_XXS's (the u32 aux at qs[64 + 4 g]), times 2 s + 1, with d / 4 for the super-block (the
+// reference's d (0.5 + s) 0.5). |t| <= 31 * 62: 32 * 1922 * 32767 < 2^31.
+struct IQ3XXS {
+    using Block = block_iq3_xxs;
+    static constexpr int B = QK_K;
+    static constexpr int kMinLen = 0;
+    static constexpr int kRange = 32767;
+    static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
+        const auto& b = *reinterpret_cast<const Block*>(p);
+        for (int g = 0; g < B / 32; ++g) {
+            const uint32_t aux = ref::load_u32_le(b.qs + B / 4 + 4 * g);
+            const int c = 2 * static_cast<int>(aux >> 28) + 1;
+            for (int l = 0; l < 32; ++l) {
+                const int mag = static_cast<int>((iq3xxs_grid[b.qs[8 * g + l / 4]] >> (8 * (l % 4))) & 0xFF);
+                const bool minus = (ksigns_iq2xs[(aux >> (7 * (l / 8))) & 127] >> (l % 8)) & 1;
+                t[32 * g + l] = static_cast<int16_t>(c * (minus ? -mag : mag));
+            }
+        }
+        sw[0] = ref::fp16(b.d) * 0.25f;
+    }
+};
+// IQ3_S: group g's element l takes grid point qs[8 g + i] | bit i of qh[g] << 8 (i = l / 4),
+// magnitude l % 4, the sign bit l % 8 of signs[4 g + l / 8], times 1 + 2 s (s: nibble g % 2 of
+// scales[g / 2]), with d for the super-block. |t| <= 31 * 15.
+struct IQ3S {
+    using Block = block_iq3_s;
+    static constexpr int B = QK_K;
+    static constexpr int kMinLen = 0;
+    static constexpr int kRange = 32767;
+    static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
+        const auto& b = *reinterpret_cast<const Block*>(p);
+        for (int g = 0; g < B / 32; ++g) {
+            const int c = 1 + 2 * ((b.scales[g / 2] >> (4 * (g % 2))) & 0x0F);
+            for (int l = 0; l < 32; ++l) {
+                const int i = l / 4;
+                const uint32_t point = iq3s_grid[b.qs[8 * g + i] | ((b.qh[g] >> i) & 1) << 8];
+                const int mag = static_cast<int>((point >> (8 * (l % 4))) & 0xFF);
+                const bool minus = (b.signs[4 * g + l / 8] >> (l % 8)) & 1;
+                t[32 * g + l] = static_cast<int16_t>(c * (minus ? -mag : mag));
+            }
+        }
+        sw[0] = ref::fp16(b.d);
+    }
+};
 template <bool kFive>
 struct Q45K {
     using Block = std::conditional_t<kFive, block_q5_K, block_q4_K>;
@@ -466,6 +511,8 @@ const I16Kernels& i16_kernels(Type type, Isa isa) {
         case Type::Q6_K: return table<Q6K, Type::Q6_K>(isa);
         case Type::IQ4_XS: return table<IQ4XS, Type::IQ4_XS>(isa);
         case Type::IQ2_XXS: return table<IQ2XXS, Type::IQ2_XXS>(isa);
+        case Type::IQ3_XXS: return table<IQ3XXS, Type::IQ3_XXS>(isa);
+        case Type::IQ3_S: return table<IQ3S, Type::IQ3_S>(isa);
         case Type::IQ4_NL: return table<Book<block_iq4_nl>, Type::IQ4_NL>(isa);
         case Type::MXFP4: return table<Book<block_mxfp4>, Type::MXFP4>(isa);
         default: return none;

@@ -114,6 +114,8 @@ std::array<Kernels, kMaxTypeId> make_ref_table() {
     set(Type::Q5_K, block_kernels<block_q5_K, QK_K, decode_q5_K>());
     set(Type::Q6_K, block_kernels<block_q6_K, QK_K, decode_q6_K>());
     set(Type::IQ2_XXS, block_kernels<block_iq2_xxs, QK_K, decode_iq2_xxs>());
+    set(Type::IQ3_XXS, block_kernels<block_iq3_xxs, QK_K, decode_iq3_xxs>());
+    set(Type::IQ3_S, block_kernels<block_iq3_s, QK_K, decode_iq3_s>());
     set(Type::IQ4_NL, block_kernels<block_iq4_nl, QK4_NL, decode_iq4_nl>());
     set(Type::IQ4_XS, block_kernels<block_iq4_xs, QK_K, decode_iq4_xs>());
     set(Type::MXFP4, block_kernels<block_mxfp4, QK_MXFP4, decode_mxfp4>());

@@ -83,6 +83,8 @@ void decode_q4_K(const block_q4_K& b, float* y);
 void decode_q5_K(const block_q5_K& b, float* y);
 void decode_q6_K(const block_q6_K& b, float* y);
 void decode_iq2_xxs(const block_iq2_xxs& b, float* y);
+void decode_iq3_xxs(const block_iq3_xxs& b, float* y);
+void decode_iq3_s(const block_iq3_s& b, float* y);
 void decode_iq4_nl(const block_iq4_nl& b, float* y);
 void decode_iq4_xs(const block_iq4_xs& b, float* y);
 void decode_mxfp4(const block_mxfp4& b, float* y);

@@ -1,4 +1,4 @@
-// Scalar reference decoders of the code-book formats: IQ2_XXS (grid + signs), IQ4_NL and
+// Scalar reference decoders of the code-book formats: IQ2_XXS, IQ3_XXS, IQ3_S (grid + signs), IQ4_NL and
 // IQ4_XS (non-linear 4-bit values), MXFP4 (E2M1 with a power-of-two E8M0 scale). Bit-exact
 // with ggml's dequantize_row_*; tables in iq_tables.cpp.
 #include "quant/iq_tables.h"
@@ -28,6 +28,39 @@ void decode_iq2_xxs(const block_iq2_xxs& b, float* y) {
                 const float mag = static_cast<float>((grid >> (8 * j)) & 0xFF);
                 y[32 * g + 8 * l + j] = db * mag * ((signs >> j) & 1 ? -1.0f : 1.0f);
             }
+        }
+    }
+}
+
+// IQ3_XXS: 8 groups of 32. Group g: grid points qs[8 g + i] (4 elements each) and the u32 at
+// qs[64 + 4 g]: four 7-bit sign indices (one per 8 elements) and, in its top 4 bits, the scale:
+// d * (0.5 + s) * 0.5.
+void decode_iq3_xxs(const block_iq3_xxs& b, float* y) {
+    const float d = fp16(b.d);
+    for (int g = 0; g < QK_K / 32; ++g) {
+        const uint32_t aux = load_u32_le(b.qs + QK_K / 4 + 4 * g);
+        const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.5f;
+        for (int l = 0; l < 32; ++l) {
+            const float mag = static_cast<float>((iq3xxs_grid[b.qs[8 * g + l / 4]] >> (8 * (l % 4))) & 0xFF);
+            const bool minus = (ksigns_iq2xs[(aux >> (7 * (l / 8))) & 127] >> (l % 8)) & 1;
+            y[32 * g + l] = db * mag * (minus ? -1.0f : 1.0f);
+        }
+    }
+}
+
+// IQ3_S: 8 groups of 32. Group g: grid points qs[8 g + i] | bit i of qh[g] << 8 (4 elements
+// each), element l's sign bit l % 8 of signs[4 g + l / 8], the scale nibble g % 2 of
+// scales[g / 2]: d * (1 + 2 s).
+void decode_iq3_s(const block_iq3_s& b, float* y) {
+    const float d = fp16(b.d);
+    for (int g = 0; g < QK_K / 32; ++g) {
+        const float db = d * static_cast<float>(1 + 2 * ((b.scales[g / 2] >> (4 * (g % 2))) & 0x0F));
+        for (int l = 0; l < 32; ++l) {
+            const int i = l / 4;
+            const uint32_t point = iq3s_grid[b.qs[8 * g + i] | ((b.qh[g] >> i) & 1) << 8];
+            const float mag = static_cast<float>((point >> (8 * (l % 4))) & 0xFF);
+            const bool minus = (b.signs[4 * g + l / 8] >> (l % 8)) & 1;
+            y[32 * g + l] = db * mag * (minus ? -1.0f : 1.0f);
         }
     }
 }

@@ -15,14 +15,14 @@ from gguf import quants as gq
 # Every type ds4 has kernels for (the test of type_names() checks the list is exactly this).
 TYPES = [
     "F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
-    "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ2_XXS", "IQ4_NL", "IQ4_XS", "MXFP4",
+    "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ2_XXS", "IQ3_XXS", "IQ4_NL", "IQ3_S", "IQ4_XS", "MXFP4",
 ]
 
 # Byte offsets of the f16 scale fields inside one block (ggml's block structs).
 F16_FIELDS = {
     "Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0],
     "Q2_K": [80, 82], "Q3_K": [108], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208],
-    "IQ2_XXS": [0], "IQ4_NL": [0], "IQ4_XS": [0],
+    "IQ2_XXS": [0], "IQ3_XXS": [0], "IQ3_S": [0], "IQ4_NL": [0], "IQ4_XS": [0],
 }
 
 # Byte ranges of the quant fields (everything but the scales that a zero quant index leaves

@@ -46,7 +46,7 @@ const Case kCases[] = {
     {Type::Q4_1, {0, 2}},  {Type::Q5_0, {0}},    {Type::Q5_1, {0, 2}}, {Type::Q8_0, {0}},
     {Type::Q2_K, {80, 82}}, {Type::Q3_K, {108}}, {Type::Q4_K, {0, 2}}, {Type::Q5_K, {0, 2}},
     {Type::Q6_K, {208}},    {Type::IQ4_XS, {0}},  {Type::IQ4_NL, {0}},  {Type::MXFP4, {}, true},
-    {Type::IQ2_XXS, {0}},
+    {Type::IQ2_XXS, {0}},   {Type::IQ3_XXS, {0}}, {Type::IQ3_S, {0}},
 };
 
 uint16_t bf16_of(float f) {

@@ -1,8 +1,8 @@
 // NEON kernels of the int16 path (int16_gemm.h): the activation quantiser, the GEMMs over decoded
 // rows (natural order and block lanes), the few-rows kernels and tile decoders of the K-quants,
-// IQ4_XS and IQ2_XXS from their GGUF blocks and of the block-lane formats from their packed rows
-// (packed.h) or GGUF blocks. Every result is the
-// scalar reference's bit for bit, as on x86, so decode, verify blocks and prefill agree on ARM too.
+// IQ4_XS and the grid formats (IQ2_XXS, IQ3_XXS, IQ3_S) from their GGUF blocks and of the
+// block-lane formats from their packed rows (packed.h) or GGUF blocks. Every result is the scalar
+// reference's bit for bit, as on x86, so decode, verify blocks and prefill agree on ARM too.
 //
 // NEON has no vpmaddwd: a span's 32 products go into four int32x4 accumulators by position within
 // a half (vmlal_s16 / vmlal_high_s16, 4 multiply-adds each), and at the end of a group one
@@ -702,9 +702,29 @@ struct IQ4XS {
     }
 };
 
-// IQ2_XXS: span k = group k (int16_ref.cpp): per 16 elements two grid points' magnitudes, their
-// sign bits (ksigns of 7-bit indices) tested into byte masks, the magnitudes negated under them,
-// widened and times 2 s + 1; d / 8 the super-block's scale.
+// A span of the grid formats (IQ2_XXS, IQ3_XXS, IQ3_S): 32 magnitudes (bytes, < 128), negated
+// where bit l of `signs` is set (tested into byte masks), widened and times c.
+inline Span grid_span(const uint8_t* mag, uint32_t signs, int16_t c) {
+    const uint8x16_t bits = vreinterpretq_u8_u64(vdupq_n_u64(0x8040201008040201ull));
+    Span v;
+    for (int i = 0; i < 2; ++i) {  // elements 16 i .. 16 i + 15: sign bytes 2 i, 2 i + 1
+        const int8x16_t m = vreinterpretq_s8_u8(vld1q_u8(mag + 16 * i));
+        const uint8x16_t s = vcombine_u8(vdup_n_u8(static_cast<uint8_t>(signs >> (16 * i))),
+                                         vdup_n_u8(static_cast<uint8_t>(signs >> (16 * i + 8))));
+        const int8x16_t q = vbslq_s8(vtstq_u8(s, bits), vnegq_s8(m), m);
+        v.w[2 * i] = vmulq_n_s16(vmovl_s8(vget_low_s8(q)), c);
+        v.w[2 * i + 1] = vmulq_n_s16(vmovl_high_s8(q), c);
+    }
+    return v;
+}
+// The 32 sign bits of IQ2_XXS / IQ3_XXS's four 7-bit sign indices (aux's low 28 bits).
+inline uint32_t ksigns4(uint32_t aux) {
+    return ksigns_iq2xs[aux & 127] | ksigns_iq2xs[(aux >> 7) & 127] << 8 | ksigns_iq2xs[(aux >> 14) & 127] << 16 |
+           static_cast<uint32_t>(ksigns_iq2xs[(aux >> 21) & 127]) << 24;
+}
+
+// IQ2_XXS: span k = group k (int16_ref.cpp): its four grid points' 8 magnitudes each, the signs
+// of ksigns4, times 2 s + 1; d / 8 the super-block's scale.
 struct IQ2XXS {
     static constexpr bool kMin = false;
     static constexpr int kBytes = sizeof(block_iq2_xxs);
@@ -714,19 +734,39 @@ struct IQ2XXS {
     Span span(int k) const {
         const auto* raw = reinterpret_cast<const uint8_t*>(b.qs) + 8 * k;
         const uint32_t idx = ref::load_u32_le(raw), aux = ref::load_u32_le(raw + 4);
-        const int16_t c = static_cast<int16_t>(2 * (aux >> 28) + 1);
-        const uint8x16_t bits = vreinterpretq_u8_u64(vdupq_n_u64(0x8040201008040201ull));
-        Span v;
-        for (int i = 0; i < 2; ++i) {  // elements 16 i .. 16 i + 15: grid points 2 i, 2 i + 1
-            const int8x16_t mag = vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(iq2xxs_grid[(idx >> (16 * i)) & 0xFF]),
-                                                                    vcreate_u64(iq2xxs_grid[(idx >> (16 * i + 8)) & 0xFF])));
-            const uint8x16_t s = vcombine_u8(vdup_n_u8(ksigns_iq2xs[(aux >> (14 * i)) & 127]),
-                                             vdup_n_u8(ksigns_iq2xs[(aux >> (14 * i + 7)) & 127]));
-            const int8x16_t q = vbslq_s8(vtstq_u8(s, bits), vnegq_s8(mag), mag);
-            v.w[2 * i] = vmulq_n_s16(vmovl_s8(vget_low_s8(q)), c);
-            v.w[2 * i + 1] = vmulq_n_s16(vmovl_high_s8(q), c);
-        }
-        return v;
+        uint64_t mag[4];
+        for (int i = 0; i < 4; ++i) mag[i] = iq2xxs_grid[(idx >> (8 * i)) & 0xFF];
+        return grid_span(reinterpret_cast<const uint8_t*>(mag), ksigns4(aux), static_cast<int16_t>(2 * (aux >> 28) + 1));
+    }
+};
+// IQ3_XXS: span k = group k: grid points qs[8 k + i] (4 magnitudes each), the signs and scale as
+// IQ2_XXS's from the u32 at qs[64 + 4 k]; d / 4 the super-block's scale.
+struct IQ3XXS {
+    static constexpr bool kMin = false;
+    static constexpr int kBytes = sizeof(block_iq3_xxs);
+    const block_iq3_xxs& b;
+    explicit IQ3XXS(const uint8_t* p) : b(*reinterpret_cast<const block_iq3_xxs*>(p)) {}
+    float d() const { return ref::fp16(b.d) * 0.25f; }
+    Span span(int k) const {
+        const uint32_t aux = ref::load_u32_le(b.qs + QK_K / 4 + 4 * k);
+        uint32_t mag[8];
+        for (int i = 0; i < 8; ++i) mag[i] = iq3xxs_grid[b.qs[8 * k + i]];
+        return grid_span(reinterpret_cast<const uint8_t*>(mag), ksigns4(aux), static_cast<int16_t>(2 * (aux >> 28) + 1));
+    }
+};
+// IQ3_S: span k = group k: grid points qs[8 k + i] | bit i of qh[k] << 8, the sign bits of
+// signs[4 k ..], times 1 + 2 s; d the super-block's scale.
+struct IQ3S {
+    static constexpr bool kMin = false;
+    static constexpr int kBytes = sizeof(block_iq3_s);
+    const block_iq3_s& b;
+    explicit IQ3S(const uint8_t* p) : b(*reinterpret_cast<const block_iq3_s*>(p)) {}
+    float d() const { return ref::fp16(b.d); }
+    Span span(int k) const {
+        uint32_t mag[8];
+        for (int i = 0; i < 8; ++i) mag[i] = iq3s_grid[b.qs[8 * k + i] | ((b.qh[k] >> i) & 1) << 8];
+        return grid_span(reinterpret_cast<const uint8_t*>(mag), ref::load_u32_le(b.signs + 4 * k),
+                         static_cast<int16_t>(1 + 2 * ((b.scales[k / 2] >> (4 * (k % 2))) & 0x0F)));
     }
 };
 
@@ -773,7 +813,7 @@ void rows_any(const void* w, int64_t n, const int16_t* a, const float* da, const
     fns[nx - 1](w, n, a, da, xs, y, ldy);
 }
 
-// A K-quant, IQ4_XS or IQ2_XXS row into the GEMM's int16 tile as decode_row writes it (each span's weights times its
+// A K-quant, IQ4_XS or grid-format row into the GEMM's int16 tile as decode_row writes it (each span's weights times its
 // sub-block scale, d per super-block, the minimum units): the rows kernel's spans stored.
 template <class F>
 void decode_spans(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
@@ -880,6 +920,8 @@ R super_blocks(Type type) {
         case Type::Q6_K: return Fn<Q6K>::get();
         case Type::IQ4_XS: return Fn<IQ4XS>::get();
         case Type::IQ2_XXS: return Fn<IQ2XXS>::get();
+        case Type::IQ3_XXS: return Fn<IQ3XXS>::get();
+        case Type::IQ3_S: return Fn<IQ3S>::get();
         default: return nullptr;
     }
 }

@@ -89,6 +89,8 @@ R by_format(Type type) {
         case Type::Q6_K: return Fn<Q6K>::get();
         case Type::IQ4_XS: return Fn<IQ4XS>::get();
         case Type::IQ2_XXS: return Fn<IQ2XXS>::get();
+        case Type::IQ3_XXS: return Fn<IQ3XXS>::get();
+        case Type::IQ3_S: return Fn<IQ3S>::get();
         default: return nullptr;
     }
 }

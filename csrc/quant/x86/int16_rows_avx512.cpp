@@ -93,7 +93,8 @@ struct IQ4XSWide : BlockRef<block_iq4_xs> {
     }
 };
 
-// IQ2_XXS: the AVX2 decoder's span (its grid points and signs), both halves in one zmm.
+// The grid formats (IQ2_XXS, IQ3_XXS, IQ3_S): the AVX2 decoder's span (its grid points and
+// signs), both halves in one zmm.
 template <class Base>
 struct SpanWide : Base {
     using Base::Base;
@@ -104,6 +105,8 @@ struct SpanWide : Base {
     }
 };
 using IQ2XXSWide = SpanWide<IQ2XXS>;
+using IQ3XXSWide = SpanWide<IQ3XXS>;
+using IQ3SWide = SpanWide<IQ3S>;
 
 // y[r * ldy] (row p0) and y[r * ldy + 1] (row p1) for R activation rows, F a wide decoder (one
 // span of a row in a zmm, above): per span, both rows' spans against one plain load of the
@@ -264,6 +267,8 @@ RowsI16Fn rows_i16(Type type) {
         case Type::Q6_K: return &rows1_wide<Q6KWide>;
         case Type::IQ4_XS: return &rows1_wide<IQ4XSWide>;
         case Type::IQ2_XXS: return &rows1_wide<IQ2XXSWide>;
+        case Type::IQ3_XXS: return &rows1_wide<IQ3XXSWide>;
+        case Type::IQ3_S: return &rows1_wide<IQ3SWide>;
         default: return nullptr;
     }
 }
@@ -277,6 +282,8 @@ DecodeI16Fn decode_i16(Type type) {
         case Type::Q6_K: return &decode_wide<Q6KWide>;
         case Type::IQ4_XS: return &decode_wide<IQ4XSWide>;
         case Type::IQ2_XXS: return &decode_wide<IQ2XXSWide>;
+        case Type::IQ3_XXS: return &decode_wide<IQ3XXSWide>;
+        case Type::IQ3_S: return &decode_wide<IQ3SWide>;
         default: return nullptr;
     }
 }
@@ -290,6 +297,8 @@ DecodePairI16Fn decode_pair_i16(Type type) {
         case Type::Q6_K: return &decode_pair_wide<Q6KWide>;
         case Type::IQ4_XS: return &decode_pair_wide<IQ4XSWide>;
         case Type::IQ2_XXS: return &decode_pair_wide<IQ2XXSWide>;
+        case Type::IQ3_XXS: return &decode_pair_wide<IQ3XXSWide>;
+        case Type::IQ3_S: return &decode_pair_wide<IQ3SWide>;
         default: return nullptr;
     }
 }
@@ -303,6 +312,8 @@ RowsPacked2Fn rows2_i16(Type type) {
         case Type::Q6_K: return &rows2<Q6KWide>;
         case Type::IQ4_XS: return &rows2<IQ4XSWide>;
         case Type::IQ2_XXS: return &rows2<IQ2XXSWide>;
+        case Type::IQ3_XXS: return &rows2<IQ3XXSWide>;
+        case Type::IQ3_S: return &rows2<IQ3SWide>;
         default: return nullptr;
     }
 }

@@ -199,10 +199,31 @@ inline __m256i book_lookup(const int8_t* values, __m128i codes) {
     return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(book, _mm_and_si128(codes, _mm_set1_epi8(0x0F))));
 }
 
-// IQ2_XXS: span k = group k (int16_ref.cpp): the four grid points' magnitudes as bytes by four
-// 8-byte table loads, their signs (ksigns of four 7-bit indices, a bit per element) spread to
-// byte masks by a shuffle and a compare, applied by xor and subtract, then widened and times
-// 2 s + 1; d / 8 the super-block's scale.
+// Byte i of the result 0xFF where bit i of `bits` is set, else 0: the sign bits of a span of the
+// grid formats as masks (byte i takes byte i / 8 of `bits` by a shuffle, then its bit i % 8).
+inline __m256i sign_masks(uint32_t bits) {
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                                               _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll,
+                                                                  0x0303030303030303ll));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+    return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+// The 32 bits of IQ2_XXS / IQ3_XXS's four 7-bit sign indices (aux's low 28 bits): ksigns of each.
+inline uint32_t ksigns4(uint32_t aux) {
+    return ksigns_iq2xs[aux & 127] | ksigns_iq2xs[(aux >> 7) & 127] << 8 | ksigns_iq2xs[(aux >> 14) & 127] << 16 |
+           static_cast<uint32_t>(ksigns_iq2xs[(aux >> 21) & 127]) << 24;
+}
+// A span of the grid formats: 32 magnitudes (bytes, < 128), negated under `minus`, widened and
+// times c.
+inline void grid_span(__m256i mag, __m256i minus, int c, __m256i (&v)[2]) {
+    const __m256i q = _mm256_sub_epi8(_mm256_xor_si256(mag, minus), minus);
+    const __m256i cv = _mm256_set1_epi16(static_cast<int16_t>(c));
+    v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), cv);
+    v[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), cv);
+}
+
+// IQ2_XXS: span k = group k (int16_ref.cpp): its four grid points' magnitudes by four 8-byte
+// table loads, times 2 s + 1 with the signs of ksigns4; d / 8 the super-block's scale.
 struct IQ2XXS : BlockRef<block_iq2_xxs> {
     static constexpr bool kMin = false;
     using BlockRef::BlockRef;
@@ -215,18 +236,37 @@ struct IQ2XXS : BlockRef<block_iq2_xxs> {
                                                static_cast<long long>(iq2xxs_grid[(idx >> 8) & 0xFF]),
                                                static_cast<long long>(iq2xxs_grid[(idx >> 16) & 0xFF]),
                                                static_cast<long long>(iq2xxs_grid[idx >> 24]));
-        const uint32_t signs = ksigns_iq2xs[aux & 127] | ksigns_iq2xs[(aux >> 7) & 127] << 8 |
-                               ksigns_iq2xs[(aux >> 14) & 127] << 16 | static_cast<uint32_t>(ksigns_iq2xs[(aux >> 21) & 127]) << 24;
-        // byte i of the span takes byte i / 8 of `signs`, then its bit i % 8
-        const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(signs)),
-                                                   _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll,
-                                                                      0x0303030303030303ll));
-        const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-        const __m256i minus = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-        const __m256i q = _mm256_sub_epi8(_mm256_xor_si256(mag, minus), minus);
-        const __m256i c = _mm256_set1_epi16(static_cast<int16_t>(2 * (aux >> 28) + 1));
-        v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), c);
-        v[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), c);
+        grid_span(mag, sign_masks(ksigns4(aux)), static_cast<int>(2 * (aux >> 28) + 1), v);
+    }
+};
+// IQ3_XXS: span k = group k: its eight grid points (4 magnitudes each) by one gather, the signs
+// and scale as IQ2_XXS's from the u32 at qs[64 + 4 k]; d / 4 the super-block's scale.
+struct IQ3XXS : BlockRef<block_iq3_xxs> {
+    static constexpr bool kMin = false;
+    using BlockRef::BlockRef;
+    float d() const { return f16_to_f32(b.d) * 0.25f; }
+    void span(int k, __m256i (&v)[2]) const {
+        uint32_t aux;
+        std::memcpy(&aux, b.qs + QK_K / 4 + 4 * k, 4);
+        const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * k)));
+        const __m256i mag = _mm256_i32gather_epi32(reinterpret_cast<const int*>(iq3xxs_grid), idx, 4);
+        grid_span(mag, sign_masks(ksigns4(aux)), static_cast<int>(2 * (aux >> 28) + 1), v);
+    }
+};
+// IQ3_S: span k = group k: its eight grid points (qs[8 k + i] and bit i of qh[k] as the ninth
+// bit) by one gather, the sign bits of signs[4 k ..], times 1 + 2 s; d the super-block's scale.
+struct IQ3S : BlockRef<block_iq3_s> {
+    static constexpr bool kMin = false;
+    using BlockRef::BlockRef;
+    void span(int k, __m256i (&v)[2]) const {
+        const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * k)));
+        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.qh[k]), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                                            _mm256_set1_epi32(1));
+        const __m256i idx = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 8));
+        const __m256i mag = _mm256_i32gather_epi32(reinterpret_cast<const int*>(iq3s_grid), idx, 4);
+        uint32_t signs;
+        std::memcpy(&signs, b.signs + 4 * k, 4);
+        grid_span(mag, sign_masks(signs), 1 + 2 * ((b.scales[k / 2] >> (4 * (k % 2))) & 0x0F), v);
     }
 };
 
