@@ -22,7 +22,7 @@ import numpy as np
 from ds4 import known_models
 
 # Byte offset of the f16 scale of one block, per format this fixture writes.
-SCALE_AT = {"IQ2_XXS": 0, "IQ4_XS": 0, "Q6_K": 208, "Q8_0": 0}  # formats whose one f16 is this scale
+SCALE_AT = {"IQ2_XXS": 0, "IQ3_XXS": 0, "IQ3_S": 0, "IQ4_XS": 0, "Q6_K": 208, "Q8_0": 0}  # formats whose one f16 is this scale
 
 
 def main() -> None:
