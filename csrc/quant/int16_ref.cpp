@@ -156,71 +156,71 @@ struct IQ4XS {
         sw[0] = ref::fp16(b.d);
     }
 };
-// IQ2_XXS: group g (elements 32 g + l) takes grid point (idx >> 8 (l / 8)) & 0xFF's magnitude
-// l % 8, its sign bit l % 8 of ksigns[(aux >> 7 (l / 8)) & 127], times 2 s + 1 (s: aux's top 4
-// bits; idx, aux the group's two words), with d / 8 for the super-block: the reference's
-// d (0.5 + s) 0.25 as a real number. |t| <= 31 * 43: 32 * 1333 * 32767 < 2^31.
-struct IQ2XXS {
-    using Block = block_iq2_xxs;
+// The grid formats (IQ2_XXS, IQ3_XXS, IQ3_S): 256-element blocks in groups of 32, element l of a
+// group c x magnitude(l), negated where minus(l), with one float scale per block.
+struct Grid256 {
     static constexpr int B = QK_K;
     static constexpr int kMinLen = 0;
     static constexpr int kRange = 32767;
+    template <class Mag, class Minus>
+    static void group(int16_t* t, int c, Mag&& mag, Minus&& minus) {
+        for (int l = 0; l < 32; ++l) {
+            const int m = mag(l);
+            t[l] = static_cast<int16_t>(c * (minus(l) ? -m : m));
+        }
+    }
+};
+// IQ2_XXS: group g takes grid point (idx >> 8 (l / 8)) & 0xFF's magnitude l % 8, its sign bit
+// l % 8 of ksigns[(aux >> 7 (l / 8)) & 127], times 2 s + 1 (s: aux's top 4 bits; idx, aux the
+// group's two words), with d / 8 for the super-block: the reference's d (0.5 + s) 0.25 as a real
+// number. |t| <= 31 * 43: 32 * 1333 * 32767 < 2^31.
+struct IQ2XXS : Grid256 {
+    using Block = block_iq2_xxs;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const Block*>(p);
         const auto* raw = reinterpret_cast<const uint8_t*>(b.qs);
         for (int g = 0; g < B / 32; ++g) {
             const uint32_t idx = ref::load_u32_le(raw + 8 * g), aux = ref::load_u32_le(raw + 8 * g + 4);
-            const int c = 2 * static_cast<int>(aux >> 28) + 1;
-            for (int l = 0; l < 32; ++l) {
-                const int mag = static_cast<int>((iq2xxs_grid[(idx >> (8 * (l / 8))) & 0xFF] >> (8 * (l % 8))) & 0xFF);
-                const bool minus = (ksigns_iq2xs[(aux >> (7 * (l / 8))) & 127] >> (l % 8)) & 1;
-                t[32 * g + l] = static_cast<int16_t>(c * (minus ? -mag : mag));
-            }
+            group(
+                t + 32 * g, 2 * static_cast<int>(aux >> 28) + 1,
+                [&](int l) { return static_cast<int>((iq2xxs_grid[(idx >> (8 * (l / 8))) & 0xFF] >> (8 * (l % 8))) & 0xFF); },
+                [&](int l) { return (ksigns_iq2xs[(aux >> (7 * (l / 8))) & 127] >> (l % 8)) & 1; });
         }
         sw[0] = ref::fp16(b.d) * 0.125f;
     }
 };
-// IQ3_XXS: group g's element l takes grid point qs[8 g + l / 4]'s magnitude l % 4, its sign as
-// IQ2_XXS's (the u32 aux at qs[64 + 4 g]), times 2 s + 1, with d / 4 for the super-block (the
-// reference's d (0.5 + s) 0.5). |t| <= 31 * 62: 32 * 1922 * 32767 < 2^31.
-struct IQ3XXS {
+// IQ3_XXS: group g takes grid point qs[8 g + l / 4]'s magnitude l % 4, its sign as IQ2_XXS's
+// (the u32 aux at qs[64 + 4 g]), times 2 s + 1, with d / 4 for the super-block (the reference's
+// d (0.5 + s) 0.5). |t| <= 31 * 62: 32 * 1922 * 32767 < 2^31.
+struct IQ3XXS : Grid256 {
     using Block = block_iq3_xxs;
-    static constexpr int B = QK_K;
-    static constexpr int kMinLen = 0;
-    static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const Block*>(p);
         for (int g = 0; g < B / 32; ++g) {
             const uint32_t aux = ref::load_u32_le(b.qs + B / 4 + 4 * g);
-            const int c = 2 * static_cast<int>(aux >> 28) + 1;
-            for (int l = 0; l < 32; ++l) {
-                const int mag = static_cast<int>((iq3xxs_grid[b.qs[8 * g + l / 4]] >> (8 * (l % 4))) & 0xFF);
-                const bool minus = (ksigns_iq2xs[(aux >> (7 * (l / 8))) & 127] >> (l % 8)) & 1;
-                t[32 * g + l] = static_cast<int16_t>(c * (minus ? -mag : mag));
-            }
+            group(
+                t + 32 * g, 2 * static_cast<int>(aux >> 28) + 1,
+                [&](int l) { return static_cast<int>((iq3xxs_grid[b.qs[8 * g + l / 4]] >> (8 * (l % 4))) & 0xFF); },
+                [&](int l) { return (ksigns_iq2xs[(aux >> (7 * (l / 8))) & 127] >> (l % 8)) & 1; });
         }
         sw[0] = ref::fp16(b.d) * 0.25f;
     }
 };
-// IQ3_S: group g's element l takes grid point qs[8 g + i] | bit i of qh[g] << 8 (i = l / 4),
-// magnitude l % 4, the sign bit l % 8 of signs[4 g + l / 8], times 1 + 2 s (s: nibble g % 2 of
-// scales[g / 2]), with d for the super-block. |t| <= 31 * 15.
-struct IQ3S {
+// IQ3_S: group g takes grid point qs[8 g + i] | bit i of qh[g] << 8 (i = l / 4), magnitude l % 4,
+// the sign bit l % 8 of signs[4 g + l / 8], times 1 + 2 s (s: nibble g % 2 of scales[g / 2]),
+// with d for the super-block. |t| <= 31 * 15.
+struct IQ3S : Grid256 {
     using Block = block_iq3_s;
-    static constexpr int B = QK_K;
-    static constexpr int kMinLen = 0;
-    static constexpr int kRange = 32767;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const Block*>(p);
         for (int g = 0; g < B / 32; ++g) {
-            const int c = 1 + 2 * ((b.scales[g / 2] >> (4 * (g % 2))) & 0x0F);
-            for (int l = 0; l < 32; ++l) {
-                const int i = l / 4;
-                const uint32_t point = iq3s_grid[b.qs[8 * g + i] | ((b.qh[g] >> i) & 1) << 8];
-                const int mag = static_cast<int>((point >> (8 * (l % 4))) & 0xFF);
-                const bool minus = (b.signs[4 * g + l / 8] >> (l % 8)) & 1;
-                t[32 * g + l] = static_cast<int16_t>(c * (minus ? -mag : mag));
-            }
+            group(
+                t + 32 * g, 1 + 2 * ((b.scales[g / 2] >> (4 * (g % 2))) & 0x0F),
+                [&](int l) {
+                    const uint32_t point = iq3s_grid[b.qs[8 * g + l / 4] | ((b.qh[g] >> (l / 4)) & 1) << 8];
+                    return static_cast<int>((point >> (8 * (l % 4))) & 0xFF);
+                },
+                [&](int l) { return (b.signs[4 * g + l / 8] >> (l % 8)) & 1; });
         }
         sw[0] = ref::fp16(b.d);
     }
