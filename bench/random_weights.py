@@ -21,16 +21,21 @@ import numpy as np
 
 from ds4 import known_models
 
-# Byte offset of the f16 scale of one block, per format this fixture writes.
-SCALE_AT = {"IQ2_XXS": 0, "IQ3_XXS": 0, "IQ3_S": 0, "IQ4_XS": 0, "Q6_K": 208, "Q8_0": 0}  # formats whose one f16 is this scale
+# Per format this fixture writes: the byte offset of a block's one f16 scale (IQ1_M: of the four
+# u16 whose top nibbles hold it) and the default scale, which keeps the weights near 0.02.
+FORMATS = {
+    "IQ1_S": (0, 3e-3), "IQ1_M": (48, 3e-3), "IQ2_XXS": (0, 4e-4), "IQ2_XS": (0, 4e-4), "IQ2_S": (0, 4e-4),
+    "IQ3_XXS": (0, 4e-4), "IQ3_S": (0, 4e-4), "IQ4_XS": (0, 4e-4), "Q6_K": (208, 4e-4), "Q8_0": (0, 4e-4),
+    "TQ1_0": (52, 2e-2), "TQ2_0": (64, 2e-2),
+}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--model", default="qwen15", help="a known model's name or a GGUF path")
-    ap.add_argument("--type", default="IQ2_XXS", choices=sorted(SCALE_AT))
-    ap.add_argument("--scale", type=float, default=4e-4, help="the blocks' f16 scale, +-50 %% (default 4e-4)")
+    ap.add_argument("--type", default="IQ2_XXS", choices=sorted(FORMATS))
+    ap.add_argument("--scale", type=float, help="the blocks' f16 scale, +-50 %% (default: the format's, FORMATS)")
     args = ap.parse_args()
     src = args.model if os.path.exists(args.model) else str(known_models.model_path(args.model))
     qt = gguf.GGMLQuantizationType[args.type]
@@ -49,9 +54,13 @@ def main() -> None:
         if t.name != "token_embd.weight" and len(ne) == 2 and ne[0] % block == 0 and quantised:
             nb = ne[0] * ne[1] // block
             raw = rng.integers(0, 256, (nb, size), dtype=np.uint8)
-            at = SCALE_AT[args.type]
-            d = (args.scale * rng.uniform(0.5, 1.5, nb)).astype(np.float16)
-            raw[:, at:at + 2] = d.view(np.uint8).reshape(nb, 2)
+            at, scale = FORMATS[args.type]
+            d = ((args.scale or scale) * rng.uniform(0.5, 1.5, nb)).astype(np.float16)
+            if args.type == "IQ1_M":
+                for k, bits in enumerate(d.view(np.uint16) >> np.arange(0, 16, 4, dtype=np.uint16)[:, None]):
+                    raw[:, at + 2 * k + 1] = (raw[:, at + 2 * k + 1] & 0x0F) | ((bits & 0x0F) << 4).astype(np.uint8)
+            else:
+                raw[:, at:at + 2] = d.view(np.uint8).reshape(nb, 2)
             shape = [ne[1], ne[0] // block * size]
             w.add_tensor(t.name, raw.reshape(shape), raw_shape=shape, raw_dtype=qt)
             replaced += 1

@@ -208,8 +208,8 @@ struct I16Kernels {
 constexpr int kPairRowsMax = 8;
 
 // The int16-path kernels of `type` for `isa`; members null where the format or the ISA has none
-// (then callers use the float path). Formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K..Q6_K, IQ4_XS, IQ2_XXS,
-// IQ3_XXS, IQ3_S.
+// (then callers use the float path). Formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K..Q6_K, IQ4_XS,
+// IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, TQ1_0, TQ2_0.
 const I16Kernels& i16_kernels(Type type, Isa isa);
 const I16Kernels& i16_kernels(Type type);  // for the active ISA
 

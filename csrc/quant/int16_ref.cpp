@@ -156,19 +156,23 @@ struct IQ4XS {
         sw[0] = ref::fp16(b.d);
     }
 };
-// The grid formats (IQ2_XXS, IQ3_XXS, IQ3_S): 256-element blocks in groups of 32, element l of a
-// group c x magnitude(l), negated where minus(l), with one float scale per block.
+// The grid formats (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S): 256-element blocks in groups of 32
+// (or 8), element l of a group c x magnitude(l), negated where minus(l), with one float scale per block.
 struct Grid256 {
     static constexpr int B = QK_K;
     static constexpr int kMinLen = 0;
     static constexpr int kRange = 32767;
     template <class Mag, class Minus>
-    static void group(int16_t* t, int c, Mag&& mag, Minus&& minus) {
-        for (int l = 0; l < 32; ++l) {
+    static void run(int16_t* t, int n, int c, Mag&& mag, Minus&& minus) {
+        for (int l = 0; l < n; ++l) {
             const int m = mag(l);
             t[l] = static_cast<int16_t>(c * (minus(l) ? -m : m));
         }
     }
+    template <class Mag, class Minus>
+    static void group(int16_t* t, int c, Mag&& mag, Minus&& minus) { run(t, 32, c, mag, minus); }
+    template <class Mag, class Minus>
+    static void eight(int16_t* t, int c, Mag&& mag, Minus&& minus) { run(t, 8, c, mag, minus); }
 };
 // IQ2_XXS: group g takes grid point (idx >> 8 (l / 8)) & 0xFF's magnitude l % 8, its sign bit
 // l % 8 of ksigns[(aux >> 7 (l / 8)) & 127], times 2 s + 1 (s: aux's top 4 bits; idx, aux the
@@ -221,6 +225,85 @@ struct IQ3S : Grid256 {
                     return static_cast<int>((point >> (8 * (l % 4))) & 0xFF);
                 },
                 [&](int l) { return (b.signs[4 * g + l / 8] >> (l % 8)) & 1; });
+        }
+        sw[0] = ref::fp16(b.d);
+    }
+};
+// IQ2_XS: grid point qs[i] & 511 (i = 4 g + l / 8), the signs of ksigns[qs[i] >> 9], times the
+// odd multiplier of its 16 elements, with d / 8 for the super-block (as IQ2_XXS).
+struct IQ2XS : Grid256 {
+    using Block = block_iq2_xs;
+    static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
+        const auto& b = *reinterpret_cast<const Block*>(p);
+        for (int i = 0; i < B / 8; ++i) {
+            const uint64_t point = iq2xs_grid[b.qs[i] & 511];
+            const uint8_t signs = ksigns_iq2xs[b.qs[i] >> 9];
+            eight(
+                t + 8 * i, odd_scale_iq2(b.scales, i / 2), [&](int j) { return static_cast<int>((point >> (8 * j)) & 0xFF); },
+                [&](int j) { return (signs >> j) & 1; });
+        }
+        sw[0] = ref::fp16(b.d) * 0.125f;
+    }
+};
+// IQ2_S: grid point index_iq2_s(i), the sign bits of qs[32 + i], scales as IQ2_XS's.
+struct IQ2S : Grid256 {
+    using Block = block_iq2_s;
+    static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
+        const auto& b = *reinterpret_cast<const Block*>(p);
+        for (int i = 0; i < B / 8; ++i) {
+            const uint64_t point = iq2s_grid[index_iq2_s(b, i)];
+            const uint8_t signs = b.qs[B / 8 + i];
+            eight(
+                t + 8 * i, odd_scale_iq2(b.scales, i / 2), [&](int j) { return static_cast<int>((point >> (8 * j)) & 0xFF); },
+                [&](int j) { return (signs >> j) & 1; });
+        }
+        sw[0] = ref::fp16(b.d) * 0.125f;
+    }
+};
+// The IQ1 formats: t = (2 s + 1) (8 g +- 1) for grid value g (-1, 0, 1) and the shift +-1/8, with
+// d / 8 for the super-block: the reference's d (2 s + 1) (g +- 1/8) as a real number. |t| <= 15 * 9.
+struct Iq1 {
+    static constexpr int B = QK_K;
+    static constexpr int kMinLen = 0;
+    static constexpr int kRange = 32767;
+    static void eight(int16_t* t, int c, uint64_t point, bool down) {
+        for (int j = 0; j < 8; ++j)
+            t[j] = static_cast<int16_t>(c * (8 * static_cast<int8_t>((point >> (8 * j)) & 0xFF) + (down ? -1 : 1)));
+    }
+};
+struct IQ1S : Iq1 {
+    using Block = block_iq1_s;
+    static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
+        const auto& b = *reinterpret_cast<const Block*>(p);
+        for (int i = 0; i < B / 8; ++i)
+            eight(t + 8 * i, odd_scale_iq1_s(b, i / 4), iq1s_grid[index_iq1_s(b, i)], shift_down_iq1_s(b, i / 4));
+        sw[0] = ref::fp16(b.d) * 0.125f;
+    }
+};
+struct IQ1M : Iq1 {
+    using Block = block_iq1_m;
+    static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
+        const auto& b = *reinterpret_cast<const Block*>(p);
+        for (int i = 0; i < B / 8; ++i)
+            eight(t + 8 * i, odd_scale_iq1_m(b, i / 2), iq1s_grid[index_iq1_m(b, i)], nibble_iq1_m(b, i) & 8);
+        sw[0] = ref::fp16(d_iq1_m(b)) * 0.125f;
+    }
+};
+// The ternary formats: t the value (-1 .. 1, TQ2_0 -1 .. 2), d for the super-block.
+template <class Blk>
+struct Ternary {
+    using Block = Blk;
+    static constexpr int B = QK_K;
+    static constexpr int kMinLen = 0;
+    static constexpr int kRange = 32767;
+    static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
+        const auto& b = *reinterpret_cast<const Block*>(p);
+        for (int e = 0; e < B; ++e) {
+            if constexpr (std::is_same_v<Blk, block_tq1_0>) {
+                t[e] = static_cast<int16_t>(digit_tq1_0(b, e));
+            } else {
+                t[e] = static_cast<int16_t>(value_tq2_0(b, e));
+            }
         }
         sw[0] = ref::fp16(b.d);
     }
@@ -511,6 +594,12 @@ const I16Kernels& i16_kernels(Type type, Isa isa) {
         case Type::Q6_K: return table<Q6K, Type::Q6_K>(isa);
         case Type::IQ4_XS: return table<IQ4XS, Type::IQ4_XS>(isa);
         case Type::IQ2_XXS: return table<IQ2XXS, Type::IQ2_XXS>(isa);
+        case Type::IQ2_XS: return table<IQ2XS, Type::IQ2_XS>(isa);
+        case Type::IQ2_S: return table<IQ2S, Type::IQ2_S>(isa);
+        case Type::IQ1_S: return table<IQ1S, Type::IQ1_S>(isa);
+        case Type::IQ1_M: return table<IQ1M, Type::IQ1_M>(isa);
+        case Type::TQ1_0: return table<Ternary<block_tq1_0>, Type::TQ1_0>(isa);
+        case Type::TQ2_0: return table<Ternary<block_tq2_0>, Type::TQ2_0>(isa);
         case Type::IQ3_XXS: return table<IQ3XXS, Type::IQ3_XXS>(isa);
         case Type::IQ3_S: return table<IQ3S, Type::IQ3_S>(isa);
         case Type::IQ4_NL: return table<Book<block_iq4_nl>, Type::IQ4_NL>(isa);

@@ -114,6 +114,12 @@ std::array<Kernels, kMaxTypeId> make_ref_table() {
     set(Type::Q5_K, block_kernels<block_q5_K, QK_K, decode_q5_K>());
     set(Type::Q6_K, block_kernels<block_q6_K, QK_K, decode_q6_K>());
     set(Type::IQ2_XXS, block_kernels<block_iq2_xxs, QK_K, decode_iq2_xxs>());
+    set(Type::IQ2_XS, block_kernels<block_iq2_xs, QK_K, decode_iq2_xs>());
+    set(Type::IQ2_S, block_kernels<block_iq2_s, QK_K, decode_iq2_s>());
+    set(Type::IQ1_S, block_kernels<block_iq1_s, QK_K, decode_iq1_s>());
+    set(Type::IQ1_M, block_kernels<block_iq1_m, QK_K, decode_iq1_m>());
+    set(Type::TQ1_0, block_kernels<block_tq1_0, QK_K, decode_tq1_0>());
+    set(Type::TQ2_0, block_kernels<block_tq2_0, QK_K, decode_tq2_0>());
     set(Type::IQ3_XXS, block_kernels<block_iq3_xxs, QK_K, decode_iq3_xxs>());
     set(Type::IQ3_S, block_kernels<block_iq3_s, QK_K, decode_iq3_s>());
     set(Type::IQ4_NL, block_kernels<block_iq4_nl, QK4_NL, decode_iq4_nl>());

@@ -1,6 +1,7 @@
-// Scalar reference decoders of the code-book formats: IQ2_XXS, IQ3_XXS, IQ3_S (grid + signs), IQ4_NL and
-// IQ4_XS (non-linear 4-bit values), MXFP4 (E2M1 with a power-of-two E8M0 scale). Bit-exact
-// with ggml's dequantize_row_*; tables in iq_tables.cpp.
+// Scalar reference decoders of the code-book formats: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (grid +
+// signs), IQ1_S, IQ1_M (a grid of -1 / 0 / 1 and a shift), TQ1_0, TQ2_0 (ternary), IQ4_NL and IQ4_XS
+// (non-linear 4-bit values), MXFP4 (E2M1 with a power-of-two E8M0 scale). Bit-exact with ggml's
+// dequantize_row_*; tables in iq_tables.cpp.
 #include "quant/iq_tables.h"
 #include "quant/kernels_ref.h"
 
@@ -63,6 +64,73 @@ void decode_iq3_s(const block_iq3_s& b, float* y) {
             y[32 * g + l] = db * mag * (minus ? -1.0f : 1.0f);
         }
     }
+}
+
+// IQ2_XS: per 8 elements a u16 of grid index (low 9 bits) and sign index (ksigns); scale j of the
+// 16 elements j: d * (0.5 + s) * 0.25.
+void decode_iq2_xs(const block_iq2_xs& b, float* y) {
+    const float d = fp16(b.d);
+    for (int i = 0; i < QK_K / 8; ++i) {
+        const int s = (b.scales[i / 4] >> (4 * (i / 2 % 2))) & 0x0F;
+        const float db = d * (0.5f + static_cast<float>(s)) * 0.25f;
+        const uint64_t grid = iq2xs_grid[b.qs[i] & 511];
+        const uint8_t signs = ksigns_iq2xs[b.qs[i] >> 9];
+        for (int j = 0; j < 8; ++j) {
+            const float mag = static_cast<float>((grid >> (8 * j)) & 0xFF);
+            y[8 * i + j] = db * mag * ((signs >> j) & 1 ? -1.0f : 1.0f);
+        }
+    }
+}
+
+// IQ2_S: per 8 elements grid point index_iq2_s and the sign byte qs[32 + i]; scales as IQ2_XS's.
+void decode_iq2_s(const block_iq2_s& b, float* y) {
+    const float d = fp16(b.d);
+    for (int i = 0; i < QK_K / 8; ++i) {
+        const int s = (b.scales[i / 4] >> (4 * (i / 2 % 2))) & 0x0F;
+        const float db = d * (0.5f + static_cast<float>(s)) * 0.25f;
+        const uint64_t grid = iq2s_grid[index_iq2_s(b, i)];
+        const uint8_t signs = b.qs[QK_K / 8 + i];
+        for (int j = 0; j < 8; ++j) {
+            const float mag = static_cast<float>((grid >> (8 * j)) & 0xFF);
+            y[8 * i + j] = db * mag * ((signs >> j) & 1 ? -1.0f : 1.0f);
+        }
+    }
+}
+
+// The IQ1 formats' value: dl * (grid value + the shift +-1/8).
+inline float iq1_value(float dl, uint64_t grid, int j, bool down) {
+    const auto g = static_cast<float>(static_cast<int8_t>((grid >> (8 * j)) & 0xFF));
+    return dl * (g + (down ? -0.125f : 0.125f));
+}
+
+// IQ1_S: per 32 elements (group g) dl = d * (2 s + 1) and the shift's sign; per 8 a grid point.
+void decode_iq1_s(const block_iq1_s& b, float* y) {
+    const float d = fp16(b.d);
+    for (int i = 0; i < QK_K / 8; ++i) {
+        const float dl = d * static_cast<float>(odd_scale_iq1_s(b, i / 4));
+        const uint64_t grid = iq1s_grid[index_iq1_s(b, i)];
+        for (int j = 0; j < 8; ++j) y[8 * i + j] = iq1_value(dl, grid, j, shift_down_iq1_s(b, i / 4));
+    }
+}
+
+// IQ1_M: per 16 elements dl = d * (2 s + 1); per 8 a grid point and the shift's sign.
+void decode_iq1_m(const block_iq1_m& b, float* y) {
+    const float d = fp16(d_iq1_m(b));
+    for (int i = 0; i < QK_K / 8; ++i) {
+        const float dl = d * static_cast<float>(odd_scale_iq1_m(b, i / 2));
+        const uint64_t grid = iq1s_grid[index_iq1_m(b, i)];
+        for (int j = 0; j < 8; ++j) y[8 * i + j] = iq1_value(dl, grid, j, nibble_iq1_m(b, i) & 8);
+    }
+}
+
+void decode_tq1_0(const block_tq1_0& b, float* y) {
+    const float d = fp16(b.d);
+    for (int e = 0; e < QK_K; ++e) y[e] = d * static_cast<float>(digit_tq1_0(b, e));
+}
+
+void decode_tq2_0(const block_tq2_0& b, float* y) {
+    const float d = fp16(b.d);
+    for (int e = 0; e < QK_K; ++e) y[e] = d * static_cast<float>(value_tq2_0(b, e));
 }
 
 void decode_iq4_nl(const block_iq4_nl& b, float* y) {

@@ -33,7 +33,8 @@ class Model:
         memory and half the cache reads per token) or ``"f32"`` (exact); ``precision``: the
         activations of the quantised matmuls, ``"int16"`` (quantised to 16 bits per 32 or 256
         values: every matmul of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, K-quant (Q2_K .. Q6_K), IQ4_XS,
-        IQ2_XXS, IQ3_XXS, IQ3_S, IQ4_NL and MXFP4 weights) or ``"f32"`` (float everywhere). With the
+        IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, TQ1_0, TQ2_0, IQ4_NL and MXFP4 weights)
+        or ``"f32"`` (float everywhere). With the
         defaults, Gemma 3 270M's logits are within ~2e-3 (mean) of transformers', >100x closer
         than llama.cpp's; with both set to ``"f32"``, within ~1e-5. Whatever the options, decoding one token
         at a time and verifying blocks of up to 31 tokens give bit-identical logits, which is

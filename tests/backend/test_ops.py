@@ -67,8 +67,8 @@ def test_matmul_and_argmax(be: _core.Backend, type_name: str) -> None:
     np.testing.assert_array_equal(be.argmax(type_name, data, n_out, x, 3.0), capped.argmax(axis=1))
 
 
-@pytest.mark.parametrize("type_name", ["Q4_0", "Q8_0", "Q4_K", "Q6_K", "Q5_0", "IQ4_NL", "MXFP4", "IQ2_XXS", "IQ3_XXS",
-                                       "IQ3_S"])
+@pytest.mark.parametrize("type_name", ["Q4_0", "Q8_0", "Q4_K", "Q6_K", "Q5_0", "IQ4_NL", "MXFP4", "IQ2_XXS", "IQ2_XS",
+                                       "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M", "TQ1_0", "TQ2_0"])
 def test_matmul_int16_activations(type_name: str) -> None:
     rng = np.random.default_rng(2)
     qk, _ = qdata.block_geometry(type_name)
@@ -83,7 +83,8 @@ def test_matmul_int16_activations(type_name: str) -> None:
         np.testing.assert_array_equal(b.matmul(type_name, data, n_out, x[2:3], pack=pack)[0], y[2])
 
 
-@pytest.mark.parametrize("type_name", ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "IQ2_XXS", "IQ3_XXS", "IQ3_S"])
+@pytest.mark.parametrize("type_name", ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS",
+                                       "IQ3_S", "IQ1_S", "IQ1_M", "TQ1_0", "TQ2_0"])
 def test_int16_pass_sizes_agree(be: _core.Backend, type_name: str) -> None:  # be: each ISA
     """A K-quant matrix through every pass size of the int16 path (the rows kernels, on AVX-512 over
     four weight streams up to 6 rows, the GEMM over few_rows_tile weight rows up to 48 activation

@@ -15,15 +15,27 @@ from gguf import quants as gq
 # Every type ds4 has kernels for (the test of type_names() checks the list is exactly this).
 TYPES = [
     "F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
-    "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ2_XXS", "IQ3_XXS", "IQ4_NL", "IQ3_S", "IQ4_XS", "MXFP4",
+    "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S",
+    "IQ4_XS", "IQ1_M", "TQ1_0", "TQ2_0", "MXFP4",
 ]
 
 # Byte offsets of the f16 scale fields inside one block (ggml's block structs).
 F16_FIELDS = {
     "Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0],
     "Q2_K": [80, 82], "Q3_K": [108], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208],
-    "IQ2_XXS": [0], "IQ3_XXS": [0], "IQ3_S": [0], "IQ4_NL": [0], "IQ4_XS": [0],
+    "IQ2_XXS": [0], "IQ2_XS": [0], "IQ2_S": [0], "IQ3_XXS": [0], "IQ3_S": [0], "IQ1_S": [0], "IQ4_NL": [0], "IQ4_XS": [0],
+    "IQ1_M": [], "TQ1_0": [52], "TQ2_0": [64],
 }
+# IQ1_M keeps its f16 d in the top nibbles of the four little-endian u16 at this byte offset.
+NIBBLE_D = {"IQ1_M": 48}
+
+
+def set_nibble_d(raw: np.ndarray, off: int, d: np.ndarray) -> None:
+    """Write the f16 values d (one per block row of raw) into the top nibbles of the four u16 at off."""
+    bits = d.astype(np.float16).view(np.uint16)
+    for k in range(4):
+        hi = raw[:, off + 2 * k + 1]
+        raw[:, off + 2 * k + 1] = (hi & 0x0F) | (((bits >> (4 * k)) & 0x0F) << 4).astype(np.uint8)
 
 # Byte ranges of the quant fields (everything but the scales that a zero quant index leaves
 # in place): zeroing them gives the per-element offset of the format (Q4_0's -8 d, Q4_K's
@@ -92,6 +104,8 @@ def random_blocks(name: str, n_blocks: int, rng: np.random.Generator, extreme: b
         return raw.tobytes()
     for off in F16_FIELDS[name]:
         raw[:, off:off + 2] = random_f16(rng, n_blocks, extreme).view(np.uint8).reshape(n_blocks, 2)
+    if name in NIBBLE_D:
+        set_nibble_d(raw, NIBBLE_D[name], random_f16(rng, n_blocks, extreme))
     return raw.tobytes()
 
 

@@ -39,6 +39,7 @@ struct Case {
     Type type;
     std::vector<int> f16_fields;  // byte offsets of the f16 scales in a block
     bool e8m0 = false;            // MXFP4: byte 0 an E8M0 exponent
+    int nibble_d = -1;            // IQ1_M: the f16 d in the top nibbles of the four u16 at this offset
 };
 
 const Case kCases[] = {
@@ -46,7 +47,9 @@ const Case kCases[] = {
     {Type::Q4_1, {0, 2}},  {Type::Q5_0, {0}},    {Type::Q5_1, {0, 2}}, {Type::Q8_0, {0}},
     {Type::Q2_K, {80, 82}}, {Type::Q3_K, {108}}, {Type::Q4_K, {0, 2}}, {Type::Q5_K, {0, 2}},
     {Type::Q6_K, {208}},    {Type::IQ4_XS, {0}},  {Type::IQ4_NL, {0}},  {Type::MXFP4, {}, true},
-    {Type::IQ2_XXS, {0}},   {Type::IQ3_XXS, {0}}, {Type::IQ3_S, {0}},
+    {Type::IQ2_XXS, {0}},   {Type::IQ3_XXS, {0}}, {Type::IQ3_S, {0}},   {Type::IQ2_XS, {0}},
+    {Type::IQ2_S, {0}},     {Type::IQ1_S, {0}},   {Type::IQ1_M, {}, false, 48}, {Type::TQ1_0, {52}},
+    {Type::TQ2_0, {64}},
 };
 
 uint16_t bf16_of(float f) {
@@ -80,6 +83,13 @@ std::vector<uint8_t> random_row(const Case& c, const TypeInfo& ti, int64_t n, st
                 std::memcpy(&row[b * ti.type_size + off], &h, 2);
             }
             // scales 2^-8 .. 2^2, and now and then the subnormal ones (e < 2)
+            if (c.nibble_d >= 0) {
+                const uint16_t h = f32_to_f16(sane());
+                for (int k = 0; k < 4; ++k) {
+                    uint8_t& hi = row[b * ti.type_size + c.nibble_d + 2 * k + 1];
+                    hi = static_cast<uint8_t>((hi & 0x0F) | ((h >> (4 * k)) & 0x0F) << 4);
+                }
+            }
             if (c.e8m0) row[b * ti.type_size] = static_cast<uint8_t>(rng() % 16 == 0 ? rng() % 2 : 120 + rng() % 11);
         }
     }

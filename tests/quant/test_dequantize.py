@@ -127,9 +127,9 @@ def test_unknown_tensor_is_a_key_error(tmp_path):
 
 
 def test_unsupported_tensor_type_is_a_clear_error(tmp_path):
-    path = tmp_path / "iq2xs.gguf"
-    _write_gguf(path, {"w": ("IQ2_XS", np.zeros((1, 74), dtype=np.uint8))})
-    with pytest.raises(ValueError, match="IQ2_XS"):
+    path = tmp_path / "nvfp4.gguf"
+    _write_gguf(path, {"w": ("NVFP4", np.zeros((1, 36), dtype=np.uint8))})
+    with pytest.raises(ValueError, match="NVFP4"):
         ds4.dequantize(path, "w")
 
 
@@ -141,7 +141,7 @@ def test_unsupported_tensor_type_is_a_clear_error(tmp_path):
         (("Q4_0", b"\0" * 36, 32), "36 bytes"),
         (("Q4_K", b"\0" * 144, -256), "n must be >= 0"),
         (("Q9_9", b"", 0), "unknown type name 'Q9_9'"),
-        (("IQ2_XS", b"\0" * 74, 256), "IQ2_XS has no ds4 kernels"),
+        (("NVFP4", b"\0" * 36, 64), "NVFP4 has no ds4 kernels"),
         (("Q8_0", b"\0" * 34, 32, "sse9"), "unknown SIMD ISA 'sse9'"),
     ],
 )

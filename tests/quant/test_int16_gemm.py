@@ -19,10 +19,9 @@ import pytest
 
 from ds4 import _core
 
-from test_simd_kernels import SIMD_ISAS, block_size, random_row
+from test_simd_kernels import SIMD_ISAS, SUPER_BLOCK_TYPES, block_size, random_row
 
-I16_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "MXFP4", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS",
-             "IQ2_XXS", "IQ3_XXS", "IQ3_S"]
+I16_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "MXFP4", *SUPER_BLOCK_TYPES]
 # The block-lane formats (block_lanes.h), packed at load (csrc/quant/packed.h).
 PACKED_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "MXFP4"]
 U = 2.0**-24
@@ -87,7 +86,7 @@ def test_mxfp4_subnormal_scales(isa):
 
 
 @pytest.mark.parametrize("isa", SIMD_ISAS)
-@pytest.mark.parametrize("t", ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "IQ2_XXS", "IQ3_XXS", "IQ3_S", *PACKED_TYPES])
+@pytest.mark.parametrize("t", [*SUPER_BLOCK_TYPES, *PACKED_TYPES])
 @pytest.mark.parametrize("blocks", [0, 4, 3])  # block-lane formats: a last chunk of 8, of 4, in natural order
 def test_fused_rows_equal_gemm(t, isa, blocks):
     # decode and verify blocks (the fused kernel: 1..4 rows per weight pass on AVX2, 1..8 and two

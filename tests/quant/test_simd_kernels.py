@@ -22,6 +22,7 @@ from ds4 import _core
 
 gq = pytest.importorskip("gguf.quants")
 from gguf import GGMLQuantizationType as GT  # noqa: E402
+import qdata  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 U = 2.0**-24
@@ -35,9 +36,12 @@ F16_FIELDS = {
     "Q4_0": (18, [0]), "Q4_1": (20, [0, 2]), "Q5_0": (22, [0]), "Q5_1": (24, [0, 2]), "Q8_0": (34, [0]),
     "Q2_K": (84, [80, 82]), "Q3_K": (110, [108]), "Q4_K": (144, [0, 2]), "Q5_K": (176, [0, 2]),
     "Q6_K": (210, [208]), "IQ4_XS": (136, [0]), "IQ4_NL": (18, [0]), "MXFP4": (17, []), "IQ2_XXS": (66, [0]),
-    "IQ3_XXS": (98, [0]), "IQ3_S": (110, [0]),
+    "IQ3_XXS": (98, [0]), "IQ3_S": (110, [0]), "IQ2_XS": (74, [0]), "IQ2_S": (82, [0]), "IQ1_S": (50, [0]),
+    "IQ1_M": (56, []), "TQ1_0": (54, [52]), "TQ2_0": (66, [64]),
 }
-BLOCK = {"Q2_K": 256, "Q3_K": 256, "Q4_K": 256, "Q5_K": 256, "Q6_K": 256, "IQ4_XS": 256, "IQ2_XXS": 256, "IQ3_XXS": 256, "IQ3_S": 256}
+SUPER_BLOCK_TYPES = ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S",
+                     "IQ1_S", "IQ1_M", "TQ1_0", "TQ2_0"]
+BLOCK = dict.fromkeys(SUPER_BLOCK_TYPES, 256)
 QUANTIZABLE = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"}  # gguf.quants.quantize supports these
 
 SIMD_ISAS = [i for i in _core.simd_available() if i != "scalar"]
@@ -67,6 +71,8 @@ def random_row(t, n, rng, quantized):
     raw = rng.integers(0, 256, (nb, size), dtype=np.uint8)
     for off in fields:
         raw[:, off:off + 2] = sane_scales(rng, nb).view(np.uint8).reshape(nb, 2)
+    if t in qdata.NIBBLE_D:
+        qdata.set_nibble_d(raw, qdata.NIBBLE_D[t], sane_scales(rng, nb))
     if t == "MXFP4":  # the E8M0 exponent: scales 2^-8 .. 2^2
         raw[:, 0] = rng.integers(120, 131, nb)
     return raw.tobytes()

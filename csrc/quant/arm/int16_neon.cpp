@@ -1,6 +1,7 @@
 // NEON kernels of the int16 path (int16_gemm.h): the activation quantiser, the GEMMs over decoded
 // rows (natural order and block lanes), the few-rows kernels and tile decoders of the K-quants,
-// IQ4_XS and the grid formats (IQ2_XXS, IQ3_XXS, IQ3_S) from their GGUF blocks and of the
+// IQ4_XS, the grid formats (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) and the ternary
+// ones (TQ1_0, TQ2_0) from their GGUF blocks and of the
 // block-lane formats from their packed rows (packed.h) or GGUF blocks. Every result is the scalar
 // reference's bit for bit, as on x86, so decode, verify blocks and prefill agree on ARM too.
 //
@@ -702,21 +703,26 @@ struct IQ4XS {
     }
 };
 
-// A span of the grid formats (IQ2_XXS, IQ3_XXS, IQ3_S): 32 magnitudes (bytes, < 128), negated
-// where bit l of `signs` is set (tested into byte masks), widened and times c.
-inline Span grid_span(const uint8_t* mag, uint32_t signs, int16_t c) {
+// 16 signed bytes q widened into w[0], w[1], times c.
+inline void times16(int8x16_t q, int c, int16x8_t* w) {
+    w[0] = vmulq_n_s16(vmovl_s8(vget_low_s8(q)), static_cast<int16_t>(c));
+    w[1] = vmulq_n_s16(vmovl_high_s8(q), static_cast<int16_t>(c));
+}
+// A span of the grid formats (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S): 32 magnitudes (bytes, <
+// 128), negated where bit l of `signs` is set (tested into byte masks), widened and times c0
+// (elements 0..15) and c1 (16..31).
+inline Span grid_span(const uint8_t* mag, uint32_t signs, int c0, int c1) {
     const uint8x16_t bits = vreinterpretq_u8_u64(vdupq_n_u64(0x8040201008040201ull));
     Span v;
     for (int i = 0; i < 2; ++i) {  // elements 16 i .. 16 i + 15: sign bytes 2 i, 2 i + 1
         const int8x16_t m = vreinterpretq_s8_u8(vld1q_u8(mag + 16 * i));
         const uint8x16_t s = vcombine_u8(vdup_n_u8(static_cast<uint8_t>(signs >> (16 * i))),
                                          vdup_n_u8(static_cast<uint8_t>(signs >> (16 * i + 8))));
-        const int8x16_t q = vbslq_s8(vtstq_u8(s, bits), vnegq_s8(m), m);
-        v.w[2 * i] = vmulq_n_s16(vmovl_s8(vget_low_s8(q)), c);
-        v.w[2 * i + 1] = vmulq_n_s16(vmovl_high_s8(q), c);
+        times16(vbslq_s8(vtstq_u8(s, bits), vnegq_s8(m), m), i ? c1 : c0, v.w + 2 * i);
     }
     return v;
 }
+inline Span grid_span(const uint8_t* mag, uint32_t signs, int c) { return grid_span(mag, signs, c, c); }
 // The 32 sign bits of IQ2_XXS / IQ3_XXS's four 7-bit sign indices (aux's low 28 bits).
 inline uint32_t ksigns4(uint32_t aux) {
     return ksigns_iq2xs[aux & 127] | ksigns_iq2xs[(aux >> 7) & 127] << 8 | ksigns_iq2xs[(aux >> 14) & 127] << 16 |
@@ -767,6 +773,132 @@ struct IQ3S {
         for (int i = 0; i < 8; ++i) mag[i] = iq3s_grid[b.qs[8 * k + i] | ((b.qh[k] >> i) & 1) << 8];
         return grid_span(reinterpret_cast<const uint8_t*>(mag), ref::load_u32_le(b.signs + 4 * k),
                          static_cast<int16_t>(1 + 2 * ((b.scales[k / 2] >> (4 * (k % 2))) & 0x0F)));
+    }
+};
+
+// IQ2_XS: span k = group k: four u16 of a 9-bit grid index and a 7-bit sign index (ksigns), the
+// odd multipliers of its two halves; d / 8 the super-block's scale.
+struct IQ2XS {
+    static constexpr bool kMin = false;
+    static constexpr int kBytes = sizeof(block_iq2_xs);
+    const block_iq2_xs& b;
+    explicit IQ2XS(const uint8_t* p) : b(*reinterpret_cast<const block_iq2_xs*>(p)) {}
+    float d() const { return ref::fp16(b.d) * 0.125f; }
+    Span span(int k) const {
+        uint64_t mag[4];
+        uint32_t signs = 0;
+        for (int i = 0; i < 4; ++i) {
+            const uint16_t q = b.qs[4 * k + i];
+            mag[i] = iq2xs_grid[q & 511];
+            signs |= static_cast<uint32_t>(ksigns_iq2xs[q >> 9]) << (8 * i);
+        }
+        return grid_span(reinterpret_cast<const uint8_t*>(mag), signs, odd_scale_iq2(b.scales, 2 * k),
+                         odd_scale_iq2(b.scales, 2 * k + 1));
+    }
+};
+// IQ2_S: span k = group k: grid points index_iq2_s(4 k + i), the sign bits of qs[32 + 4 k ..],
+// scales as IQ2_XS's.
+struct IQ2S {
+    static constexpr bool kMin = false;
+    static constexpr int kBytes = sizeof(block_iq2_s);
+    const block_iq2_s& b;
+    explicit IQ2S(const uint8_t* p) : b(*reinterpret_cast<const block_iq2_s*>(p)) {}
+    float d() const { return ref::fp16(b.d) * 0.125f; }
+    Span span(int k) const {
+        uint64_t mag[4];
+        for (int i = 0; i < 4; ++i) mag[i] = iq2s_grid[index_iq2_s(b, 4 * k + i)];
+        return grid_span(reinterpret_cast<const uint8_t*>(mag), ref::load_u32_le(b.qs + QK_K / 8 + 4 * k),
+                         odd_scale_iq2(b.scales, 2 * k), odd_scale_iq2(b.scales, 2 * k + 1));
+    }
+};
+// The IQ1 formats: 16 values 8 g +- 1 (int16_ref.cpp) from two grid points (g = -1, 0, 1 as int8)
+// and their shifts (+1 or -1 per byte), times c.
+inline void iq1_half(uint64_t p0, uint64_t p1, int8x16_t shift, int c, int16x8_t* w) {
+    const int8x16_t g = vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(p0), vcreate_u64(p1)));
+    times16(vaddq_s8(vshlq_n_s8(g, 3), shift), c, w);
+}
+inline int8x16_t iq1_shifts(bool down0, bool down1) {
+    return vcombine_s8(vdup_n_s8(down0 ? -1 : 1), vdup_n_s8(down1 ? -1 : 1));
+}
+// IQ1_S: span k = group k: grid points index_iq1_s(4 k + i), one shift sign and odd multiplier.
+struct IQ1S {
+    static constexpr bool kMin = false;
+    static constexpr int kBytes = sizeof(block_iq1_s);
+    const block_iq1_s& b;
+    explicit IQ1S(const uint8_t* p) : b(*reinterpret_cast<const block_iq1_s*>(p)) {}
+    float d() const { return ref::fp16(b.d) * 0.125f; }
+    Span span(int k) const {
+        const bool down = shift_down_iq1_s(b, k);
+        const int c = odd_scale_iq1_s(b, k);
+        Span v;
+        for (int i = 0; i < 2; ++i)
+            iq1_half(iq1s_grid[index_iq1_s(b, 4 * k + 2 * i)], iq1s_grid[index_iq1_s(b, 4 * k + 2 * i + 1)],
+                     iq1_shifts(down, down), c, v.w + 2 * i);
+        return v;
+    }
+};
+// IQ1_M: span k = group k: grid points index_iq1_m(4 k + i) with a shift sign each, the odd
+// multipliers of the two halves; d / 8 the super-block's scale.
+struct IQ1M {
+    static constexpr bool kMin = false;
+    static constexpr int kBytes = sizeof(block_iq1_m);
+    const block_iq1_m& b;
+    explicit IQ1M(const uint8_t* p) : b(*reinterpret_cast<const block_iq1_m*>(p)) {}
+    float d() const { return ref::fp16(d_iq1_m(b)) * 0.125f; }
+    Span span(int k) const {
+        Span v;
+        for (int i = 0; i < 2; ++i) {
+            const int p = 4 * k + 2 * i;
+            iq1_half(iq1s_grid[index_iq1_m(b, p)], iq1s_grid[index_iq1_m(b, p + 1)],
+                     iq1_shifts(nibble_iq1_m(b, p) & 8, nibble_iq1_m(b, p + 1) & 8), odd_scale_iq1_m(b, 2 * k + i), v.w + 2 * i);
+        }
+        return v;
+    }
+};
+// TQ2_0: span k = 4 c + s: crumb s of qs[32 c + l], minus 1.
+struct TQ20 {
+    static constexpr bool kMin = false;
+    static constexpr int kBytes = sizeof(block_tq2_0);
+    const block_tq2_0& b;
+    explicit TQ20(const uint8_t* p) : b(*reinterpret_cast<const block_tq2_0*>(p)) {}
+    float d() const { return ref::fp16(b.d); }
+    Span span(int k) const {
+        Span v;
+        for (int i = 0; i < 2; ++i)
+            times16(vsubq_s8(vreinterpretq_s8_u8(k_crumbs(b.qs, k, i)), vdupq_n_s8(1)), 1, v.w + 2 * i);
+        return v;
+    }
+};
+// TQ1_0: 16 ternary digits from bytes x and each one's power of 3, m: (x m mod 256) 3 / 256 - 1
+// (blocks.h: digit_tq1_0).
+inline void tq1_digits(uint8x16_t x, uint8x16_t m, int16x8_t* w) {
+    const uint8x16_t q = vmulq_u8(x, m);  // mod 256
+    w[0] = vsubq_s16(vreinterpretq_s16_u16(vshrq_n_u16(vmull_u8(vget_low_u8(q), vdup_n_u8(3)), 8)), vdupq_n_s16(1));
+    w[1] = vsubq_s16(vreinterpretq_s16_u16(vshrq_n_u16(vmull_high_u8(q, vdupq_n_u8(3)), 8)), vdupq_n_s16(1));
+}
+// TQ1_0: span k < 5: digit k of qs[0..31]; spans 5 and 6: digits 2 (k - 5) and 2 (k - 5) + 1 of
+// qs[32..47]; span 7: digit 4 of qs[32..47], then digit l / 4 of qh[l % 4].
+struct TQ10 {
+    static constexpr bool kMin = false;
+    static constexpr int kBytes = sizeof(block_tq1_0);
+    const block_tq1_0& b;
+    explicit TQ10(const uint8_t* p) : b(*reinterpret_cast<const block_tq1_0*>(p)) {}
+    float d() const { return ref::fp16(b.d); }
+    Span span(int k) const {
+        static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+        Span v;
+        if (k < 5) {
+            tq1_digits(vld1q_u8(b.qs), vdupq_n_u8(kPow3[k]), v.w);
+            tq1_digits(vld1q_u8(b.qs + 16), vdupq_n_u8(kPow3[k]), v.w + 2);
+        } else if (k < 7) {
+            tq1_digits(vld1q_u8(b.qs + 32), vdupq_n_u8(kPow3[2 * (k - 5)]), v.w);
+            tq1_digits(vld1q_u8(b.qs + 32), vdupq_n_u8(kPow3[2 * (k - 5) + 1]), v.w + 2);
+        } else {
+            static constexpr uint8_t kQh[16] = {1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27};
+            tq1_digits(vld1q_u8(b.qs + 32), vdupq_n_u8(kPow3[4]), v.w);
+            tq1_digits(vreinterpretq_u8_u32(vdupq_n_u32(ref::load_u32_le(b.qh))), vld1q_u8(kQh), v.w + 2);
+        }
+        return v;
     }
 };
 
@@ -920,6 +1052,12 @@ R super_blocks(Type type) {
         case Type::Q6_K: return Fn<Q6K>::get();
         case Type::IQ4_XS: return Fn<IQ4XS>::get();
         case Type::IQ2_XXS: return Fn<IQ2XXS>::get();
+        case Type::IQ2_XS: return Fn<IQ2XS>::get();
+        case Type::IQ2_S: return Fn<IQ2S>::get();
+        case Type::IQ1_S: return Fn<IQ1S>::get();
+        case Type::IQ1_M: return Fn<IQ1M>::get();
+        case Type::TQ1_0: return Fn<TQ10>::get();
+        case Type::TQ2_0: return Fn<TQ20>::get();
         case Type::IQ3_XXS: return Fn<IQ3XXS>::get();
         case Type::IQ3_S: return Fn<IQ3S>::get();
         default: return nullptr;

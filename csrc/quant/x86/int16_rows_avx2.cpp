@@ -57,7 +57,7 @@ void rows_any(const void* w, int64_t n, const int16_t* a, const float* da, const
     fns[nx - 1](w, n, a, da, xs, y, ldy);
 }
 
-// A K-quant, IQ4_XS or IQ2_XXS row decoded to the GEMM's int16 tile as decode_row writes it (int16_ref.cpp: each
+// A K-quant, IQ4_XS or grid-format row decoded to the GEMM's int16 tile as decode_row writes it (int16_ref.cpp: each
 // span's weights times its sub-block scale, d per super-block, the minimum units), from the rows
 // kernels' span decoders: the prefill's weight tiles, once per tile of activation rows, where the
 // scalar decode_row took 5.6 % of Qwen2.5-Coder 1.5B's AVX2 prefill.
@@ -89,6 +89,12 @@ R by_format(Type type) {
         case Type::Q6_K: return Fn<Q6K>::get();
         case Type::IQ4_XS: return Fn<IQ4XS>::get();
         case Type::IQ2_XXS: return Fn<IQ2XXS>::get();
+        case Type::IQ2_XS: return Fn<IQ2XS>::get();
+        case Type::IQ2_S: return Fn<IQ2S>::get();
+        case Type::IQ1_S: return Fn<IQ1S>::get();
+        case Type::IQ1_M: return Fn<IQ1M>::get();
+        case Type::TQ1_0: return Fn<TQ10>::get();
+        case Type::TQ2_0: return Fn<TQ20>::get();
         case Type::IQ3_XXS: return Fn<IQ3XXS>::get();
         case Type::IQ3_S: return Fn<IQ3S>::get();
         default: return nullptr;

@@ -93,8 +93,8 @@ struct IQ4XSWide : BlockRef<block_iq4_xs> {
     }
 };
 
-// The grid formats (IQ2_XXS, IQ3_XXS, IQ3_S): the AVX2 decoder's span (its grid points and
-// signs), both halves in one zmm.
+// The grid and ternary formats (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, TQ1_0,
+// TQ2_0): the AVX2 decoder's span, both halves in one zmm.
 template <class Base>
 struct SpanWide : Base {
     using Base::Base;
@@ -104,9 +104,6 @@ struct SpanWide : Base {
         return join(v[0], v[1]);
     }
 };
-using IQ2XXSWide = SpanWide<IQ2XXS>;
-using IQ3XXSWide = SpanWide<IQ3XXS>;
-using IQ3SWide = SpanWide<IQ3S>;
 
 // y[r * ldy] (row p0) and y[r * ldy + 1] (row p1) for R activation rows, F a wide decoder (one
 // span of a row in a zmm, above): per span, both rows' spans against one plain load of the
@@ -256,66 +253,49 @@ void decode_pair_wide(const void* w, size_t row_bytes, int64_t n, int16_t* q, fl
     }
 }
 
+template <template <class> class Fn, class R>
+R by_format(Type type) {
+    switch (type) {
+        case Type::Q2_K: return Fn<Q2KWide>::get();
+        case Type::Q3_K: return Fn<Q3KWide>::get();
+        case Type::Q4_K: return Fn<Q4KWide>::get();
+        case Type::Q5_K: return Fn<Q5KWide>::get();
+        case Type::Q6_K: return Fn<Q6KWide>::get();
+        case Type::IQ4_XS: return Fn<IQ4XSWide>::get();
+        case Type::IQ2_XXS: return Fn<SpanWide<IQ2XXS>>::get();
+        case Type::IQ2_XS: return Fn<SpanWide<IQ2XS>>::get();
+        case Type::IQ2_S: return Fn<SpanWide<IQ2S>>::get();
+        case Type::IQ1_S: return Fn<SpanWide<IQ1S>>::get();
+        case Type::IQ1_M: return Fn<SpanWide<IQ1M>>::get();
+        case Type::TQ1_0: return Fn<SpanWide<TQ10>>::get();
+        case Type::TQ2_0: return Fn<SpanWide<TQ20>>::get();
+        case Type::IQ3_XXS: return Fn<SpanWide<IQ3XXS>>::get();
+        case Type::IQ3_S: return Fn<SpanWide<IQ3S>>::get();
+        default: return nullptr;
+    }
+}
+template <class F>
+struct RowsOf {
+    static RowsI16Fn get() { return &rows1_wide<F>; }
+};
+template <class F>
+struct DecodeOf {
+    static DecodeI16Fn get() { return &decode_wide<F>; }
+};
+template <class F>
+struct DecodePairOf {
+    static DecodePairI16Fn get() { return &decode_pair_wide<F>; }
+};
+template <class F>
+struct Rows2Of {
+    static RowsPacked2Fn get() { return &rows2<F>; }
+};
+
 }  // namespace
 
-RowsI16Fn rows_i16(Type type) {
-    switch (type) {
-        case Type::Q2_K: return &rows1_wide<Q2KWide>;
-        case Type::Q3_K: return &rows1_wide<Q3KWide>;
-        case Type::Q4_K: return &rows1_wide<Q4KWide>;
-        case Type::Q5_K: return &rows1_wide<Q5KWide>;
-        case Type::Q6_K: return &rows1_wide<Q6KWide>;
-        case Type::IQ4_XS: return &rows1_wide<IQ4XSWide>;
-        case Type::IQ2_XXS: return &rows1_wide<IQ2XXSWide>;
-        case Type::IQ3_XXS: return &rows1_wide<IQ3XXSWide>;
-        case Type::IQ3_S: return &rows1_wide<IQ3SWide>;
-        default: return nullptr;
-    }
-}
-
-DecodeI16Fn decode_i16(Type type) {
-    switch (type) {
-        case Type::Q2_K: return &decode_wide<Q2KWide>;
-        case Type::Q3_K: return &decode_wide<Q3KWide>;
-        case Type::Q4_K: return &decode_wide<Q4KWide>;
-        case Type::Q5_K: return &decode_wide<Q5KWide>;
-        case Type::Q6_K: return &decode_wide<Q6KWide>;
-        case Type::IQ4_XS: return &decode_wide<IQ4XSWide>;
-        case Type::IQ2_XXS: return &decode_wide<IQ2XXSWide>;
-        case Type::IQ3_XXS: return &decode_wide<IQ3XXSWide>;
-        case Type::IQ3_S: return &decode_wide<IQ3SWide>;
-        default: return nullptr;
-    }
-}
-
-DecodePairI16Fn decode_pair_i16(Type type) {
-    switch (type) {
-        case Type::Q2_K: return &decode_pair_wide<Q2KWide>;
-        case Type::Q3_K: return &decode_pair_wide<Q3KWide>;
-        case Type::Q4_K: return &decode_pair_wide<Q4KWide>;
-        case Type::Q5_K: return &decode_pair_wide<Q5KWide>;
-        case Type::Q6_K: return &decode_pair_wide<Q6KWide>;
-        case Type::IQ4_XS: return &decode_pair_wide<IQ4XSWide>;
-        case Type::IQ2_XXS: return &decode_pair_wide<IQ2XXSWide>;
-        case Type::IQ3_XXS: return &decode_pair_wide<IQ3XXSWide>;
-        case Type::IQ3_S: return &decode_pair_wide<IQ3SWide>;
-        default: return nullptr;
-    }
-}
-
-RowsPacked2Fn rows2_i16(Type type) {
-    switch (type) {
-        case Type::Q2_K: return &rows2<Q2KWide>;
-        case Type::Q3_K: return &rows2<Q3KWide>;
-        case Type::Q4_K: return &rows2<Q4KWide>;
-        case Type::Q5_K: return &rows2<Q5KWide>;
-        case Type::Q6_K: return &rows2<Q6KWide>;
-        case Type::IQ4_XS: return &rows2<IQ4XSWide>;
-        case Type::IQ2_XXS: return &rows2<IQ2XXSWide>;
-        case Type::IQ3_XXS: return &rows2<IQ3XXSWide>;
-        case Type::IQ3_S: return &rows2<IQ3SWide>;
-        default: return nullptr;
-    }
-}
+RowsI16Fn rows_i16(Type type) { return by_format<RowsOf, RowsI16Fn>(type); }
+DecodeI16Fn decode_i16(Type type) { return by_format<DecodeOf, DecodeI16Fn>(type); }
+DecodePairI16Fn decode_pair_i16(Type type) { return by_format<DecodePairOf, DecodePairI16Fn>(type); }
+RowsPacked2Fn rows2_i16(Type type) { return by_format<Rows2Of, RowsPacked2Fn>(type); }
 
 }  // namespace ds4::quant::avx512

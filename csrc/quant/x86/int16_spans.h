@@ -213,13 +213,20 @@ inline uint32_t ksigns4(uint32_t aux) {
     return ksigns_iq2xs[aux & 127] | ksigns_iq2xs[(aux >> 7) & 127] << 8 | ksigns_iq2xs[(aux >> 14) & 127] << 16 |
            static_cast<uint32_t>(ksigns_iq2xs[(aux >> 21) & 127]) << 24;
 }
+// 32 signed bytes q widened, elements 0..15 times c0 and 16..31 times c1.
+inline void times_halves(__m256i q, int c0, int c1, __m256i (&v)[2]) {
+    v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), _mm256_set1_epi16(static_cast<int16_t>(c0)));
+    v[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), _mm256_set1_epi16(static_cast<int16_t>(c1)));
+}
 // A span of the grid formats: 32 magnitudes (bytes, < 128), negated under `minus`, widened and
-// times c.
-inline void grid_span(__m256i mag, __m256i minus, int c, __m256i (&v)[2]) {
-    const __m256i q = _mm256_sub_epi8(_mm256_xor_si256(mag, minus), minus);
-    const __m256i cv = _mm256_set1_epi16(static_cast<int16_t>(c));
-    v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), cv);
-    v[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), cv);
+// times c0 (elements 0..15) and c1 (16..31).
+inline void grid_span(__m256i mag, __m256i minus, int c0, int c1, __m256i (&v)[2]) {
+    times_halves(_mm256_sub_epi8(_mm256_xor_si256(mag, minus), minus), c0, c1, v);
+}
+inline void grid_span(__m256i mag, __m256i minus, int c, __m256i (&v)[2]) { grid_span(mag, minus, c, c, v); }
+inline __m256i points4(const uint64_t* grid, int i0, int i1, int i2, int i3) {
+    return _mm256_setr_epi64x(static_cast<long long>(grid[i0]), static_cast<long long>(grid[i1]),
+                              static_cast<long long>(grid[i2]), static_cast<long long>(grid[i3]));
 }
 
 // IQ2_XXS: span k = group k (int16_ref.cpp): its four grid points' magnitudes by four 8-byte
@@ -237,6 +244,110 @@ struct IQ2XXS : BlockRef<block_iq2_xxs> {
                                                static_cast<long long>(iq2xxs_grid[(idx >> 16) & 0xFF]),
                                                static_cast<long long>(iq2xxs_grid[idx >> 24]));
         grid_span(mag, sign_masks(ksigns4(aux)), static_cast<int>(2 * (aux >> 28) + 1), v);
+    }
+};
+// IQ2_XS: span k = group k: four u16 of a 9-bit grid index and a 7-bit sign index (ksigns), the
+// odd multipliers of its two 16-element halves (nibbles of scales[k]); d / 8 the super-block's scale.
+struct IQ2XS : BlockRef<block_iq2_xs> {
+    static constexpr bool kMin = false;
+    using BlockRef::BlockRef;
+    float d() const { return f16_to_f32(b.d) * 0.125f; }
+    void span(int k, __m256i (&v)[2]) const {
+        uint64_t q;
+        std::memcpy(&q, b.qs + 4 * k, 8);
+        const auto at = [q](int i) { return static_cast<int>((q >> (16 * i)) & 0xFFFF); };
+        const __m256i mag = points4(iq2xs_grid, at(0) & 511, at(1) & 511, at(2) & 511, at(3) & 511);
+        const uint32_t signs = ksigns_iq2xs[at(0) >> 9] | ksigns_iq2xs[at(1) >> 9] << 8 | ksigns_iq2xs[at(2) >> 9] << 16 |
+                               static_cast<uint32_t>(ksigns_iq2xs[at(3) >> 9]) << 24;
+        grid_span(mag, sign_masks(signs), odd_scale_iq2(b.scales, 2 * k), odd_scale_iq2(b.scales, 2 * k + 1), v);
+    }
+};
+// IQ2_S: span k = group k: grid points index_iq2_s(4 k + i), the sign bits of qs[32 + 4 k ..],
+// scales as IQ2_XS's.
+struct IQ2S : BlockRef<block_iq2_s> {
+    static constexpr bool kMin = false;
+    using BlockRef::BlockRef;
+    float d() const { return f16_to_f32(b.d) * 0.125f; }
+    void span(int k, __m256i (&v)[2]) const {
+        const __m256i mag = points4(iq2s_grid, index_iq2_s(b, 4 * k), index_iq2_s(b, 4 * k + 1), index_iq2_s(b, 4 * k + 2),
+                                    index_iq2_s(b, 4 * k + 3));
+        uint32_t signs;
+        std::memcpy(&signs, b.qs + QK_K / 8 + 4 * k, 4);
+        grid_span(mag, sign_masks(signs), odd_scale_iq2(b.scales, 2 * k), odd_scale_iq2(b.scales, 2 * k + 1), v);
+    }
+};
+// The IQ1 formats' bytes 8 g +- 1 (int16_ref.cpp) from four grid points (g = -1, 0, 1 as int8) and
+// the shift per byte (+1 or -1); 8 g by a word shift, the bits crossing into the next byte masked.
+// (Not vpsignb: SIMDe's emulation, which the tests build, gets its zero case wrong.)
+inline __m256i iq1_bytes(__m256i points, __m256i shift) {
+    return _mm256_add_epi8(_mm256_and_si256(_mm256_slli_epi16(points, 3), _mm256_set1_epi8(static_cast<char>(0xF8))), shift);
+}
+// IQ1_S: span k = group k: grid points index_iq1_s(4 k + i), one shift sign and odd multiplier.
+struct IQ1S : BlockRef<block_iq1_s> {
+    static constexpr bool kMin = false;
+    using BlockRef::BlockRef;
+    float d() const { return f16_to_f32(b.d) * 0.125f; }
+    void span(int k, __m256i (&v)[2]) const {
+        const __m256i g = points4(iq1s_grid, index_iq1_s(b, 4 * k), index_iq1_s(b, 4 * k + 1), index_iq1_s(b, 4 * k + 2),
+                                  index_iq1_s(b, 4 * k + 3));
+        const int c = odd_scale_iq1_s(b, k);
+        times_halves(iq1_bytes(g, _mm256_set1_epi8(shift_down_iq1_s(b, k) ? -1 : 1)), c, c, v);
+    }
+};
+// IQ1_M: span k = group k: grid points index_iq1_m(4 k + i) with a shift sign each, the odd
+// multipliers of the two halves; d / 8 the super-block's scale (d from the scales' top nibbles).
+struct IQ1M {
+    static constexpr bool kMin = false;
+    static constexpr int kBytes = sizeof(block_iq1_m);
+    const block_iq1_m& b;
+    explicit IQ1M(const uint8_t* p) : b(*reinterpret_cast<const block_iq1_m*>(p)) {}
+    float d() const { return f16_to_f32(d_iq1_m(b)) * 0.125f; }
+    void span(int k, __m256i (&v)[2]) const {
+        const __m256i g = points4(iq1s_grid, index_iq1_m(b, 4 * k), index_iq1_m(b, 4 * k + 1), index_iq1_m(b, 4 * k + 2),
+                                  index_iq1_m(b, 4 * k + 3));
+        const auto shift = [&](int i) { return nibble_iq1_m(b, 4 * k + i) & 8 ? -1ll : 0x0101010101010101ll; };
+        times_halves(iq1_bytes(g, _mm256_setr_epi64x(shift(0), shift(1), shift(2), shift(3))), odd_scale_iq1_m(b, 2 * k),
+                     odd_scale_iq1_m(b, 2 * k + 1), v);
+    }
+};
+// TQ2_0: span k = 4 c + s: crumb s of qs[32 c + l], minus 1.
+struct TQ20 : BlockRef<block_tq2_0> {
+    static constexpr bool kMin = false;
+    using BlockRef::BlockRef;
+    void span(int k, __m256i (&v)[2]) const {
+        const __m256i q = _mm256_sub_epi8(k_crumbs(b.qs, k), _mm256_set1_epi8(1));
+        v[0] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
+        v[1] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
+    }
+};
+// TQ1_0: 16 ternary digits as int16 from bytes x (widened) and each one's power of 3, m: (x m mod
+// 256) 3 / 256 - 1 (blocks.h: digit_tq1_0).
+inline __m256i tq1_digits(__m128i x, __m256i m) {
+    const __m256i q = _mm256_and_si256(_mm256_mullo_epi16(_mm256_cvtepu8_epi16(x), m), _mm256_set1_epi16(0xFF));
+    return _mm256_sub_epi16(_mm256_srli_epi16(_mm256_mullo_epi16(q, _mm256_set1_epi16(3)), 8), _mm256_set1_epi16(1));
+}
+// TQ1_0: span k < 5: digit k of qs[0..31]; spans 5 and 6: digits 2 (k - 5) and 2 (k - 5) + 1 of
+// qs[32..47]; span 7: digit 4 of qs[32..47], then digit l / 4 of qh[l % 4].
+struct TQ10 : BlockRef<block_tq1_0> {
+    static constexpr bool kMin = false;
+    using BlockRef::BlockRef;
+    void span(int k, __m256i (&v)[2]) const {
+        static constexpr int16_t kPow3[5] = {1, 3, 9, 27, 81};
+        const auto load16 = [](const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); };
+        if (k < 5) {
+            const __m256i m = _mm256_set1_epi16(kPow3[k]);
+            v[0] = tq1_digits(load16(b.qs), m);
+            v[1] = tq1_digits(load16(b.qs + 16), m);
+        } else if (k < 7) {
+            v[0] = tq1_digits(load16(b.qs + 32), _mm256_set1_epi16(kPow3[2 * (k - 5)]));
+            v[1] = tq1_digits(load16(b.qs + 32), _mm256_set1_epi16(kPow3[2 * (k - 5) + 1]));
+        } else {
+            uint32_t h;
+            std::memcpy(&h, b.qh, 4);
+            v[0] = tq1_digits(load16(b.qs + 32), _mm256_set1_epi16(kPow3[4]));
+            v[1] = tq1_digits(_mm_set1_epi32(static_cast<int>(h)),
+                              _mm256_setr_epi16(1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27));
+        }
     }
 };
 // IQ3_XXS: span k = group k: its eight grid points (4 magnitudes each) by one gather, the signs
