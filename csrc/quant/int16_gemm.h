@@ -259,9 +259,12 @@ constexpr int kBlockRowsMax = 8;
 constexpr int kRowsMax = 8;
 // Weight rows of the K-quant GEMM's register tile (3 pairs in the paired layout).
 constexpr int kPairedTileRows = 6;
-// The fused rows kernels of the K-quants, one row and two at a time, or nullptr.
+// The fused rows kernels of the 256-element formats, one row and two at a time, or nullptr.
 RowsI16Fn rows_i16(Type type);
 RowsPacked2Fn rows2_i16(Type type);
+// Whether one activation row runs faster two weight rows at a time (rows2_i16: the K-quants and
+// IQ4_XS, whose decoders fill a zmm natively) than one (the span formats).
+bool rows2_one_row(Type type);
 // decode of the K-quants in registers (decode_row's values), or nullptr.
 DecodeI16Fn decode_i16(Type type);
 // decode_pair of the K-quants in registers, or nullptr.

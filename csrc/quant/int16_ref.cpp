@@ -544,7 +544,9 @@ const I16Kernels& table(Isa isa) {
         } else if (avx512::rows2_i16(T)) {
             k.rows = avx512::rows_i16(T);
             k.rows2 = avx512::rows2_i16(T);
-            k.rows2_one_row = F::B > kSpan;  // the K-quants (Qwen2.5-Coder 1.5B decode 1.17x, Intel Xeon)
+            // the K-quants (Qwen2.5-Coder 1.5B decode 1.17x, Intel Xeon); the span formats' one row
+            // runs faster by itself (avx512::rows2_one_row)
+            k.rows2_one_row = avx512::rows2_one_row(T);
             k.rows_max = avx512::kRowsMax;
             if (const DecodeI16Fn decode = avx512::decode_i16(T)) {
                 k.decode = decode;

@@ -1,4 +1,5 @@
-// AVX2 int16-path kernels of the K-quants (Q2_K .. Q6_K), IQ4_XS and IQ2_XXS for a few activation rows (decode,
+// AVX2 int16-path kernels of the K-quants (Q2_K .. Q6_K), IQ4_XS, the grid and ternary formats for a few activation
+// rows (decode,
 // verify blocks): each super-block is decoded once into registers, in the natural element order
 // (the sub-block scales folded in), and feeds R activation rows. Every (weight row, activation row) result is bit for
 // bit what gemm_i16 gives for the same row (int16_gemm.h: the same integer lane sums, one
@@ -23,29 +24,7 @@ namespace {
 template <class F, int R>
 void rows_super(const void* w, int64_t n, const int16_t* a, const float* da, const float* xs, float* y,
                 int64_t ldy) {
-    const auto sums = [a, n](const F& f, int64_t bi, __m256i (&S)[R]) {
-        for (int r = 0; r < R; ++r) S[r] = _mm256_setzero_si256();
-        const auto step = [&](int k) {
-            __m256i v[2];
-            f.span(k, v);
-            for (int r = 0; r < R; ++r) {
-                const auto* ap = reinterpret_cast<const __m256i*>(a + r * act_stride(n) + bi * QK_K + 32 * k);
-                S[r] = madd_acc(S[r], v[0], _mm256_loadu_si256(ap));
-                S[r] = madd_acc(S[r], v[1], _mm256_loadu_si256(ap + 1));
-            }
-        };
-        // Unrolled over all 8 spans, more than two rows make the compiler hoist every span's
-        // products and spill them (4 rows: ~180 stack accesses per block); a rolled loop keeps
-        // the lane sums in registers.
-        if constexpr (R > 2) {
-#pragma GCC unroll 2
-            for (int k = 0; k < 8; ++k) step(k);
-        } else {
-#pragma GCC unroll 8
-            for (int k = 0; k < 8; ++k) step(k);
-        }
-    };
-    super_rows<F, R>(w, n, da, xs, y, ldy, sums, [](__m256 v) { return hsum(v); });
+    super_rows<F, R>(w, n, da, xs, y, ldy, SpanSums<F, R>{a, n}, [](__m256 v) { return hsum(v); });
 }
 
 template <class F>
