@@ -171,8 +171,11 @@ struct Grid256 {
     }
     template <class Mag, class Minus>
     static void group(int16_t* t, int c, Mag&& mag, Minus&& minus) { run(t, 32, c, mag, minus); }
-    template <class Mag, class Minus>
-    static void eight(int16_t* t, int c, Mag&& mag, Minus&& minus) { run(t, 8, c, mag, minus); }
+    // 8 elements: a grid point's 8 magnitudes (a byte each) with sign bits `signs`.
+    static void point8(int16_t* t, int c, uint64_t point, uint8_t signs) {
+        run(
+            t, 8, c, [&](int j) { return static_cast<int>((point >> (8 * j)) & 0xFF); }, [&](int j) { return (signs >> j) & 1; });
+    }
 };
 // IQ2_XXS: group g takes grid point (idx >> 8 (l / 8)) & 0xFF's magnitude l % 8, its sign bit
 // l % 8 of ksigns[(aux >> 7 (l / 8)) & 127], times 2 s + 1 (s: aux's top 4 bits; idx, aux the
@@ -235,13 +238,8 @@ struct IQ2XS : Grid256 {
     using Block = block_iq2_xs;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const Block*>(p);
-        for (int i = 0; i < B / 8; ++i) {
-            const uint64_t point = iq2xs_grid[b.qs[i] & 511];
-            const uint8_t signs = ksigns_iq2xs[b.qs[i] >> 9];
-            eight(
-                t + 8 * i, odd_scale_iq2(b.scales, i / 2), [&](int j) { return static_cast<int>((point >> (8 * j)) & 0xFF); },
-                [&](int j) { return (signs >> j) & 1; });
-        }
+        for (int i = 0; i < B / 8; ++i)
+            point8(t + 8 * i, odd_scale_iq2(b.scales, i / 2), iq2xs_grid[b.qs[i] & 511], ksigns_iq2xs[b.qs[i] >> 9]);
         sw[0] = ref::fp16(b.d) * 0.125f;
     }
 };
@@ -250,13 +248,7 @@ struct IQ2S : Grid256 {
     using Block = block_iq2_s;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const Block*>(p);
-        for (int i = 0; i < B / 8; ++i) {
-            const uint64_t point = iq2s_grid[index_iq2_s(b, i)];
-            const uint8_t signs = b.qs[B / 8 + i];
-            eight(
-                t + 8 * i, odd_scale_iq2(b.scales, i / 2), [&](int j) { return static_cast<int>((point >> (8 * j)) & 0xFF); },
-                [&](int j) { return (signs >> j) & 1; });
-        }
+        for (int i = 0; i < B / 8; ++i) point8(t + 8 * i, odd_scale_iq2(b.scales, i / 2), iq2s_grid[index_iq2_s(b, i)], b.qs[B / 8 + i]);
         sw[0] = ref::fp16(b.d) * 0.125f;
     }
 };

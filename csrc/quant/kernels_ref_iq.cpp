@@ -66,35 +66,26 @@ void decode_iq3_s(const block_iq3_s& b, float* y) {
     }
 }
 
-// IQ2_XS: per 8 elements a u16 of grid index (low 9 bits) and sign index (ksigns); scale j of the
-// 16 elements j: d * (0.5 + s) * 0.25.
-void decode_iq2_xs(const block_iq2_xs& b, float* y) {
-    const float d = fp16(b.d);
-    for (int i = 0; i < QK_K / 8; ++i) {
-        const int s = (b.scales[i / 4] >> (4 * (i / 2 % 2))) & 0x0F;
-        const float db = d * (0.5f + static_cast<float>(s)) * 0.25f;
-        const uint64_t grid = iq2xs_grid[b.qs[i] & 511];
-        const uint8_t signs = ksigns_iq2xs[b.qs[i] >> 9];
-        for (int j = 0; j < 8; ++j) {
-            const float mag = static_cast<float>((grid >> (8 * j)) & 0xFF);
-            y[8 * i + j] = db * mag * ((signs >> j) & 1 ? -1.0f : 1.0f);
-        }
+// IQ2_XS / IQ2_S: 8 elements (grid point `grid`, sign bits `signs`) at y, d * (0.5 + s) * 0.25 for
+// the scale s of their 16 elements (nibble (i / 2) % 2 of scales[i / 4]).
+inline void iq2_eight(float d, const uint8_t* scales, int i, uint64_t grid, uint8_t signs, float* y) {
+    const int s = (scales[i / 4] >> (4 * (i / 2 % 2))) & 0x0F;
+    const float db = d * (0.5f + static_cast<float>(s)) * 0.25f;
+    for (int j = 0; j < 8; ++j) {
+        const float mag = static_cast<float>((grid >> (8 * j)) & 0xFF);
+        y[j] = db * mag * ((signs >> j) & 1 ? -1.0f : 1.0f);
     }
 }
 
-// IQ2_S: per 8 elements grid point index_iq2_s and the sign byte qs[32 + i]; scales as IQ2_XS's.
+// IQ2_XS: per 8 elements a u16 of grid index (low 9 bits) and sign index (ksigns).
+void decode_iq2_xs(const block_iq2_xs& b, float* y) {
+    for (int i = 0; i < QK_K / 8; ++i)
+        iq2_eight(fp16(b.d), b.scales, i, iq2xs_grid[b.qs[i] & 511], ksigns_iq2xs[b.qs[i] >> 9], y + 8 * i);
+}
+
+// IQ2_S: per 8 elements grid point index_iq2_s and the sign byte qs[32 + i].
 void decode_iq2_s(const block_iq2_s& b, float* y) {
-    const float d = fp16(b.d);
-    for (int i = 0; i < QK_K / 8; ++i) {
-        const int s = (b.scales[i / 4] >> (4 * (i / 2 % 2))) & 0x0F;
-        const float db = d * (0.5f + static_cast<float>(s)) * 0.25f;
-        const uint64_t grid = iq2s_grid[index_iq2_s(b, i)];
-        const uint8_t signs = b.qs[QK_K / 8 + i];
-        for (int j = 0; j < 8; ++j) {
-            const float mag = static_cast<float>((grid >> (8 * j)) & 0xFF);
-            y[8 * i + j] = db * mag * ((signs >> j) & 1 ? -1.0f : 1.0f);
-        }
-    }
+    for (int i = 0; i < QK_K / 8; ++i) iq2_eight(fp16(b.d), b.scales, i, iq2s_grid[index_iq2_s(b, i)], b.qs[QK_K / 8 + i], y + 8 * i);
 }
 
 // The IQ1 formats' value: dl * (grid value + the shift +-1/8).
