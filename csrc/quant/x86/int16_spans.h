@@ -228,9 +228,11 @@ inline void grid_span(__m256i mag, __m256i minus, int c0, int c1, __m256i (&v)[2
     times_halves(_mm256_sub_epi8(_mm256_xor_si256(mag, minus), minus), c0, c1, v);
 }
 inline void grid_span(__m256i mag, __m256i minus, int c, __m256i (&v)[2]) { grid_span(mag, minus, c, c, v); }
-inline __m256i points4(const uint64_t* grid, int i0, int i1, int i2, int i3) {
-    return _mm256_setr_epi64x(static_cast<long long>(grid[i0]), static_cast<long long>(grid[i1]),
-                              static_cast<long long>(grid[i2]), static_cast<long long>(grid[i3]));
+// Four 8-byte grid points, grid[index(0)] .. grid[index(3)].
+template <class Index>
+inline __m256i points4(const uint64_t* grid, Index&& index) {
+    return _mm256_setr_epi64x(static_cast<long long>(grid[index(0)]), static_cast<long long>(grid[index(1)]),
+                              static_cast<long long>(grid[index(2)]), static_cast<long long>(grid[index(3)]));
 }
 
 // IQ2_XXS: span k = group k (int16_ref.cpp): its four grid points' magnitudes by four 8-byte
@@ -260,7 +262,7 @@ struct IQ2XS : BlockRef<block_iq2_xs> {
         uint64_t q;
         std::memcpy(&q, b.qs + 4 * k, 8);
         const auto at = [q](int i) { return static_cast<int>((q >> (16 * i)) & 0xFFFF); };
-        const __m256i mag = points4(iq2xs_grid, at(0) & 511, at(1) & 511, at(2) & 511, at(3) & 511);
+        const __m256i mag = points4(iq2xs_grid, [&](int i) { return at(i) & 511; });
         const uint32_t signs = ksigns_iq2xs[at(0) >> 9] | ksigns_iq2xs[at(1) >> 9] << 8 | ksigns_iq2xs[at(2) >> 9] << 16 |
                                static_cast<uint32_t>(ksigns_iq2xs[at(3) >> 9]) << 24;
         grid_span(mag, sign_masks(signs), odd_scale_iq2(b.scales, 2 * k), odd_scale_iq2(b.scales, 2 * k + 1), v);
@@ -273,8 +275,7 @@ struct IQ2S : BlockRef<block_iq2_s> {
     using BlockRef::BlockRef;
     float d() const { return f16_to_f32(b.d) * 0.125f; }
     DS4_SPAN void span(int k, __m256i (&v)[2]) const {
-        const __m256i mag = points4(iq2s_grid, index_iq2_s(b, 4 * k), index_iq2_s(b, 4 * k + 1), index_iq2_s(b, 4 * k + 2),
-                                    index_iq2_s(b, 4 * k + 3));
+        const __m256i mag = points4(iq2s_grid, [&](int i) { return index_iq2_s(b, 4 * k + i); });
         uint32_t signs;
         std::memcpy(&signs, b.qs + QK_K / 8 + 4 * k, 4);
         grid_span(mag, sign_masks(signs), odd_scale_iq2(b.scales, 2 * k), odd_scale_iq2(b.scales, 2 * k + 1), v);
@@ -292,8 +293,7 @@ struct IQ1S : BlockRef<block_iq1_s> {
     using BlockRef::BlockRef;
     float d() const { return f16_to_f32(b.d) * 0.125f; }
     DS4_SPAN void span(int k, __m256i (&v)[2]) const {
-        const __m256i g = points4(iq1s_grid, index_iq1_s(b, 4 * k), index_iq1_s(b, 4 * k + 1), index_iq1_s(b, 4 * k + 2),
-                                  index_iq1_s(b, 4 * k + 3));
+        const __m256i g = points4(iq1s_grid, [&](int i) { return index_iq1_s(b, 4 * k + i); });
         const int c = odd_scale_iq1_s(b, k);
         times_halves(iq1_bytes(g, _mm256_set1_epi8(shift_down_iq1_s(b, k) ? -1 : 1)), c, c, v);
     }
@@ -307,8 +307,7 @@ struct IQ1M {
     explicit IQ1M(const uint8_t* p) : b(*reinterpret_cast<const block_iq1_m*>(p)) {}
     float d() const { return f16_to_f32(d_iq1_m(b)) * 0.125f; }
     DS4_SPAN void span(int k, __m256i (&v)[2]) const {
-        const __m256i g = points4(iq1s_grid, index_iq1_m(b, 4 * k), index_iq1_m(b, 4 * k + 1), index_iq1_m(b, 4 * k + 2),
-                                  index_iq1_m(b, 4 * k + 3));
+        const __m256i g = points4(iq1s_grid, [&](int i) { return index_iq1_m(b, 4 * k + i); });
         const auto shift = [&](int i) { return nibble_iq1_m(b, 4 * k + i) & 8 ? -1ll : 0x0101010101010101ll; };
         times_halves(iq1_bytes(g, _mm256_setr_epi64x(shift(0), shift(1), shift(2), shift(3))), odd_scale_iq1_m(b, 2 * k),
                      odd_scale_iq1_m(b, 2 * k + 1), v);
