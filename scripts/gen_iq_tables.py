@@ -89,6 +89,10 @@ const uint8_t ksigns_iq2xs[128] = {{
 {rows([f"0x{v:02x}" for v in signs], 16)}
 }};
 
+const uint64_t ksign_masks_iq2xs[128] = {{
+{rows([f"0x{sum(0xFF << (8 * j) for j in range(8) if (v >> j) & 1):016x}ull" for v in signs], 4)}
+}};
+
 const int8_t kvalues_iq4nl[16] = {{
 {rows([str(v) for v in iq4nl], 16)}
 }};

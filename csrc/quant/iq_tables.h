@@ -21,6 +21,8 @@ extern const uint32_t iq3xxs_grid[256];
 extern const uint32_t iq3s_grid[512];
 // 7 stored sign bits -> 8 sign bits (the eighth makes the count of minus signs even).
 extern const uint8_t ksigns_iq2xs[128];
+// The same as byte masks: byte j 0xFF where bit j of ksigns_iq2xs[i] is set (a span's signs by loads).
+extern const uint64_t ksign_masks_iq2xs[128];
 // Non-linear 4-bit code book of IQ4_NL and IQ4_XS.
 extern const int8_t kvalues_iq4nl[16];
 // E2M1 values doubled (so they are integers); the block scale carries the factor 1/2.

@@ -212,11 +212,6 @@ inline __m256i sign_masks(uint32_t bits) {
     const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
     return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
 }
-// The 32 bits of IQ2_XXS / IQ3_XXS's four 7-bit sign indices (aux's low 28 bits): ksigns of each.
-inline uint32_t ksigns4(uint32_t aux) {
-    return ksigns_iq2xs[aux & 127] | ksigns_iq2xs[(aux >> 7) & 127] << 8 | ksigns_iq2xs[(aux >> 14) & 127] << 16 |
-           static_cast<uint32_t>(ksigns_iq2xs[(aux >> 21) & 127]) << 24;
-}
 // 32 signed bytes q widened, elements 0..15 times c0 and 16..31 times c1.
 inline void times_halves(__m256i q, int c0, int c1, __m256i (&v)[2]) {
     v[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), _mm256_set1_epi16(static_cast<int16_t>(c0)));
@@ -235,8 +230,11 @@ inline __m256i points4(const uint64_t* grid, Index&& index) {
                               static_cast<long long>(grid[index(2)]), static_cast<long long>(grid[index(3)]));
 }
 
+// The sign masks of IQ2_XXS / IQ3_XXS's four 7-bit sign indices (aux's low 28 bits), a table load
+// each (the 8 sign bits as bytes): fewer instructions than the bits' assembly and sign_masks.
+inline __m256i ksign_masks(uint32_t aux) { return points4(ksign_masks_iq2xs, [aux](int i) { return (aux >> (7 * i)) & 127; }); }
 // IQ2_XXS: span k = group k (int16_ref.cpp): its four grid points' magnitudes by four 8-byte
-// table loads, times 2 s + 1 with the signs of ksigns4; d / 8 the super-block's scale.
+// table loads, times 2 s + 1 with the signs of ksign_masks; d / 8 the super-block's scale.
 struct IQ2XXS : BlockRef<block_iq2_xxs> {
     static constexpr bool kMin = false;
     using BlockRef::BlockRef;
@@ -245,11 +243,8 @@ struct IQ2XXS : BlockRef<block_iq2_xxs> {
         uint32_t idx, aux;
         std::memcpy(&idx, b.qs + 4 * k, 4);
         std::memcpy(&aux, b.qs + 4 * k + 2, 4);
-        const __m256i mag = _mm256_setr_epi64x(static_cast<long long>(iq2xxs_grid[idx & 0xFF]),
-                                               static_cast<long long>(iq2xxs_grid[(idx >> 8) & 0xFF]),
-                                               static_cast<long long>(iq2xxs_grid[(idx >> 16) & 0xFF]),
-                                               static_cast<long long>(iq2xxs_grid[idx >> 24]));
-        grid_span(mag, sign_masks(ksigns4(aux)), static_cast<int>(2 * (aux >> 28) + 1), v);
+        const __m256i mag = points4(iq2xxs_grid, [idx](int i) { return (idx >> (8 * i)) & 0xFF; });
+        grid_span(mag, ksign_masks(aux), static_cast<int>(2 * (aux >> 28) + 1), v);
     }
 };
 // IQ2_XS: span k = group k: four u16 of a 9-bit grid index and a 7-bit sign index (ksigns), the
@@ -263,9 +258,8 @@ struct IQ2XS : BlockRef<block_iq2_xs> {
         std::memcpy(&q, b.qs + 4 * k, 8);
         const auto at = [q](int i) { return static_cast<int>((q >> (16 * i)) & 0xFFFF); };
         const __m256i mag = points4(iq2xs_grid, [&](int i) { return at(i) & 511; });
-        const uint32_t signs = ksigns_iq2xs[at(0) >> 9] | ksigns_iq2xs[at(1) >> 9] << 8 | ksigns_iq2xs[at(2) >> 9] << 16 |
-                               static_cast<uint32_t>(ksigns_iq2xs[at(3) >> 9]) << 24;
-        grid_span(mag, sign_masks(signs), odd_scale_iq2(b.scales, 2 * k), odd_scale_iq2(b.scales, 2 * k + 1), v);
+        const __m256i minus = points4(ksign_masks_iq2xs, [&](int i) { return at(i) >> 9; });
+        grid_span(mag, minus, odd_scale_iq2(b.scales, 2 * k), odd_scale_iq2(b.scales, 2 * k + 1), v);
     }
 };
 // IQ2_S: span k = group k: grid points index_iq2_s(4 k + i), the sign bits of qs[32 + 4 k ..],
@@ -364,7 +358,7 @@ struct IQ3XXS : BlockRef<block_iq3_xxs> {
         std::memcpy(&aux, b.qs + QK_K / 4 + 4 * k, 4);
         const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * k)));
         const __m256i mag = _mm256_i32gather_epi32(reinterpret_cast<const int*>(iq3xxs_grid), idx, 4);
-        grid_span(mag, sign_masks(ksigns4(aux)), static_cast<int>(2 * (aux >> 28) + 1), v);
+        grid_span(mag, ksign_masks(aux), static_cast<int>(2 * (aux >> 28) + 1), v);
     }
 };
 // IQ3_S: span k = group k: its eight grid points (qs[8 k + i] and bit i of qh[k] as the ninth
@@ -561,14 +555,18 @@ struct SpanSums {
     const int16_t* a;
     int64_t n;
     void operator()(const F& f, int64_t bi, __m256i (&S)[R]) const {
-        for (int r = 0; r < R; ++r) S[r] = _mm256_setzero_si256();
+        // each span's two halves into two sums per row, added exactly at the end: with vpdpwssd
+        // (AVX-VNNI, AVX-512) one chain of them waits on its latency (one row of IQ3_XXS on
+        // AVX-512 6.8 -> 9.1 GMAC/s; the other formats level)
+        __m256i T[R];
+        for (int r = 0; r < R; ++r) S[r] = T[r] = _mm256_setzero_si256();
         const auto step = [&](int k) {
             __m256i v[2];
             f.span(k, v);
             for (int r = 0; r < R; ++r) {
                 const auto* ap = reinterpret_cast<const __m256i*>(a + r * act_stride(n) + bi * QK_K + 32 * k);
                 S[r] = madd_acc(S[r], v[0], _mm256_loadu_si256(ap));
-                S[r] = madd_acc(S[r], v[1], _mm256_loadu_si256(ap + 1));
+                T[r] = madd_acc(T[r], v[1], _mm256_loadu_si256(ap + 1));
             }
         };
         // Unrolled over all 8 spans, more than two rows make the compiler hoist every span's
@@ -581,6 +579,7 @@ struct SpanSums {
 #pragma GCC unroll 8
             for (int k = 0; k < 8; ++k) step(k);
         }
+        for (int r = 0; r < R; ++r) S[r] = _mm256_add_epi32(S[r], T[r]);
     }
 };
 
