@@ -301,9 +301,13 @@ struct IQ1M {
     explicit IQ1M(const uint8_t* p) : b(*reinterpret_cast<const block_iq1_m*>(p)) {}
     float d() const { return f16_to_f32(d_iq1_m(b)) * 0.125f; }
     DS4_SPAN void span(int k, __m256i (&v)[2]) const {
-        const __m256i g = points4(iq1s_grid, [&](int i) { return index_iq1_m(b, 4 * k + i); });
-        const auto shift = [&](int i) { return nibble_iq1_m(b, 4 * k + i) & 8 ? -1ll : 0x0101010101010101ll; };
-        times_halves(iq1_bytes(g, _mm256_setr_epi64x(shift(0), shift(1), shift(2), shift(3))), odd_scale_iq1_m(b, 2 * k),
+        uint16_t h;  // the four points' nibbles: 3 index bits, then the shift's sign
+        std::memcpy(&h, b.qh + 2 * k, 2);
+        const __m256i g = points4(iq1s_grid, [&](int i) { return b.qs[4 * k + i] | ((h >> (4 * i)) & 7) << 8; });
+        // lane i all ones where bit 4 i + 3 of h is set, then -1 or +1 per byte
+        const __m256i bit = _mm256_setr_epi64x(0x8, 0x80, 0x800, 0x8000);
+        const __m256i down = _mm256_cmpeq_epi64(_mm256_and_si256(_mm256_set1_epi64x(h), bit), bit);
+        times_halves(iq1_bytes(g, _mm256_or_si256(down, _mm256_set1_epi8(1))), odd_scale_iq1_m(b, 2 * k),
                      odd_scale_iq1_m(b, 2 * k + 1), v);
     }
 };
