@@ -1,6 +1,7 @@
 // Blocks decoded for the int16 path (int16_gemm.h) 32 weights at a time into two 16-lane int16
-// vectors, as decode_row defines them: the K-quants' (sub-block scales folded in) for the rows
-// kernels (x86/int16_rows_avx2.cpp, x86/int16_rows_avx512.cpp), the legacy formats' GGUF blocks
+// vectors, as decode_row defines them: the K-quants', IQ4_XS's, the grid and ternary formats'
+// (scales folded in) for the rows kernels (x86/int16_rows_avx2.cpp, x86/int16_rows_avx512.cpp)
+// and their sums (SpanSums), the legacy formats' GGUF blocks
 // for the block-lane kernels' natural-order last blocks (x86/int16_blocks_*.cpp), and those
 // kernels' TailBlocks.
 // Include only from files compiled with AVX2 (or wider) flags; everything is in an unnamed
