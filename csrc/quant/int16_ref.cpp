@@ -162,6 +162,7 @@ struct Grid256 {
     static constexpr int B = QK_K;
     static constexpr int kMinLen = 0;
     static constexpr int kRange = 32767;
+    static constexpr bool kDecodeOnce = true;
     template <class Mag, class Minus>
     static void run(int16_t* t, int n, int c, Mag&& mag, Minus&& minus) {
         for (int l = 0; l < n; ++l) {
@@ -258,6 +259,7 @@ struct Iq1 {
     static constexpr int B = QK_K;
     static constexpr int kMinLen = 0;
     static constexpr int kRange = 32767;
+    static constexpr bool kDecodeOnce = true;
     static void eight(int16_t* t, int c, uint64_t point, bool down) {
         for (int j = 0; j < 8; ++j)
             t[j] = static_cast<int16_t>(c * (8 * static_cast<int8_t>((point >> (8 * j)) & 0xFF) + (down ? -1 : 1)));
@@ -288,6 +290,7 @@ struct Ternary {
     static constexpr int B = QK_K;
     static constexpr int kMinLen = 0;
     static constexpr int kRange = 32767;
+    static constexpr bool kDecodeOnce = true;
     static void block(const uint8_t* p, int16_t* t, float* sw, float*) {
         const auto& b = *reinterpret_cast<const Block*>(p);
         for (int e = 0; e < B; ++e) {
@@ -352,6 +355,13 @@ template <class F, class = void>
 struct HasBlockLanes : std::false_type {};
 template <class F>
 struct HasBlockLanes<F, std::void_t<decltype(F::kBlockLanes)>> : std::bool_constant<F::kBlockLanes> {};
+// The formats whose decoding costs more than a pass's multiply-adds (the grid and ternary ones:
+// kDecodeOnce): decode + GEMM from the first activation row count the rows kernels would take in
+// two passes, rather than decoding each weight row once per pass.
+template <class F, class = void>
+struct DecodeOnce : std::false_type {};
+template <class F>
+struct DecodeOnce<F, std::void_t<decltype(F::kDecodeOnce)>> : std::bool_constant<F::kDecodeOnce> {};
 
 template <class F>
 void decode_row(const void* w, int64_t n, int16_t* q, float* sw, float* mw) {
@@ -500,17 +510,23 @@ const I16Kernels& table(Isa isa) {
 #if defined(DS4_X86)
     // The block-lane formats' GGUF rows (a MoE's expert stacks, repack=False): decoded and
     // multiplied in registers, the packed rows' vectors.
-    static const I16Kernels simd{lanes ? avx2::decode_gguf(T) : avx2::decode_i16(T),
-                                 F::kMinLen,
-                                 F::B / kSpan,
-                                 F::kRange,
-                                 &avx2::quantize_i16,
-                                 lanes ? &avx2::gemm_i16_blocks : &avx2::gemm_i16,
-                                 lanes ? avx2::rows_gguf(T) : avx2::rows_i16(T),
-                                 avx2::rows_packed(T),
-                                 lanes,
-                                 lanes ? avx2::kBlockRowsMax : kDotRowsMax,
-                                 avx2::decode_packed(T)};
+    static const I16Kernels simd = [] {
+        I16Kernels k{lanes ? avx2::decode_gguf(T) : avx2::decode_i16(T),
+                     F::kMinLen,
+                     F::B / kSpan,
+                     F::kRange,
+                     &avx2::quantize_i16,
+                     lanes ? &avx2::gemm_i16_blocks : &avx2::gemm_i16,
+                     lanes ? avx2::rows_gguf(T) : avx2::rows_i16(T),
+                     avx2::rows_packed(T),
+                     lanes,
+                     lanes ? avx2::kBlockRowsMax : kDotRowsMax,
+                     avx2::decode_packed(T)};
+        // Qwen2.5-Coder 1.5B with random IQ2_XS blocks, DS4_SIMD=avx2, Intel Xeon: 5 rows 205 ->
+        // 160 ms, 16 rows 525 -> 302 ms (TQ2_0, the cheapest decoder: 5 rows 1.05x the time, 6-8 level)
+        if constexpr (DecodeOnce<F>::value) k.gemm_from = kDotRowsMax + 1;
+        return k;
+    }();
     if (isa == Isa::avx2) return simd;
     // AVX-VNNI: the AVX2 kernels with vpdpwssd (x86/madd.h).
     static const I16Kernels vnni = [] {
@@ -543,8 +559,9 @@ const I16Kernels& table(Isa isa) {
             if (const DecodeI16Fn decode = avx512::decode_i16(T)) {
                 k.decode = decode;
                 // Qwen2.5-Coder 1.5B, Intel Xeon, the GEMM (few_rows_tile) against the rows kernels'
-                // passes: 8 rows 1.15x the time, 9 to 12 rows 0.98-1.0x, 13 rows 0.91x, 14 rows 0.94-0.96x
-                k.gemm_from = 13;
+                // passes: 8 rows 1.15x the time, 9 to 12 rows 0.98-1.0x, 13 rows 0.91x, 14 rows 0.94-0.96x;
+                // the same with random IQ2_XS blocks: 9 rows 204 -> 152 ms, IQ1_M 297 -> 191, TQ2_0 100 -> 92
+                k.gemm_from = DecodeOnce<F>::value ? avx512::kRowsMax + 1 : 13;
             }
         }
         if constexpr (F::B > kSpan) {  // the K-quants' GEMM reads its tile in pairs
@@ -555,17 +572,21 @@ const I16Kernels& table(Isa isa) {
     }();
     if (isa == Isa::avx512) return wide;
 #elif defined(DS4_ARM64)
-    static const I16Kernels simd{lanes ? neon::decode_gguf(T) : neon::decode_i16(T),
-                                 F::kMinLen,
-                                 F::B / kSpan,
-                                 F::kRange,
-                                 &neon::quantize_i16,
-                                 lanes ? &neon::gemm_i16_blocks : &neon::gemm_i16,
-                                 lanes ? neon::rows_gguf(T) : neon::rows_i16(T),
-                                 neon::rows_packed(T),
-                                 lanes,
-                                 lanes ? neon::kBlockRowsMax : kDotRowsMax,
-                                 neon::decode_packed(T)};
+    static const I16Kernels simd = [] {
+        I16Kernels k{lanes ? neon::decode_gguf(T) : neon::decode_i16(T),
+                     F::kMinLen,
+                     F::B / kSpan,
+                     F::kRange,
+                     &neon::quantize_i16,
+                     lanes ? &neon::gemm_i16_blocks : &neon::gemm_i16,
+                     lanes ? neon::rows_gguf(T) : neon::rows_i16(T),
+                     neon::rows_packed(T),
+                     lanes,
+                     lanes ? neon::kBlockRowsMax : kDotRowsMax,
+                     neon::decode_packed(T)};
+        if constexpr (DecodeOnce<F>::value) k.gemm_from = kDotRowsMax + 1;  // as on AVX2 (untimed on ARM)
+        return k;
+    }();
     if (isa == Isa::neon) return simd;
 #endif
     return isa == Isa::scalar ? scalar : none;
