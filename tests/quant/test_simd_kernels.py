@@ -31,14 +31,8 @@ U = 2.0**-24
 # Q8_0 and Q4_K (the rest fall back to the reference there and pass trivially).
 SIMD_TYPES = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
 SIMD_DEQUANT_TYPES = ["Q5_0", "Q8_0", "Q4_K", "Q6_K"]
-# Byte offsets of the f16 scale fields in a block (blocks.h); random bytes elsewhere.
-F16_FIELDS = {
-    "Q4_0": (18, [0]), "Q4_1": (20, [0, 2]), "Q5_0": (22, [0]), "Q5_1": (24, [0, 2]), "Q8_0": (34, [0]),
-    "Q2_K": (84, [80, 82]), "Q3_K": (110, [108]), "Q4_K": (144, [0, 2]), "Q5_K": (176, [0, 2]),
-    "Q6_K": (210, [208]), "IQ4_XS": (136, [0]), "IQ4_NL": (18, [0]), "MXFP4": (17, []), "IQ2_XXS": (66, [0]),
-    "IQ3_XXS": (98, [0]), "IQ3_S": (110, [0]), "IQ2_XS": (74, [0]), "IQ2_S": (82, [0]), "IQ1_S": (50, [0]),
-    "IQ1_M": (56, []), "TQ1_0": (54, [52]), "TQ2_0": (66, [64]),
-}
+# (bytes per block, byte offsets of its f16 scale fields: qdata's), random bytes elsewhere.
+F16_FIELDS = {t: (qdata.block_geometry(t)[1], f) for t, f in {**qdata.F16_FIELDS, "MXFP4": []}.items()}
 SUPER_BLOCK_TYPES = ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S",
                      "IQ1_S", "IQ1_M", "TQ1_0", "TQ2_0"]
 BLOCK = dict.fromkeys(SUPER_BLOCK_TYPES, 256)

@@ -284,7 +284,7 @@ R by_format(Type type) {
         case Type::TQ2_0: return Fn<SpanWide<TQ20>>::get();
         case Type::IQ3_XXS: return Fn<SpanWide<IQ3XXS>>::get();
         case Type::IQ3_S: return Fn<SpanWide<IQ3S>>::get();
-        default: return nullptr;
+        default: return R{};
     }
 }
 template <class F>
@@ -307,6 +307,16 @@ template <class F>
 struct Rows2Of {
     static RowsPacked2Fn get() { return &rows2<F>; }
 };
+// The pairs kernel at one activation row for the decoders that fill a zmm natively, not the span
+// formats' (rows1_span).
+template <class F>
+struct PairsOneRow {
+    static bool get() { return true; }
+};
+template <class B>
+struct PairsOneRow<SpanWide<B>> {
+    static bool get() { return false; }
+};
 
 }  // namespace
 
@@ -315,11 +325,6 @@ DecodeI16Fn decode_i16(Type type) { return by_format<DecodeOf, DecodeI16Fn>(type
 DecodePairI16Fn decode_pair_i16(Type type) { return by_format<DecodePairOf, DecodePairI16Fn>(type); }
 RowsPacked2Fn rows2_i16(Type type) { return by_format<Rows2Of, RowsPacked2Fn>(type); }
 
-bool rows2_one_row(Type type) {
-    switch (type) {
-        case Type::Q2_K: case Type::Q3_K: case Type::Q4_K: case Type::Q5_K: case Type::Q6_K: case Type::IQ4_XS: return true;
-        default: return false;
-    }
-}
+bool rows2_one_row(Type type) { return by_format<PairsOneRow, bool>(type); }
 
 }  // namespace ds4::quant::avx512
