@@ -100,12 +100,12 @@ inline f16_bits d_iq1_m(const block_iq1_m& b) {
 }
 // TQ1_0: element e's ternary digit as -1, 0, 1. Elements 0..159 take digit e / 32 of qs[e % 32],
 // 160..239 digit (e - 160) / 16 of qs[32 + e % 16], 240..255 digit (e - 240) / 4 of qh[e % 4]; digit
-// m of byte x: (x 3^m mod 256) 3 / 256, as ggml stores them.
+// m of byte x: (x 3^m mod 256) 3 / 256, as ggml stores them (kPow3Tq1[m] = 3^m).
+inline constexpr uint8_t kPow3Tq1[5] = {1, 3, 9, 27, 81};
 inline int digit_tq1_0(const block_tq1_0& b, int e) {
-    static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
     const int x = e < 160 ? b.qs[e % 32] : e < 240 ? b.qs[32 + e % 16] : b.qh[e % 4];
     const int m = e < 160 ? e / 32 : e < 240 ? (e - 160) / 16 : (e - 240) / 4;
-    return ((static_cast<uint8_t>(x * kPow3[m]) * 3) >> 8) - 1;
+    return ((static_cast<uint8_t>(x * kPow3Tq1[m]) * 3) >> 8) - 1;
 }
 // TQ2_0: element e = 128 c + 32 s + l: crumb s of qs[32 c + l], minus 1.
 inline int value_tq2_0(const block_tq2_0& b, int e) { return ((b.qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3) - 1; }

@@ -885,17 +885,16 @@ struct TQ10 {
     explicit TQ10(const uint8_t* p) : b(*reinterpret_cast<const block_tq1_0*>(p)) {}
     float d() const { return ref::fp16(b.d); }
     Span span(int k) const {
-        static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
         Span v;
         if (k < 5) {
-            tq1_digits(vld1q_u8(b.qs), vdupq_n_u8(kPow3[k]), v.w);
-            tq1_digits(vld1q_u8(b.qs + 16), vdupq_n_u8(kPow3[k]), v.w + 2);
+            tq1_digits(vld1q_u8(b.qs), vdupq_n_u8(kPow3Tq1[k]), v.w);
+            tq1_digits(vld1q_u8(b.qs + 16), vdupq_n_u8(kPow3Tq1[k]), v.w + 2);
         } else if (k < 7) {
-            tq1_digits(vld1q_u8(b.qs + 32), vdupq_n_u8(kPow3[2 * (k - 5)]), v.w);
-            tq1_digits(vld1q_u8(b.qs + 32), vdupq_n_u8(kPow3[2 * (k - 5) + 1]), v.w + 2);
+            tq1_digits(vld1q_u8(b.qs + 32), vdupq_n_u8(kPow3Tq1[2 * (k - 5)]), v.w);
+            tq1_digits(vld1q_u8(b.qs + 32), vdupq_n_u8(kPow3Tq1[2 * (k - 5) + 1]), v.w + 2);
         } else {
             static constexpr uint8_t kQh[16] = {1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27};
-            tq1_digits(vld1q_u8(b.qs + 32), vdupq_n_u8(kPow3[4]), v.w);
+            tq1_digits(vld1q_u8(b.qs + 32), vdupq_n_u8(kPow3Tq1[4]), v.w);
             tq1_digits(vreinterpretq_u8_u32(vdupq_n_u32(ref::load_u32_le(b.qh))), vld1q_u8(kQh), v.w + 2);
         }
         return v;

@@ -334,19 +334,18 @@ struct TQ10 : BlockRef<block_tq1_0> {
     static constexpr bool kMin = false;
     using BlockRef::BlockRef;
     DS4_SPAN void span(int k, __m256i (&v)[2]) const {
-        static constexpr int16_t kPow3[5] = {1, 3, 9, 27, 81};
         const auto load16 = [](const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); };
         if (k < 5) {
-            const __m256i m = _mm256_set1_epi16(kPow3[k]);
+            const __m256i m = _mm256_set1_epi16(kPow3Tq1[k]);
             v[0] = tq1_digits(load16(b.qs), m);
             v[1] = tq1_digits(load16(b.qs + 16), m);
         } else if (k < 7) {
-            v[0] = tq1_digits(load16(b.qs + 32), _mm256_set1_epi16(kPow3[2 * (k - 5)]));
-            v[1] = tq1_digits(load16(b.qs + 32), _mm256_set1_epi16(kPow3[2 * (k - 5) + 1]));
+            v[0] = tq1_digits(load16(b.qs + 32), _mm256_set1_epi16(kPow3Tq1[2 * (k - 5)]));
+            v[1] = tq1_digits(load16(b.qs + 32), _mm256_set1_epi16(kPow3Tq1[2 * (k - 5) + 1]));
         } else {
             uint32_t h;
             std::memcpy(&h, b.qh, 4);
-            v[0] = tq1_digits(load16(b.qs + 32), _mm256_set1_epi16(kPow3[4]));
+            v[0] = tq1_digits(load16(b.qs + 32), _mm256_set1_epi16(kPow3Tq1[4]));
             v[1] = tq1_digits(_mm_set1_epi32(static_cast<int>(h)),
                               _mm256_setr_epi16(1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27));
         }
