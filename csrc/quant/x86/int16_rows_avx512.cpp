@@ -36,7 +36,7 @@ struct Q45KWide : BlockRef<Blk> {
     alignas(32) int32_t s2[8];
     __m256 mf;  // dmin * m per sub-block
     __m512i h4;  // Q5_K: qh[l] << 4 in word l
-    explicit Q45KWide(const uint8_t* p) : BlockRef<Blk>(p) {
+    DS4_SPAN explicit Q45KWide(const uint8_t* p) : BlockRef<Blk>(p) {
         uint64_t s, m;
         Q45K<Blk>::scales_mins(b, s, m);
         const __m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(s)));
