@@ -1,5 +1,5 @@
-// AArch64 Advanced SIMD (NEON) dot kernels: F32, F16, Q4_0, Q8_0, Q4_K.  Other types fall back to
-// the scalar reference.  4 float lanes.
+// AArch64 Advanced SIMD (NEON) dot kernels: F32, F16, BF16, Q4_0, Q8_0, Q4_K.  Other types fall back
+// to the scalar reference.  4 float lanes.
 //
 // Numerical contract: the same as the x86 kernels (x86/simd.h).  Weights are formed exactly as
 // the reference forms them (Q4_0 / Q8_0: d * q, an exact product; Q4_K: fma(d sc, q, -dmin m),
@@ -91,7 +91,7 @@ float dot_float_format(const void* w, const float* x, int64_t n) {
     }
     for (; i < n; i += 4) {  // tail (< 16) into acc[0]
         const int64_t m = n - i < 4 ? n - i : 4;
-        uint8_t wb[4 * Bytes + 8] = {};  // + 8: Load4 of F16 reads 8 bytes
+        uint8_t wb[4 * Bytes + 8] = {};  // + 8: Load4 of F16 / BF16 reads 8 bytes
         float xb[4] = {};
         std::memcpy(wb, p + i * Bytes, static_cast<size_t>(m) * Bytes);
         std::memcpy(xb, x + i, static_cast<size_t>(m) * sizeof(float));
@@ -104,10 +104,16 @@ inline float32x4_t load4_f16(const uint8_t* p) {
     return vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(p)));
 }
 
+// BF16: the top half of a float32, widened by a 16-bit shift (exact).
+inline float32x4_t load4_bf16(const uint8_t* p) {
+    return vreinterpretq_f32_u32(vshll_n_u16(vreinterpret_u16_u8(vld1_u8(p)), 16));
+}
+
 }  // namespace
 
 float dot_f32(const void* w, const float* x, int64_t n) { return dot_float_format<4, load4_f32>(w, x, n); }
 float dot_f16(const void* w, const float* x, int64_t n) { return dot_float_format<2, load4_f16>(w, x, n); }
+float dot_bf16(const void* w, const float* x, int64_t n) { return dot_float_format<2, load4_bf16>(w, x, n); }
 
 // Q8_0: Σ_b d_b Σ_j q_j x_j, two accumulators on alternate blocks (the scale is a separate
 // multiply: one more rounding per block than a fused scale-and-add, still within the bound).
@@ -171,11 +177,12 @@ float dot_q4_K(const void* w, const float* x, int64_t n) {
 
 const Kernels& neon_kernels(Type type) {
     static const Kernels none;
-    static const Kernels f32{nullptr, &neon::dot_f32}, f16{nullptr, &neon::dot_f16},
+    static const Kernels f32{nullptr, &neon::dot_f32}, f16{nullptr, &neon::dot_f16}, bf16{nullptr, &neon::dot_bf16},
         q4_0{nullptr, &neon::dot_q4_0}, q8_0{nullptr, &neon::dot_q8_0}, q4_K{nullptr, &neon::dot_q4_K};
     switch (type) {
         case Type::F32: return f32;
         case Type::F16: return f16;
+        case Type::BF16: return bf16;
         case Type::Q4_0: return q4_0;
         case Type::Q8_0: return q8_0;
         case Type::Q4_K: return q4_K;
