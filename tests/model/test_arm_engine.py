@@ -53,7 +53,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("family,outtype", [("llama", "q8_0"), ("gemma3_text", "q8_0"), ("qwen2", "f32"),
-                                            ("qwen3_next", "f32")])
+                                            ("qwen2", "bf16"), ("llama", "f16"), ("qwen3_next", "f32")])
 def test_arm64_engine_matches_x86(engine: Path, family: str, outtype: str) -> None:
     path = tiny.convert(family, outtype)
     model = ds4.Model(str(path), threads=2, n_ctx=256)

@@ -80,24 +80,51 @@ inline float fold_pairs(int64_t nb, F&& block) {
 }
 
 // Float formats: 4 accumulators x 4 lanes over 16 elements; the tail through a zero-padded copy.
-template <int Bytes, float32x4_t (*Load4)(const uint8_t*)>
-float dot_float_format(const void* w, const float* x, int64_t n) {
+// R activation rows (x rows ldx apart, y[r * ldy]) against one weight row, each 16 weights loaded
+// once for all of them; every row takes the same operations as R = 1 (dot), so the floats agree.
+template <int Bytes, float32x4_t (*Load4)(const uint8_t*), int R>
+void dot_float_rows(const void* w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy) {
     const auto* p = static_cast<const uint8_t*>(w);
-    float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
+    float32x4_t acc[R][4];
+    for (int r = 0; r < R; ++r)
+        for (int k = 0; k < 4; ++k) acc[r][k] = vdupq_n_f32(0);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        for (int k = 0; k < 4; ++k)
-            acc[k] = vfmaq_f32(acc[k], Load4(p + (i + 4 * k) * Bytes), vld1q_f32(x + i + 4 * k));
+        float32x4_t wv[4];
+        for (int k = 0; k < 4; ++k) wv[k] = Load4(p + (i + 4 * k) * Bytes);
+        for (int r = 0; r < R; ++r)
+            for (int k = 0; k < 4; ++k) acc[r][k] = vfmaq_f32(acc[r][k], wv[k], vld1q_f32(x + r * ldx + i + 4 * k));
     }
-    for (; i < n; i += 4) {  // tail (< 16) into acc[0]
+    for (; i < n; i += 4) {  // tail (< 16) into acc[r][0]
         const int64_t m = n - i < 4 ? n - i : 4;
         uint8_t wb[4 * Bytes + 8] = {};  // + 8: Load4 of F16 / BF16 reads 8 bytes
-        float xb[4] = {};
         std::memcpy(wb, p + i * Bytes, static_cast<size_t>(m) * Bytes);
-        std::memcpy(xb, x + i, static_cast<size_t>(m) * sizeof(float));
-        acc[0] = vfmaq_f32(acc[0], Load4(wb), vld1q_f32(xb));
+        const float32x4_t wv = Load4(wb);
+        for (int r = 0; r < R; ++r) {
+            float xb[4] = {};
+            std::memcpy(xb, x + r * ldx + i, static_cast<size_t>(m) * sizeof(float));
+            acc[r][0] = vfmaq_f32(acc[r][0], wv, vld1q_f32(xb));
+        }
     }
-    return hsum(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3]));
+    for (int r = 0; r < R; ++r) y[r * ldy] = hsum(vaddq_f32(acc[r][0], acc[r][1]), vaddq_f32(acc[r][2], acc[r][3]));
+}
+
+template <int Bytes, float32x4_t (*Load4)(const uint8_t*)>
+float dot_float_format(const void* w, const float* x, int64_t n) {
+    float y;
+    dot_float_rows<Bytes, Load4, 1>(w, x, 0, n, &y, 0);
+    return y;
+}
+
+template <int Bytes, float32x4_t (*Load4)(const uint8_t*)>
+void dot_rows_float_format(const void* w, const float* x, int64_t ldx, int nx, int64_t n, float* y, int64_t ldy) {
+    static_assert(kDotRowsMax == 4, "one case per row count");
+    switch (nx) {
+        case 1: return dot_float_rows<Bytes, Load4, 1>(w, x, ldx, n, y, ldy);
+        case 2: return dot_float_rows<Bytes, Load4, 2>(w, x, ldx, n, y, ldy);
+        case 3: return dot_float_rows<Bytes, Load4, 3>(w, x, ldx, n, y, ldy);
+        default: return dot_float_rows<Bytes, Load4, 4>(w, x, ldx, n, y, ldy);
+    }
 }
 
 inline float32x4_t load4_f16(const uint8_t* p) {
@@ -114,6 +141,15 @@ inline float32x4_t load4_bf16(const uint8_t* p) {
 float dot_f32(const void* w, const float* x, int64_t n) { return dot_float_format<4, load4_f32>(w, x, n); }
 float dot_f16(const void* w, const float* x, int64_t n) { return dot_float_format<2, load4_f16>(w, x, n); }
 float dot_bf16(const void* w, const float* x, int64_t n) { return dot_float_format<2, load4_bf16>(w, x, n); }
+void dot_rows_f32(const void* w, const float* x, int64_t ldx, int nx, int64_t n, float* y, int64_t ldy) {
+    dot_rows_float_format<4, load4_f32>(w, x, ldx, nx, n, y, ldy);
+}
+void dot_rows_f16(const void* w, const float* x, int64_t ldx, int nx, int64_t n, float* y, int64_t ldy) {
+    dot_rows_float_format<2, load4_f16>(w, x, ldx, nx, n, y, ldy);
+}
+void dot_rows_bf16(const void* w, const float* x, int64_t ldx, int nx, int64_t n, float* y, int64_t ldy) {
+    dot_rows_float_format<2, load4_bf16>(w, x, ldx, nx, n, y, ldy);
+}
 
 // Q8_0: Σ_b d_b Σ_j q_j x_j, two accumulators on alternate blocks (the scale is a separate
 // multiply: one more rounding per block than a fused scale-and-add, still within the bound).
@@ -177,7 +213,8 @@ float dot_q4_K(const void* w, const float* x, int64_t n) {
 
 const Kernels& neon_kernels(Type type) {
     static const Kernels none;
-    static const Kernels f32{nullptr, &neon::dot_f32}, f16{nullptr, &neon::dot_f16}, bf16{nullptr, &neon::dot_bf16},
+    static const Kernels f32{nullptr, &neon::dot_f32, &neon::dot_rows_f32}, f16{nullptr, &neon::dot_f16, &neon::dot_rows_f16},
+        bf16{nullptr, &neon::dot_bf16, &neon::dot_rows_bf16},
         q4_0{nullptr, &neon::dot_q4_0}, q8_0{nullptr, &neon::dot_q8_0}, q4_K{nullptr, &neon::dot_q4_K};
     switch (type) {
         case Type::F32: return f32;
