@@ -1,10 +1,9 @@
-// AVX2 int16-path kernels of the K-quants (Q2_K .. Q6_K), IQ4_XS, the grid and ternary formats for a few activation
-// rows (decode,
-// verify blocks): each super-block is decoded once into registers, in the natural element order
-// (the sub-block scales folded in), and feeds R activation rows. Every (weight row, activation row) result is bit for
-// bit what gemm_i16 gives for the same row (int16_gemm.h: the same integer lane sums, one
-// conversion and fma per group, the same minimum term), so decode, verify blocks and prefill
-// agree.
+// AVX2 int16-path kernels of the K-quants (Q2_K .. Q6_K), IQ4_XS, the grid and ternary formats for a
+// few activation rows (decode, verify blocks): each super-block is decoded once into registers, in
+// the natural element order (the sub-block scales folded in), and feeds R activation rows. Every
+// (weight row, activation row) result is bit for bit what gemm_i16 gives for the same row
+// (int16_gemm.h: the same integer lane sums, one conversion and fma per group, the same minimum
+// term), so decode, verify blocks and prefill agree.
 //
 // Per 32 weights and one row: Q4_K ~10 vector ops, Q6_K ~16, against ~20 and ~25 on the float
 // path. (The legacy formats take the block lanes over packed rows instead:
